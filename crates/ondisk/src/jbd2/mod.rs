@@ -1,0 +1,1 @@
+//! jbd2 journal structures (see crates/journal for the journal's behaviour).

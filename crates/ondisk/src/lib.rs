@@ -1,0 +1,12 @@
+//! ext4 and jbd2 on-disk structures.
+//!
+//! One module per structure, each parsing from `&[u8]` (never panicking on short
+//! or hostile input) and serialising back, with its checksum, in one place.
+//! Policy (allocation, caching, journaling modes) lives in other crates.
+
+pub mod bytes;
+pub mod csum;
+mod error;
+pub mod jbd2;
+
+pub use error::{Corruption, FormatError, Location, Result};
