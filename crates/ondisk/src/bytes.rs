@@ -64,3 +64,109 @@ pub fn put_be64(b: &mut [u8], off: usize, v: u64) {
 pub fn lo_hi(lo: u32, hi: u32) -> u64 {
     u64::from(lo) | (u64::from(hi) << 32)
 }
+
+/// A little-endian field of an on-disk structure: read and written at a byte offset.
+/// Implemented for the integer widths and fixed arrays ext4 uses, so that one
+/// table per structure (see [`le_struct!`]) generates both parse and serialise.
+pub trait LeField: Sized {
+    const SIZE: usize;
+    fn get(b: &[u8], off: usize) -> Self;
+    fn put(&self, b: &mut [u8], off: usize);
+}
+
+impl LeField for u8 {
+    const SIZE: usize = 1;
+    fn get(b: &[u8], off: usize) -> Self {
+        b[off]
+    }
+    fn put(&self, b: &mut [u8], off: usize) {
+        b[off] = *self;
+    }
+}
+impl LeField for u16 {
+    const SIZE: usize = 2;
+    fn get(b: &[u8], off: usize) -> Self {
+        le16(b, off)
+    }
+    fn put(&self, b: &mut [u8], off: usize) {
+        put_le16(b, off, *self)
+    }
+}
+impl LeField for u32 {
+    const SIZE: usize = 4;
+    fn get(b: &[u8], off: usize) -> Self {
+        le32(b, off)
+    }
+    fn put(&self, b: &mut [u8], off: usize) {
+        put_le32(b, off, *self)
+    }
+}
+impl LeField for u64 {
+    const SIZE: usize = 8;
+    fn get(b: &[u8], off: usize) -> Self {
+        le64(b, off)
+    }
+    fn put(&self, b: &mut [u8], off: usize) {
+        put_le64(b, off, *self)
+    }
+}
+impl<const N: usize> LeField for [u8; N] {
+    const SIZE: usize = N;
+    fn get(b: &[u8], off: usize) -> Self {
+        let mut a = [0u8; N];
+        a.copy_from_slice(&b[off..off + N]);
+        a
+    }
+    fn put(&self, b: &mut [u8], off: usize) {
+        b[off..off + N].copy_from_slice(self)
+    }
+}
+impl<const N: usize> LeField for [u32; N] {
+    const SIZE: usize = 4 * N;
+    fn get(b: &[u8], off: usize) -> Self {
+        std::array::from_fn(|i| le32(b, off + 4 * i))
+    }
+    fn put(&self, b: &mut [u8], off: usize) {
+        for (i, v) in self.iter().enumerate() {
+            put_le32(b, off + 4 * i, *v);
+        }
+    }
+}
+
+/// Declare an on-disk structure as a table of `name: type @ offset` fields. Generates
+/// the struct (fields documented in place), `read_fields(&[u8])` and
+/// `write_fields(&mut [u8])`, so each layout is written down exactly once.
+/// Callers check the buffer length before calling `read_fields`.
+#[macro_export]
+macro_rules! le_struct {
+    ($(#[$meta:meta])* pub struct $name:ident { $($(#[$fmeta:meta])* $field:ident : $ty:ty = $off:expr),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub struct $name { $($(#[$fmeta])* pub $field: $ty),* }
+        impl $name {
+            /// Parse every field from `b` (whose length the caller has checked).
+            pub fn read_fields(b: &[u8]) -> Self {
+                $name { $($field: <$ty as $crate::bytes::LeField>::get(b, $off)),* }
+            }
+            /// Write every field into `b`, leaving bytes outside the table untouched.
+            pub fn write_fields(&self, b: &mut [u8]) {
+                $(<$ty as $crate::bytes::LeField>::put(&self.$field, b, $off);)*
+            }
+            /// The structure with every field zero.
+            pub fn zeroed() -> Self {
+                Self::read_fields(&vec![0u8; Self::FIELDS_END])
+            }
+            /// One past the last byte any field covers.
+            pub const FIELDS_END: usize = {
+                let mut end = 0;
+                $(let e = $off + <$ty as $crate::bytes::LeField>::SIZE; if e > end { end = e; })*
+                end
+            };
+        }
+        impl Default for $name {
+            fn default() -> Self {
+                Self::zeroed()
+            }
+        }
+    };
+}

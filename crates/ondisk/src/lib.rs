@@ -6,7 +6,15 @@
 
 pub mod bytes;
 pub mod csum;
+pub mod dir;
 mod error;
+pub mod extent;
+pub mod group_desc;
+pub mod hash;
+pub mod htree;
+pub mod inode;
 pub mod jbd2;
+pub mod superblock;
+pub mod xattr;
 
 pub use error::{Corruption, FormatError, Location, Result};

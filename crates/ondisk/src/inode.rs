@@ -1,0 +1,389 @@
+//! Inodes: the 128-byte base record plus the extra fields that follow it when
+//! the inode size is larger (timestamps' nanoseconds, checksum high half, ...).
+
+use crate::bytes::{lo_hi, need, put_le16};
+use crate::csum::crc32c;
+use crate::superblock::{feature, Superblock};
+use crate::{le_struct, Corruption, FormatError, Location, Result};
+
+pub const ROOT_INO: u32 = 2;
+pub const JOURNAL_INO: u32 = 8;
+pub const GOOD_OLD_INODE_SIZE: usize = 128;
+const CSUM_LO_OFFSET: usize = 0x7C;
+const CSUM_HI_OFFSET: usize = 0x82;
+/// Size of `i_block`: 15 block pointers, or an extent root, or inline bytes.
+pub const I_BLOCK_SIZE: usize = 60;
+
+/// File type bits of `i_mode`.
+pub mod mode {
+    pub const S_IFMT: u16 = 0xF000;
+    pub const S_IFSOCK: u16 = 0xC000;
+    pub const S_IFLNK: u16 = 0xA000;
+    pub const S_IFREG: u16 = 0x8000;
+    pub const S_IFBLK: u16 = 0x6000;
+    pub const S_IFDIR: u16 = 0x4000;
+    pub const S_IFCHR: u16 = 0x2000;
+    pub const S_IFIFO: u16 = 0x1000;
+}
+
+/// `i_flags` bits that change how the inode is read.
+pub mod flags {
+    pub const SECRM: u32 = 0x1;
+    pub const IMMUTABLE: u32 = 0x10;
+    pub const APPEND: u32 = 0x20;
+    pub const NOATIME: u32 = 0x80;
+    pub const ENCRYPT: u32 = 0x800;
+    /// Directory has an htree index.
+    pub const INDEX: u32 = 0x1000;
+    /// i_blocks counts file-system blocks, not 512-byte sectors.
+    pub const HUGE_FILE: u32 = 0x40000;
+    /// i_block holds an extent tree root.
+    pub const EXTENTS: u32 = 0x80000;
+    pub const VERITY: u32 = 0x100000;
+    /// The inode stores a large xattr value (ea_inode feature).
+    pub const EA_INODE: u32 = 0x200000;
+    /// Contents live in i_block and the system.data xattr.
+    pub const INLINE_DATA: u32 = 0x10000000;
+    pub const CASEFOLD: u32 = 0x40000000;
+}
+
+le_struct! {
+    /// The fixed 128-byte part of `struct ext4_inode`.
+    pub struct InodeBase {
+        /// File type and permission bits.
+        mode: u16 = 0x00,
+        uid_lo: u16 = 0x02,
+        size_lo: u32 = 0x04,
+        atime: u32 = 0x08,
+        ctime: u32 = 0x0C,
+        mtime: u32 = 0x10,
+        /// Deletion time; also the next link of the orphan list.
+        dtime: u32 = 0x14,
+        gid_lo: u16 = 0x18,
+        links_count: u16 = 0x1A,
+        blocks_lo: u32 = 0x1C,
+        flags: u32 = 0x20,
+        /// i_version low half (osd1).
+        version_lo: u32 = 0x24,
+        /// Block map, extent root, inline data or fast symlink target.
+        block: [u8; 60] = 0x28,
+        generation: u32 = 0x64,
+        file_acl_lo: u32 = 0x68,
+        size_hi: u32 = 0x6C,
+        blocks_hi: u16 = 0x74,
+        file_acl_hi: u16 = 0x76,
+        uid_hi: u16 = 0x78,
+        gid_hi: u16 = 0x7A,
+        checksum_lo: u16 = 0x7C,
+    }
+}
+
+le_struct! {
+    /// Fields after the base record, present when `extra_isize` covers them.
+    pub struct InodeExtra {
+        /// Bytes used past 128 by these fields; in-inode xattrs start after them.
+        extra_isize: u16 = 0x80,
+        checksum_hi: u16 = 0x82,
+        /// Extra bits for each timestamp: 2 epoch bits, then 30 bits of nanoseconds.
+        ctime_extra: u32 = 0x84,
+        mtime_extra: u32 = 0x88,
+        atime_extra: u32 = 0x8C,
+        crtime: u32 = 0x90,
+        crtime_extra: u32 = 0x94,
+        version_hi: u32 = 0x98,
+        projid: u32 = 0x9C,
+    }
+}
+
+/// A timestamp with nanoseconds, as ext4 encodes it (seconds may be negative).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Timestamp {
+    pub sec: i64,
+    pub nsec: u32,
+}
+
+impl Timestamp {
+    /// Decode the 32-bit seconds and the optional extra word.
+    pub fn decode(base: u32, extra: Option<u32>) -> Self {
+        let mut sec = i64::from(base as i32);
+        let mut nsec = 0;
+        if let Some(x) = extra {
+            sec += i64::from(x & 3) << 32;
+            nsec = x >> 2;
+        }
+        Timestamp { sec, nsec }
+    }
+
+    /// Encode as (seconds word, extra word).
+    pub fn encode(self) -> (u32, u32) {
+        let base = self.sec as i32 as u32;
+        let epoch = ((self.sec - i64::from(base as i32)) >> 32) as u32 & 3;
+        (base, epoch | (self.nsec << 2))
+    }
+}
+
+/// One inode record, parsed. `raw` keeps the whole record (xattrs live in its tail).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inode {
+    pub ino: u32,
+    pub base: InodeBase,
+    /// Present when the record is larger than 128 bytes.
+    pub extra: Option<InodeExtra>,
+    pub raw: Vec<u8>,
+}
+
+impl Inode {
+    /// Parse inode `ino` from its record (`sb.inode_size()` bytes), checking the
+    /// checksum with metadata_csum.
+    pub fn parse(sb: &Superblock, ino: u32, buf: &[u8]) -> Result<Self> {
+        const S: &str = "inode";
+        let size = usize::from(sb.inode_size());
+        need(S, buf, size).map_err(|e| e.at(Location::Inode(u64::from(ino))))?;
+        let raw = buf[..size].to_vec();
+        let base = InodeBase::read_fields(&raw);
+        let extra = if size > GOOD_OLD_INODE_SIZE {
+            let e = InodeExtra::read_fields(&raw);
+            let room = size - GOOD_OLD_INODE_SIZE;
+            if usize::from(e.extra_isize) > room || e.extra_isize % 4 != 0 {
+                return Err(FormatError::corrupt(
+                    S,
+                    Location::Inode(u64::from(ino)),
+                    Corruption::BadField { field: "extra_isize", value: u64::from(e.extra_isize) },
+                ));
+            }
+            Some(e)
+        } else {
+            None
+        };
+        let inode = Inode { ino, base, extra, raw };
+        if sb.has_metadata_csum() {
+            let (stored, computed) = inode.checksums(sb);
+            if stored != computed {
+                return Err(FormatError::corrupt(
+                    S,
+                    Location::Inode(u64::from(ino)),
+                    Corruption::BadChecksum { stored, computed },
+                ));
+            }
+        }
+        Ok(inode)
+    }
+
+    /// Whether the checksum's high half is stored in this record.
+    fn has_csum_hi(&self) -> bool {
+        self.extra_field_fits(CSUM_HI_OFFSET, 2)
+    }
+
+    /// Whether the extra field at `off` (of `len` bytes) lies within extra_isize.
+    pub fn extra_field_fits(&self, off: usize, len: usize) -> bool {
+        match &self.extra {
+            Some(e) => GOOD_OLD_INODE_SIZE + usize::from(e.extra_isize) >= off + len,
+            None => false,
+        }
+    }
+
+    /// The per-inode checksum seed: crc32c over the inode number and generation.
+    pub fn csum_seed(sb: &Superblock, ino: u32, generation: u32) -> u32 {
+        let c = crc32c(sb.csum_seed(), &ino.to_le_bytes());
+        crc32c(c, &generation.to_le_bytes())
+    }
+
+    /// (stored, computed) checksum, truncated to what the record can store.
+    fn checksums(&self, sb: &Superblock) -> (u32, u32) {
+        let mut bytes = self.serialise_fields();
+        put_le16(&mut bytes, CSUM_LO_OFFSET, 0);
+        let hi = self.has_csum_hi();
+        if hi {
+            put_le16(&mut bytes, CSUM_HI_OFFSET, 0);
+        }
+        let full = crc32c(Self::csum_seed(sb, self.ino, self.base.generation), &bytes);
+        let stored_lo = u32::from(self.base.checksum_lo);
+        if hi {
+            let stored_hi = u32::from(self.extra.as_ref().map_or(0, |e| e.checksum_hi));
+            (stored_lo | (stored_hi << 16), full)
+        } else {
+            (stored_lo, full & 0xFFFF)
+        }
+    }
+
+    fn serialise_fields(&self) -> Vec<u8> {
+        let mut out = self.raw.clone();
+        self.base.write_fields(&mut out);
+        if let Some(e) = &self.extra {
+            // Extra fields past extra_isize are not part of the record (xattrs live there).
+            let declared = GOOD_OLD_INODE_SIZE + usize::from(e.extra_isize);
+            let end = declared.min(InodeExtra::FIELDS_END).max(GOOD_OLD_INODE_SIZE + 2);
+            let mut tmp = out.clone();
+            e.write_fields(&mut tmp);
+            out[GOOD_OLD_INODE_SIZE..end].copy_from_slice(&tmp[GOOD_OLD_INODE_SIZE..end]);
+        }
+        out
+    }
+
+    /// Serialise the record with its checksum set (when metadata_csum is on).
+    pub fn to_bytes(&self, sb: &Superblock) -> Vec<u8> {
+        let mut out = self.serialise_fields();
+        if sb.has_metadata_csum() {
+            let mut tmp = out.clone();
+            put_le16(&mut tmp, CSUM_LO_OFFSET, 0);
+            let hi = self.has_csum_hi();
+            if hi {
+                put_le16(&mut tmp, CSUM_HI_OFFSET, 0);
+            }
+            let c = crc32c(Self::csum_seed(sb, self.ino, self.base.generation), &tmp);
+            put_le16(&mut out, CSUM_LO_OFFSET, c as u16);
+            if hi {
+                put_le16(&mut out, CSUM_HI_OFFSET, (c >> 16) as u16);
+            }
+        }
+        out
+    }
+
+    pub fn file_type(&self) -> u16 {
+        self.base.mode & mode::S_IFMT
+    }
+    pub fn is_dir(&self) -> bool {
+        self.file_type() == mode::S_IFDIR
+    }
+    pub fn is_reg(&self) -> bool {
+        self.file_type() == mode::S_IFREG
+    }
+    pub fn is_symlink(&self) -> bool {
+        self.file_type() == mode::S_IFLNK
+    }
+    pub fn has_flag(&self, f: u32) -> bool {
+        self.base.flags & f != 0
+    }
+    pub fn size(&self) -> u64 {
+        lo_hi(self.base.size_lo, self.base.size_hi)
+    }
+    pub fn uid(&self) -> u32 {
+        u32::from(self.base.uid_lo) | (u32::from(self.base.uid_hi) << 16)
+    }
+    pub fn gid(&self) -> u32 {
+        u32::from(self.base.gid_lo) | (u32::from(self.base.gid_hi) << 16)
+    }
+    pub fn links_count(&self) -> u16 {
+        self.base.links_count
+    }
+    /// External xattr block, 0 if none.
+    pub fn file_acl(&self) -> u64 {
+        lo_hi(self.base.file_acl_lo, u32::from(self.base.file_acl_hi))
+    }
+    /// Space used, in 512-byte units as stat(2) reports it.
+    pub fn blocks_512(&self, sb: &Superblock) -> u64 {
+        let huge = sb.has_ro_compat(feature::ro_compat::HUGE_FILE);
+        let hi = if huge { u32::from(self.base.blocks_hi) } else { 0 };
+        let n = lo_hi(self.base.blocks_lo, hi);
+        if huge && self.has_flag(flags::HUGE_FILE) {
+            n * u64::from(sb.block_size() / 512)
+        } else {
+            n
+        }
+    }
+
+    fn extra_word(&self, off: usize, pick: fn(&InodeExtra) -> u32) -> Option<u32> {
+        if self.extra_field_fits(off, 4) {
+            self.extra.as_ref().map(pick)
+        } else {
+            None
+        }
+    }
+    pub fn atime(&self) -> Timestamp {
+        Timestamp::decode(self.base.atime, self.extra_word(0x8C, |e| e.atime_extra))
+    }
+    pub fn mtime(&self) -> Timestamp {
+        Timestamp::decode(self.base.mtime, self.extra_word(0x88, |e| e.mtime_extra))
+    }
+    pub fn ctime(&self) -> Timestamp {
+        Timestamp::decode(self.base.ctime, self.extra_word(0x84, |e| e.ctime_extra))
+    }
+    pub fn crtime(&self) -> Option<Timestamp> {
+        let base = self.extra_word(0x90, |e| e.crtime)?;
+        Some(Timestamp::decode(base, self.extra_word(0x94, |e| e.crtime_extra)))
+    }
+
+    /// The in-inode xattr area: bytes after the extra fields, if any.
+    pub fn inline_xattr_area(&self) -> &[u8] {
+        match &self.extra {
+            Some(e) => {
+                let start = GOOD_OLD_INODE_SIZE + usize::from(e.extra_isize);
+                &self.raw[start.min(self.raw.len())..]
+            }
+            None => &[],
+        }
+    }
+
+    /// Device number of a character or block special file, in the
+    /// kernel's `new_encode_dev` layout (what stat and FUSE use).
+    pub fn rdev(&self) -> u32 {
+        let b = &self.base.block;
+        let old = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        if old != 0 {
+            let major = (old >> 8) & 0xFF;
+            let minor = old & 0xFF;
+            (major << 8) | minor
+        } else {
+            u32::from_le_bytes([b[4], b[5], b[6], b[7]])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::superblock::tests::sample;
+
+    fn sample_inode(sb: &Superblock) -> Inode {
+        let mut raw = vec![0u8; usize::from(sb.inode_size())];
+        let base = InodeBase {
+            mode: mode::S_IFREG | 0o644,
+            size_lo: 12345,
+            links_count: 1,
+            generation: 77,
+            flags: flags::EXTENTS,
+            ..Default::default()
+        };
+        base.write_fields(&mut raw);
+        let extra = InodeExtra { extra_isize: 32, mtime_extra: (999 << 2) | 1, ..Default::default() };
+        extra.write_fields(&mut raw);
+        let ino = Inode { ino: 12, base, extra: Some(extra), raw };
+        let bytes = ino.to_bytes(sb);
+        Inode::parse(sb, 12, &bytes).unwrap()
+    }
+
+    #[test]
+    fn round_trip_and_checksum() {
+        let sb = sample();
+        let ino = sample_inode(&sb);
+        let bytes = ino.to_bytes(&sb);
+        assert_eq!(Inode::parse(&sb, 12, &bytes).unwrap().to_bytes(&sb), bytes);
+        assert_eq!(ino.mtime(), Timestamp { sec: 1 << 32, nsec: 999 });
+        // Same bytes read as another inode number fail: the number is in the seed.
+        assert!(Inode::parse(&sb, 13, &bytes).is_err());
+        let mut bad = bytes.clone();
+        bad[4] ^= 1;
+        assert!(matches!(
+            Inode::parse(&sb, 12, &bad),
+            Err(FormatError::Corrupt { why: Corruption::BadChecksum { .. }, .. })
+        ));
+    }
+
+    #[test]
+    fn bad_extra_isize_and_short_buffer() {
+        let sb = sample();
+        let mut bytes = sample_inode(&sb).to_bytes(&sb);
+        bytes[0x80] = 0xff;
+        assert!(Inode::parse(&sb, 12, &bytes).is_err());
+        assert!(Inode::parse(&sb, 12, &bytes[..64]).is_err());
+    }
+
+    #[test]
+    fn timestamps_round_trip_including_negative_and_post_2038() {
+        for &(sec, nsec) in &[(0i64, 0u32), (-1, 5), (1_700_000_000, 123_456_789), (1 << 33, 1), (-(1 << 31), 0)] {
+            let t = Timestamp { sec, nsec };
+            let (b, x) = t.encode();
+            assert_eq!(Timestamp::decode(b, Some(x)), t, "{sec}");
+        }
+    }
+}
