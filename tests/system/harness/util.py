@@ -1,0 +1,169 @@
+"""Small process / mount helpers shared by the tests and the benchmark."""
+import os
+import shlex
+import subprocess
+import time
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+class CmdError(Exception):
+    def __init__(self, cmd, rc, out, err):
+        self.cmd, self.rc, self.out, self.err = cmd, rc, out, err
+        super().__init__(f"command failed (rc={rc}): {shlex.join(cmd)}\nstdout: {out[-2000:]}\nstderr: {err[-2000:]}")
+
+
+def run(cmd, check=True, timeout=600, input=None, env=None):
+    """Run a command, capture text output; raise CmdError on non-zero exit when check."""
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=input, env=env,
+                       errors="replace")
+    if check and p.returncode != 0:
+        raise CmdError(cmd, p.returncode, p.stdout, p.stderr)
+    return p
+
+
+def mounted_at(mnt):
+    """The /proc/self/mountinfo entry (fstype, source) for mountpoint mnt, or None."""
+    mnt = os.path.realpath(mnt)
+    found = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            mp = parts[4].encode().decode("unicode_escape")
+            if mp == mnt:
+                sep = parts.index("-")
+                found = (parts[sep + 1], parts[sep + 2])
+    return found
+
+
+def in_proc_mounts(mnt):
+    mnt = os.path.realpath(mnt)
+    with open("/proc/mounts") as f:
+        return any(line.split()[1].encode().decode("unicode_escape") == mnt for line in f)
+
+
+def fuse_conn_id(mnt):
+    """The FUSE connection number (st_dev minor) of a mount, for /sys/fs/fuse/connections/N/abort."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            if parts[4].encode().decode("unicode_escape") == os.path.realpath(mnt):
+                maj, mnr = parts[2].split(":")
+                return int(mnr)
+    return None
+
+
+def abort_fuse(mnt):
+    cid = fuse_conn_id(mnt)
+    if cid is not None and os.path.exists(f"/sys/fs/fuse/connections/{cid}/abort"):
+        try:
+            with open(f"/sys/fs/fuse/connections/{cid}/abort", "w") as f:
+                f.write("1")
+        except OSError:
+            pass
+
+
+def force_unmount(mnt):
+    """Best-effort teardown of whatever is mounted at mnt (used in finalizers)."""
+    for _ in range(5):
+        if not in_proc_mounts(mnt):
+            return True
+        fs = mounted_at(mnt)
+        if fs and fs[0].startswith("fuse"):
+            subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
+            if in_proc_mounts(mnt):
+                abort_fuse(mnt)
+        subprocess.run(["umount", mnt], capture_output=True)
+        if in_proc_mounts(mnt):
+            subprocess.run(["umount", "-l", mnt], capture_output=True)
+        time.sleep(0.2)
+    return not in_proc_mounts(mnt)
+
+
+def pids_holding(path):
+    """PIDs of processes that have `path` open (scans /proc/*/fd)."""
+    path = os.path.realpath(path)
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        d = f"/proc/{pid}/fd"
+        try:
+            for fd in os.listdir(d):
+                try:
+                    if os.readlink(f"{d}/{fd}") == path:
+                        out.append(int(pid))
+                        break
+                except OSError:
+                    pass
+        except OSError:
+            pass
+    return out
+
+
+def pid_alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def wait_pid_gone(pid, timeout=20):
+    t = time.time() + timeout
+    while time.time() < t:
+        if not pid_alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def loops_for(image):
+    p = subprocess.run(["losetup", "-j", os.path.realpath(image)], capture_output=True, text=True)
+    return [line.split(":", 1)[0] for line in p.stdout.splitlines() if line.strip()]
+
+
+def detach_loops(image):
+    for dev in loops_for(image):
+        subprocess.run(["losetup", "-d", dev], capture_output=True)
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def sparse_sha256(path):
+    """sha256 over (offset, bytes) of every data segment of a (sparse) file: cheap for big sparse images."""
+    import hashlib
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        h.update(str(size).encode())
+        off = 0
+        while off < size:
+            try:
+                data = os.lseek(fd, off, os.SEEK_DATA)
+            except OSError:
+                break
+            hole = os.lseek(fd, data, os.SEEK_HOLE)
+            pos = data
+            while pos < hole:
+                b = os.pread(fd, min(8 << 20, hole - pos), pos)
+                if not b:
+                    break
+                # hash block-aligned chunks so the segmentation (which may differ run to run) doesn't matter
+                # for all-zero pages: skip zero pages entirely
+                for i in range(0, len(b), 4096):
+                    page = b[i:i + 4096]
+                    if page.count(0) != len(page):
+                        h.update((pos + i).to_bytes(8, "little"))
+                        h.update(page)
+                pos += len(b)
+            off = hole
+    finally:
+        os.close(fd)
+    return h.hexdigest()
