@@ -193,14 +193,19 @@ class Kernel(Adapter):
         return ["ro", "noload"] if ro else ["rw"]
 
     def mount_cmd(self, image, mnt, options):
-        return ["mount", "-t", "ext4", "-o", ",".join(["loop"] + list(options or [])), image, mnt]
+        return ["mount", "-t", "ext4", "-o", ",".join(options or []), "<loop of %s>" % image, mnt]
 
     def mount(self, image, mnt, options=None, ro=True, timeout=60):
         opts = self.default_options(ro) if options is None else options
         cmd = self.mount_cmd(image, mnt, opts)
+        p = subprocess.run(["losetup", "-f", "--show", image], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise MountFailed(self.name, ["losetup", "-f", "--show", image], p.returncode, p.stderr)
+        dev = p.stdout.strip()
+        cmd[-2] = dev
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if p.returncode != 0:
-            util.detach_loops(image)
+            subprocess.run(["losetup", "-d", dev], capture_output=True)
             raise MountFailed(self.name, cmd, p.returncode, p.stderr)
         return Mounted(self, image, mnt)
 

@@ -77,7 +77,7 @@ def report(diffs, label_k="kernel", label_i="impl", per_field=6):
     lines = [f"{len(diffs)} difference(s): " + ", ".join(f"{f}={len(v)}" for f, v in sorted(by_field.items()))]
     for f, ds in sorted(by_field.items()):
         for p, fld, kv, iv in ds[:per_field]:
-            lines.append(f"  {p!r} {fld}: {label_k}={_short(kv)} {label_i}={_short(iv)}")
+            lines.append(f"  {_short(repr(p), 160)} {fld}: {label_k}={_short(kv)} {label_i}={_short(iv)}")
         if len(ds) > per_field:
             lines.append(f"  ... {len(ds) - per_field} more {f} difference(s)")
     return "\n".join(lines)

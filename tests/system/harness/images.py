@@ -379,20 +379,29 @@ def mkfs(variant_or_cmd, image, size, opts=()):
 
 
 class KernelMount:
-    """Context manager: loop-mount `image` with the kernel, always unmount + detach on exit."""
+    """Context manager: mount `image` with the kernel through a (writable) loop device; always unmount + detach.
+
+    The loop device is writable even for "ro" mounts, so a ro mount of a needs_recovery image replays the journal
+    (as it would on a disk); use "ro,noload" to keep the image untouched."""
 
     def __init__(self, image, mnt, opts="rw"):
-        self.image, self.mnt, self.opts = image, mnt, opts
+        self.image, self.mnt, self.opts, self.dev = image, mnt, opts, None
 
     def __enter__(self):
         os.makedirs(self.mnt, exist_ok=True)
-        util.run(["mount", "-t", "ext4", "-o", "loop," + self.opts, self.image, self.mnt])
+        self.dev = util.run(["losetup", "-f", "--show", self.image]).stdout.strip()
+        try:
+            util.run(["mount", "-t", "ext4", "-o", self.opts, self.dev, self.mnt])
+        except Exception:
+            subprocess.run(["losetup", "-d", self.dev], capture_output=True)
+            raise
         return self.mnt
 
     def __exit__(self, *exc):
         p = subprocess.run(["umount", self.mnt], capture_output=True, text=True)
         if p.returncode != 0:
             util.force_unmount(self.mnt)
+        subprocess.run(["losetup", "-d", self.dev], capture_output=True)
         util.detach_loops(self.image)
 
 
@@ -461,3 +470,69 @@ class ImageStore:
     def cleanup(self):
         if not self.persistent:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------- recovery
+def build_needs_recovery(workdir):
+    """An image whose journal must be replayed: copied (cp --sparse=always) while a kernel mount is live.
+
+    Returns (image, info) where info says what the journal holds.  The tree is changed in several synced
+    steps (creates, a delete of a whole directory so its blocks get revoked, renames, xattrs, truncates,
+    a rewrite), so replay matters for directories, inodes, bitmaps and extent trees.
+    """
+    src = os.path.join(workdir, "recovery-src.img")
+    img = os.path.join(workdir, "recovery.img")
+    mkfs("mkfs.ext4", src, GiB)
+    mnt = os.path.join(workdir, "recovery-build-mnt")
+    rnd = random.Random(7)
+    km = KernelMount(src, mnt, "rw,commit=600")   # no timer commits: only our syncs commit
+    root = km.__enter__()
+    try:
+        J = os.path.join
+        def commit():
+            # fsync commits the running jbd2 transaction to the journal only; sync(2)/syncfs(2) would also write
+            # the metadata home (they flush the block device), making replay a no-op
+            fd = os.open(root, os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+
+        os.makedirs(J(root, "base", "sub"))
+        for i in range(50):
+            _write(J(root, "base", "f%d" % i), rnd.randbytes(100 * i))
+        os.sync()                                   # the base tree is home
+        # T1: a directory full of entries; T2: it is deleted (its blocks are freed and revoked)
+        os.mkdir(J(root, "doomed"))
+        for i in range(400):
+            _write(J(root, "doomed", "x%03d" % i), b"")
+        commit()
+        shutil.rmtree(J(root, "doomed"))
+        commit()
+        # T3: the freed blocks get reused; renames, xattrs, truncation, links, symlinks, deletes
+        os.mkdir(J(root, "after"))
+        for i in range(300):
+            _write(J(root, "after", "g%03d" % i), rnd.randbytes(3000))
+        os.rename(J(root, "base", "f1"), J(root, "after", "renamed_f1"))
+        os.setxattr(J(root, "base", "f2"), "user.rec", b"recovered xattr")
+        os.truncate(J(root, "base", "f49"), 10)
+        os.link(J(root, "base", "f3"), J(root, "after", "link_f3"))
+        os.symlink("x" * 200, J(root, "after", "slowlink"))
+        os.utime(J(root, "base", "f4"), ns=(1_234_567_890_123_456_789, 1_234_567_890_987_654_321))
+        for i in range(0, 50, 5):
+            os.unlink(J(root, "base", "f%d" % i))
+        for f in os.listdir(J(root, "after")):     # data of the new files, then the commit
+            if not os.path.isfile(J(root, "after", f)) or os.path.islink(J(root, "after", f)):
+                continue
+            fd = os.open(J(root, "after", f), os.O_RDONLY)
+            os.fdatasync(fd)
+            os.close(fd)
+        commit()
+        util.run(["cp", "--sparse=always", src, img])
+    finally:
+        km.__exit__(None, None, None)
+    feats = features(fs_info(img))
+    logdump = util.run(["debugfs", "-R", "logdump", img], check=False).stdout
+    info = {"needs_recovery": "needs_recovery" in feats,
+            "transactions": len(re.findall(r"Found expected sequence \d+, type 2 \(commit block\)", logdump)),
+            "revokes": len(re.findall(r"revoke table", logdump))}
+    os.unlink(src)
+    return img, info
