@@ -90,6 +90,8 @@ pub struct Recovery {
     /// refuse to mount (recovery returns -EFSBADCRC after replaying the rest);
     /// e2fsck keeps the rest and marks the file system as having errors.
     pub bad_data_blocks: Vec<BadDataBlock>,
+    /// The revoke table built by the REVOKE pass (empty for a clean journal).
+    pub revoked: RevokeTable,
 }
 
 impl Recovery {
@@ -180,6 +182,7 @@ pub fn recover<R: JournalReader + ?Sized>(reader: &R) -> Result<Recovery, Error>
         revoke_hits: 0,
         failed_commit: None,
         bad_data_blocks: Vec::new(),
+        revoked: RevokeTable::new(),
         superblock: sb.clone(),
     };
     if sb.start == 0 {
@@ -210,6 +213,7 @@ pub fn recover<R: JournalReader + ?Sized>(reader: &R) -> Result<Recovery, Error>
     out.revoke_hits = info.revoke_hits;
     out.failed_commit = info.failed_commit;
     out.bad_data_blocks = info.bad;
+    out.revoked = info.revokes;
     debug_assert!(out
         .blocks
         .values()

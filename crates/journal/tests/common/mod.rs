@@ -2,6 +2,8 @@
 //! with the ondisk serialisers (as jbd2's commit code lays them out).
 #![allow(dead_code)]
 
+pub mod tools;
+
 use std::io;
 
 use journal::JournalReader;
