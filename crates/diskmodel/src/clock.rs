@@ -1,0 +1,92 @@
+//! Model time: real elapsed time scaled by `speed`, or virtual time that only
+//! moves when the model says so (unit tests and fast offline runs).
+
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub enum Clock {
+    /// Model seconds = real seconds since `start` x `speed`.
+    Real { start: Instant, speed: f64 },
+    /// Model seconds advance only through [`Clock::advance_to`].
+    Virtual { now: f64 },
+}
+
+impl Clock {
+    pub fn real(speed: f64) -> Self {
+        Clock::Real { start: Instant::now(), speed }
+    }
+
+    pub fn virtual_time() -> Self {
+        Clock::Virtual { now: 0.0 }
+    }
+
+    pub fn is_virtual(&self) -> bool {
+        matches!(self, Clock::Virtual { .. })
+    }
+
+    /// The current model time in seconds.
+    pub fn now(&self) -> f64 {
+        match self {
+            Clock::Real { start, speed } => start.elapsed().as_secs_f64() * speed,
+            Clock::Virtual { now } => *now,
+        }
+    }
+
+    /// Move virtual time forward to `t` (never backwards); no effect on a real clock.
+    pub fn advance_to(&mut self, t: f64) {
+        if let Clock::Virtual { now } = self {
+            if t > *now {
+                *now = t;
+            }
+        }
+    }
+
+    /// The real instant at which model time reaches `t` (None for virtual time).
+    pub fn instant_of(&self, t: f64) -> Option<Instant> {
+        match self {
+            Clock::Real { start, speed } => {
+                let secs = (t / speed).max(0.0);
+                Some(*start + Duration::from_secs_f64(secs.min(1e9)))
+            }
+            Clock::Virtual { .. } => None,
+        }
+    }
+
+    pub fn speed(&self) -> Option<f64> {
+        match self {
+            Clock::Real { speed, .. } => Some(*speed),
+            Clock::Virtual { .. } => None,
+        }
+    }
+}
+
+/// Sleep until `deadline` (no-op if it has passed).
+pub fn sleep_until(deadline: Instant) {
+    let now = Instant::now();
+    if deadline > now {
+        std::thread::sleep(deadline - now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn virtual_time_never_goes_backwards() {
+        let mut c = Clock::virtual_time();
+        c.advance_to(2.0);
+        c.advance_to(1.0);
+        assert_eq!(c.now(), 2.0);
+    }
+
+    #[test]
+    fn real_time_is_scaled() {
+        let c = Clock::real(1000.0);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(c.now() >= 20.0);
+        let a = c.instant_of(1000.0).unwrap();
+        let b = c.instant_of(2000.0).unwrap();
+        assert!(b - a >= Duration::from_millis(999));
+    }
+}

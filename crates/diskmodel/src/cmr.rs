@@ -1,0 +1,56 @@
+//! Conventional (CMR) disk: mechanics only. Every request costs command
+//! overhead + seek + rotational latency + zoned transfer; writes go in place.
+//! There is no volatile write cache (a write completes when it is on the
+//! medium), so flushes cost only the command overhead.
+
+use crate::mech::Mech;
+use crate::model::{Model, ModelState, Op, Req};
+use crate::params::MechParams;
+
+pub struct Cmr {
+    mech: Mech,
+    last_t: f64,
+}
+
+impl Cmr {
+    pub fn new(p: MechParams) -> Self {
+        Cmr { mech: Mech::new(p), last_t: 0.0 }
+    }
+}
+
+impl Model for Cmr {
+    fn name(&self) -> &'static str {
+        "cmr"
+    }
+
+    fn capacity(&self) -> u64 {
+        self.mech.p.capacity_bytes
+    }
+
+    fn positioning_estimate(&self, t: f64, req: &Req) -> f64 {
+        match req.op {
+            Op::Flush => 0.0,
+            _ => self.mech.positioning_time(t, req.offset),
+        }
+    }
+
+    fn serve(&mut self, t: f64, req: &Req) -> f64 {
+        debug_assert!(t >= self.last_t, "model time went backwards: {t} < {}", self.last_t);
+        self.last_t = t;
+        let d = match req.op {
+            Op::Flush => self.mech.p.cmd_overhead_s,
+            Op::Read | Op::Write => self.mech.access(t, req.offset, req.len),
+        };
+        self.last_t = t + d;
+        t + d
+    }
+
+    fn idle_until(&mut self, t: f64) {
+        debug_assert!(t + 1e-12 >= self.last_t || t >= 0.0);
+        self.last_t = self.last_t.max(t);
+    }
+
+    fn state(&self) -> ModelState {
+        ModelState { model: "cmr", ..ModelState::default() }
+    }
+}

@@ -1,0 +1,276 @@
+//! Disk models for ext4lazy: a conventional disk (`cmr`, WD5000YS-like) and
+//! two drive-managed SMR disks (`smr-seagate`, ST8000AS0002-like, static
+//! mapping and idle cleaning; `smr-wd`, WD40NMZW-like, dynamic mapping and
+//! continuous cleaning), all on one mechanical core.
+//!
+//! Storage and time are separate: data lives in a sparse backing file at its
+//! logical address; the model only decides when each request completes. Time
+//! is real time scaled by `speed`, or virtual time for tests and offline runs.
+//!
+//! Used two ways: in-process as a [`blockdev::BlockDevice`]
+//! ([`open_model_device`]) and exported as an image file by a FUSE server
+//! ([`serve`], `ext4lazy emu serve`). See docs/DISKMODELS.md.
+
+pub mod cli;
+pub mod clock;
+pub mod cmr;
+pub mod device;
+pub mod mech;
+pub mod model;
+pub mod params;
+pub mod pcache;
+pub mod queue;
+pub mod report;
+pub mod rng;
+pub mod serve;
+pub mod smr;
+pub mod stats;
+pub mod trace;
+pub mod workload;
+
+pub use device::ModelDevice;
+pub use model::{Model, ModelState, Op, Req};
+pub use params::{MechParams, ParamError, SmrParams};
+pub use report::Report;
+
+use blockdev::FileDevice;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The model names accepted everywhere.
+pub const MODEL_NAMES: [&str; 3] = ["cmr", "smr-seagate", "smr-wd"];
+
+/// Errors of building or opening a model.
+#[derive(Debug)]
+pub enum Error {
+    UnknownModel(String),
+    Param(ParamError),
+    /// A mount/CLI option this crate does not know.
+    UnknownOption(String),
+    BadOption { key: String, value: String },
+    Io(io::Error),
+    /// The backing file exists with another size than asked for.
+    BackingSize { path: PathBuf, actual: u64, wanted: u64 },
+    /// The exported size is larger than the modelled drive or misaligned.
+    BadSize { size: u64, capacity: u64 },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::UnknownModel(m) => write!(f, "unknown disk model `{m}` (known: {})", MODEL_NAMES.join(", ")),
+            Error::Param(e) => write!(f, "{e}"),
+            Error::UnknownOption(k) => write!(f, "unknown disk model option `{k}`"),
+            Error::BadOption { key, value } => write!(f, "bad value `{value}` for disk model option `{key}`"),
+            Error::Io(e) => write!(f, "{e}"),
+            Error::BackingSize { path, actual, wanted } => write!(
+                f,
+                "backing file {} is {actual} bytes but {wanted} were asked for (remove it or give its size)",
+                path.display()
+            ),
+            Error::BadSize { size, capacity } => write!(
+                f,
+                "device size {size} must be a non-zero multiple of 4096 and at most the drive's capacity {capacity}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+impl From<ParamError> for Error {
+    fn from(e: ParamError) -> Self {
+        Error::Param(e)
+    }
+}
+
+/// How to run a model.
+#[derive(Clone, Debug)]
+pub struct ModelOptions {
+    /// Real time scaled by this factor (1 = the real drive); None = virtual
+    /// time (no sleeping; for tests and offline runs).
+    pub speed: Option<f64>,
+    /// Parameter overrides, `(name, value)`, applied in order.
+    pub params: Vec<(String, String)>,
+    /// Write a CSV trace of every request here.
+    pub trace: Option<PathBuf>,
+    /// Width of the time-series buckets, model seconds.
+    pub bucket_s: f64,
+    /// fsync the backing file on every flush (off: the backing file's
+    /// durability does not matter to the model's timing).
+    pub sync_backing: bool,
+    /// Exported size; None = the backing file's size (or the whole drive for
+    /// a new backing file).
+    pub size: Option<u64>,
+}
+
+impl Default for ModelOptions {
+    fn default() -> Self {
+        ModelOptions { speed: Some(1.0), params: Vec::new(), trace: None, bucket_s: 1.0, sync_backing: false, size: None }
+    }
+}
+
+impl ModelOptions {
+    /// Apply one option as given in `ext4lazy mount -o device=MODEL,...`:
+    /// `speed=S` (`speed=virtual` for virtual time), `trace=FILE`,
+    /// `bucket=SECONDS`, `sync_backing=BOOL`, `param.NAME=VALUE`.
+    /// Returns `Ok(false)` for a key this crate does not own.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<bool, Error> {
+        let bad = || Error::BadOption { key: key.to_string(), value: value.to_string() };
+        match key {
+            "speed" => {
+                if value == "virtual" {
+                    self.speed = None;
+                } else {
+                    let s: f64 = value.parse().map_err(|_| bad())?;
+                    if !(s.is_finite() && s > 0.0) {
+                        return Err(bad());
+                    }
+                    self.speed = Some(s);
+                }
+            }
+            "trace" => self.trace = Some(PathBuf::from(value)),
+            "bucket" => {
+                let b: f64 = value.parse().map_err(|_| bad())?;
+                if !(b.is_finite() && b > 0.0) {
+                    return Err(bad());
+                }
+                self.bucket_s = b;
+            }
+            "sync_backing" => {
+                self.sync_backing = <bool as params::ParamValue>::parse_value(value).ok_or_else(bad)?
+            }
+            _ => match key.strip_prefix("param.") {
+                Some(name) => self.params.push((name.to_string(), value.to_string())),
+                None => return Ok(false),
+            },
+        }
+        Ok(true)
+    }
+}
+
+/// Build a model by name with parameter overrides. Returns the model and its
+/// queue depth.
+pub fn build_model(name: &str, overrides: &[(String, String)]) -> Result<(Box<dyn Model>, u32), Error> {
+    let (mut mech, mut smr) = match name {
+        "cmr" => (MechParams::wd5000ys(), None),
+        "smr-seagate" => (MechParams::st8000as0002(), Some(SmrParams::seagate())),
+        "smr-wd" => (MechParams::wd40nmzw(), Some(SmrParams::wd())),
+        _ => return Err(Error::UnknownModel(name.to_string())),
+    };
+    for (k, v) in overrides {
+        let mut known = mech.set(k, v)?;
+        if let Some(s) = smr.as_mut() {
+            known |= s.set(k, v)?;
+        }
+        if !known {
+            return Err(Error::Param(ParamError::Unknown(k.clone())));
+        }
+    }
+    mech.validate()?;
+    let qd = mech.queue_depth;
+    let model: Box<dyn Model> = match (name, smr) {
+        ("smr-seagate", Some(s)) => {
+            s.validate()?;
+            Box::new(smr::Smr::seagate(mech, s))
+        }
+        ("smr-wd", Some(s)) => {
+            s.validate()?;
+            Box::new(smr::Smr::wd(mech, s))
+        }
+        _ => Box::new(cmr::Cmr::new(mech)),
+    };
+    Ok((model, qd))
+}
+
+/// The parameters of a model (with overrides applied), for `emu params` and the docs.
+pub fn describe_model(name: &str, overrides: &[(String, String)]) -> Result<Vec<params::ParamInfo>, Error> {
+    let (mut mech, mut smr) = match name {
+        "cmr" => (MechParams::wd5000ys(), None),
+        "smr-seagate" => (MechParams::st8000as0002(), Some(SmrParams::seagate())),
+        "smr-wd" => (MechParams::wd40nmzw(), Some(SmrParams::wd())),
+        _ => return Err(Error::UnknownModel(name.to_string())),
+    };
+    for (k, v) in overrides {
+        let mut known = mech.set(k, v)?;
+        if let Some(s) = smr.as_mut() {
+            known |= s.set(k, v)?;
+        }
+        if !known {
+            return Err(Error::Param(ParamError::Unknown(k.clone())));
+        }
+    }
+    let mut out = mech.describe();
+    if let Some(s) = smr {
+        out.extend(s.describe());
+    }
+    Ok(out)
+}
+
+/// A model device without backing storage (data discarded, reads return
+/// zeros): for pure timing runs such as `emu randwrite`.
+pub fn open_null_device(model: &str, opts: &ModelOptions) -> Result<Arc<ModelDevice>, Error> {
+    let (m, qd) = build_model(model, &opts.params)?;
+    let cap = m.capacity();
+    let size = opts.size.unwrap_or(cap);
+    if size == 0 || size % 4096 != 0 || size > cap {
+        return Err(Error::BadSize { size, capacity: cap });
+    }
+    finish(m, qd, None, size, opts)
+}
+
+/// Open (or create, sparse) `backing` and put the model in front of it.
+/// The lead's mount path calls this for `-o device=MODEL[,speed=S,...]`; keep
+/// the returned `Arc<ModelDevice>` to read [`ModelDevice::report`] later, and
+/// hand a clone to the file system as `Arc<dyn BlockDevice>`.
+pub fn open_model_device(model: &str, backing: &Path, opts: &ModelOptions) -> Result<Arc<ModelDevice>, Error> {
+    let (m, qd) = build_model(model, &opts.params)?;
+    let cap = m.capacity();
+    let existing = std::fs::metadata(backing).ok().map(|md| md.len());
+    let size = match (existing, opts.size) {
+        (Some(actual), Some(wanted)) if actual != wanted && actual != 0 => {
+            return Err(Error::BackingSize { path: backing.to_path_buf(), actual, wanted })
+        }
+        (_, Some(wanted)) => wanted,
+        (Some(actual), None) if actual > 0 => actual,
+        _ => cap,
+    };
+    if size == 0 || size % 4096 != 0 || size > cap {
+        return Err(Error::BadSize { size, capacity: cap });
+    }
+    if existing.unwrap_or(0) != size {
+        let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(backing).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot create backing file {}: {e}", backing.display()))
+        })?;
+        f.set_len(size)?;
+    }
+    let dev = FileDevice::open(backing, true)?;
+    finish(m, qd, Some(dev), size, opts)
+}
+
+fn finish(
+    m: Box<dyn Model>,
+    qd: u32,
+    backing: Option<FileDevice>,
+    size: u64,
+    opts: &ModelOptions,
+) -> Result<Arc<ModelDevice>, Error> {
+    let sched = queue::Scheduler::new(m, qd, opts.bucket_s);
+    let clock = match opts.speed {
+        Some(s) => clock::Clock::real(s),
+        None => clock::Clock::virtual_time(),
+    };
+    let dev = ModelDevice::new(sched, clock, backing, size, opts.sync_backing);
+    if let Some(t) = &opts.trace {
+        dev.set_trace(t)?;
+    }
+    Ok(Arc::new(dev))
+}
