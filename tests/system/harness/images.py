@@ -536,3 +536,66 @@ def build_needs_recovery(workdir):
             "revokes": len(re.findall(r"revoke table", logdump))}
     os.unlink(src)
     return img, info
+
+
+# ---------------------------------------------------------------------------------------------- small images
+def build_small(image, workdir, opts=(), size=256 * MiB):
+    """A small image for CLI and corruption tests: a directory, an inode with siblings in the same
+    inode-table block, a file with an extent tree of depth 1, and an `other/` tree that must stay readable."""
+    mkfs("mkfs.ext4", image, size, opts)
+    rnd = random.Random(3)
+    mnt = os.path.join(workdir, "small-build-mnt")
+    with KernelMount(image, mnt) as root:
+        J = os.path.join
+        os.mkdir(J(root, "other"))
+        for i in range(20):
+            _write(J(root, "other", "o%d" % i), rnd.randbytes(1000 * i + 1))
+        os.mkdir(J(root, "victimdir"))
+        for i in range(60):
+            _write(J(root, "victimdir", "entry%02d" % i), b"v%d" % i)
+        _write(J(root, "victimfile"), b"victim content\n")
+        for i in range(15):
+            _write(J(root, "sib%02d" % i), b"sibling %d\n" % i)
+        fd = os.open(J(root, "extfile"), os.O_WRONLY | os.O_CREAT, 0o644)
+        for i in range(600):
+            os.pwrite(fd, rnd.randbytes(4096), 2 * i * 4096)
+        os.close(fd)
+    return image
+
+
+def block_size(image):
+    return int(fs_info(image)["Block size"])
+
+
+def first_block(image, path):
+    out = util.run(["debugfs", "-R", f"blocks {path}", image]).stdout.split()
+    return int(out[0])
+
+
+def inode_location(image, path):
+    """(byte offset of the inode in the image, inode size)."""
+    out = util.run(["debugfs", "-R", f"imap {path}", image]).stdout
+    m = re.search(r"located at block (\d+), offset (0x[0-9a-f]+)", out)
+    return int(m.group(1)) * block_size(image) + int(m.group(2), 16), int(fs_info(image)["Inode size"])
+
+
+def extent_blocks(image, path):
+    out = util.run(["debugfs", "-R", f"stat {path}", image]).stdout
+    return [int(b) for b in re.findall(r"\(ETB\d+\):(\d+)", out)]
+
+
+def xor_bytes(image, offset, length, mask=0xFF):
+    with open(image, "r+b") as f:
+        f.seek(offset)
+        b = bytearray(f.read(length))
+        for i in range(len(b)):
+            b[i] ^= mask
+        f.seek(offset)
+        f.write(b)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def copy_image(src, dst):
+    util.run(["cp", "--sparse=always", src, dst])
+    return dst
