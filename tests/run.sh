@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Full test run: the Rust workspace's tests, then the system tests against ext4lazy (kernel as the oracle).
+# Exits non-zero on any failure; the last line printed is pytest's summary line.
+#   EXT4LAZY_BIN       binary under test (default: <repo>/target/release/ext4lazy, built here by cargo)
+#   EXT4LAZY_ADAPTER   implementation under test for tests/system (default: ext4lazy; fuse2fs | kernel also work)
+#   PYTEST_ARGS        extra pytest arguments, e.g. "-m 'not big'" or "-k default"
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+cargo_rc=0
+cargo test --workspace --release || cargo_rc=$?
+if [ -z "${EXT4LAZY_BIN:-}" ]; then
+    cargo build --release || cargo_rc=$?
+fi
+if [ "$cargo_rc" != 0 ]; then
+    echo "tests/run.sh: cargo failed (rc=$cargo_rc); running the system tests anyway, the run will fail" >&2
+fi
+export EXT4LAZY_ADAPTER="${EXT4LAZY_ADAPTER:-ext4lazy}"
+if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ]; then
+    echo "tests/run.sh: system tests need root and /dev/fuse; pytest will report them as skipped" >&2
+fi
+
+eval "python3 -m pytest -q -rfEsx tests/system ${PYTEST_ARGS:-}"
+py_rc=$?
+if [ "$cargo_rc" != 0 ]; then exit "$cargo_rc"; fi
+exit "$py_rc"
