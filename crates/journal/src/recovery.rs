@@ -521,7 +521,8 @@ impl<'a, R: JournalReader + ?Sized> Walk<'a, R> {
     /// (little-endian tag 9, tid at byte 8) for another transaction, which
     /// makes the kernel's replay scan stop at once.
     fn check_fast_commit_area(&mut self, end: u32) -> Result<(), Error> {
-        let fc_first = u64::from(self.sb.log_end());
+        // jbd2 sets j_fc_first = j_last + 1: block `log_end` itself is unused.
+        let fc_first = u64::from(self.sb.log_end()) + 1;
         if fc_first >= u64::from(self.sb.max_len) {
             return Ok(());
         }

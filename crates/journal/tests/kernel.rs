@@ -235,3 +235,61 @@ kernel_case!(
 );
 // A minimal 1 MiB journal fills and wraps; copy once the live log wraps.
 kernel_case!(small_journal_wraps, &["-J", "size=1"], "256M", "", 60, true);
+
+// fast_commit volume used only with sync(1): full commits only, replayable.
+kernel_case!(fast_commit_idle, &["-O", "fast_commit"], "256M", "", 4);
+
+/// fsync on a fast_commit volume writes fast commits, which we refuse to replay.
+#[test]
+fn fast_commit_replay_is_refused() {
+    require_tools!(true);
+    let dir = tmpdir();
+    let img = p(dir.path(), "img");
+    let mnt = p(dir.path(), "mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    run(
+        "mkfs.ext4",
+        &[
+            "-F",
+            "-q",
+            "-O",
+            "fast_commit",
+            img.to_str().unwrap(),
+            "256M",
+        ],
+    );
+    run(
+        "mount",
+        &["-o", "loop", img.to_str().unwrap(), mnt.to_str().unwrap()],
+    );
+    let copy = p(dir.path(), "dirty");
+    let m = mnt.display();
+    let result = std::panic::catch_unwind(|| {
+        sh(&format!(
+            "set -e; mkdir {m}/d; sync; for i in $(seq 1 20); do echo x$i > {m}/d/f$i; sync {m}/d/f$i; done"
+        ));
+        run(
+            "cp",
+            &[
+                "--sparse=always",
+                img.to_str().unwrap(),
+                copy.to_str().unwrap(),
+            ],
+        );
+    });
+    run("umount", &[mnt.to_str().unwrap()]);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+    let out = debugfs(&copy, "logdump");
+    assert!(
+        out.contains("tag TAIL"),
+        "no fast commits were written:\n{out}"
+    );
+    match recover(&ImageJournal::open(&copy)) {
+        Err(journal::Error::Format(ondisk::FormatError::Unsupported { what })) => {
+            assert!(what.contains("fast commit"), "{what}")
+        }
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+}

@@ -274,7 +274,7 @@ fn fast_commit_area_must_be_idle() {
 
     // A HEAD tag for the transaction after the last full commit: would need replay.
     let mut j2 = mk();
-    let fc = j2.block_mut(2048 - 16);
+    let fc = j2.block_mut(2048 - 16 + 1);
     fc[0..2].copy_from_slice(&9u16.to_le_bytes());
     fc[2..4].copy_from_slice(&8u16.to_le_bytes());
     fc[8..12].copy_from_slice(&101u32.to_le_bytes());
@@ -283,7 +283,7 @@ fn fast_commit_area_must_be_idle() {
         Err(Error::Format(FormatError::Unsupported { .. }))
     ));
     // The same for an older transaction: nothing to replay.
-    j2.block_mut(2048 - 16)[8..12].copy_from_slice(&90u32.to_le_bytes());
+    j2.block_mut(2048 - 16 + 1)[8..12].copy_from_slice(&90u32.to_le_bytes());
     assert!(recover(&j2).is_ok());
 }
 

@@ -244,7 +244,8 @@ impl Superblock {
     }
 
     /// One past the last block of the circular log (jbd2's `j_last`): `s_maxlen`
-    /// minus the fast-commit area.
+    /// minus the fast-commit area. Fast-commit blocks start at `log_end() + 1`
+    /// (jbd2's `j_fc_first = j_last + 1`), so block `log_end()` is unused.
     pub fn log_end(&self) -> u32 {
         self.max_len.saturating_sub(self.fast_commit_blocks())
     }
