@@ -33,7 +33,7 @@ fn volume(mkfs: &[&str]) -> Vol {
     let data = p(dir.path(), "data");
     let mut bytes = Vec::new();
     for i in 0..8u8 {
-        bytes.extend(std::iter::repeat(0x10 + i).take(BS as usize));
+        bytes.extend(std::iter::repeat_n(0x10 + i, BS as usize));
     }
     std::fs::write(&data, bytes).unwrap();
     Vol {

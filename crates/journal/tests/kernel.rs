@@ -128,7 +128,7 @@ fn check_case(case: &Case) {
     let sb_block = 1024 / u64::from(bs);
     let mut buf = vec![0u8; bs as usize];
     let mut mismatched = Vec::new();
-    for (&block, _) in &r.blocks {
+    for &block in r.blocks.keys() {
         assert!(r.read_replayed(&jr, block, &mut buf).unwrap());
         if block != sb_block && buf != read_fs_block(&fixed_file, bs, block) {
             mismatched.push(block);
@@ -172,7 +172,7 @@ fn check_case(case: &Case) {
     let wrapped = r.head <= u64::from(r.superblock.start);
     assert!(wrapped || !case.want_wrap);
     eprintln!(
-        "{}: {} transactions ({}..{}), {} tags, {} static blocks, {} revoke records, {} revoke hits, {} checksum, 64bit {}, wrapped {}",
+        "{}: {} transactions ({}..{}), {} tags, {} static blocks, {} revoke records, {} revoke hits, {:?} checksum, 64bit {}, async {}, wrapped {}",
         case.name,
         r.transactions,
         r.start_sequence,
@@ -181,8 +181,9 @@ fn check_case(case: &Case) {
         r.blocks.len(),
         r.revoke_records,
         r.revoke_hits,
-        format!("{:?}", r.layout.checksum),
+        r.layout.checksum,
         r.layout.is_64bit,
+        r.superblock.has_incompat(ondisk::jbd2::FEATURE_INCOMPAT_ASYNC_COMMIT),
         wrapped,
     );
 }
