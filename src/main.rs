@@ -1,1 +1,53 @@
-fn main(){}
+//! `ext4lazy`: mount an ext4 volume through FUSE, inspect it, emulate disks,
+//! run the benchmarks. Each subcommand lives in its own module under `cmd/`.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "ext4lazy", version, about = "A userspace ext4 with lazy writeback journaling", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Mount IMAGE at MOUNTPOINT; returns once the mount is live.
+    Mount {
+        /// Comma-separated options: ro, rw, allow_other, default_permissions, foreground, cache_mb=N.
+        #[arg(short = 'o', value_name = "OPTIONS")]
+        options: Vec<String>,
+        image: PathBuf,
+        mountpoint: PathBuf,
+    },
+    /// Unmount MOUNTPOINT; returns once the daemon has written everything and exited.
+    Umount { mountpoint: PathBuf },
+    /// Show a volume's features, sizes and journal state.
+    Stat {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        image: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Command::Mount { options, image, mountpoint } => cmd::mount::run(&options, &image, &mountpoint),
+        Command::Umount { mountpoint } => cmd::umount::run(&mountpoint),
+        Command::Stat { json, image } => cmd::stat::run(&image, json),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One clear line: the chain of causes joined.
+            eprintln!("ext4lazy: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

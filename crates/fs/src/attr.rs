@@ -1,0 +1,45 @@
+//! stat(2) attributes of an inode.
+
+use crate::volume::Volume;
+use ondisk::inode::{mode, Inode, Timestamp};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    pub ino: u32,
+    /// Type and permission bits, as in `st_mode`.
+    pub mode: u16,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    /// 512-byte units.
+    pub blocks: u64,
+    pub atime: Timestamp,
+    pub mtime: Timestamp,
+    pub ctime: Timestamp,
+    pub crtime: Option<Timestamp>,
+    pub rdev: u32,
+    pub blksize: u32,
+}
+
+impl Volume {
+    pub fn stat(&self, inode: &Inode) -> Stat {
+        let ft = inode.file_type();
+        let rdev = if ft == mode::S_IFCHR || ft == mode::S_IFBLK { inode.rdev() } else { 0 };
+        Stat {
+            ino: inode.ino,
+            mode: inode.base.mode,
+            nlink: u32::from(inode.links_count()),
+            uid: inode.uid(),
+            gid: inode.gid(),
+            size: inode.size(),
+            blocks: inode.blocks_512(&self.sb),
+            atime: inode.atime(),
+            mtime: inode.mtime(),
+            ctime: inode.ctime(),
+            crtime: inode.crtime(),
+            rdev,
+            blksize: self.block_size,
+        }
+    }
+}

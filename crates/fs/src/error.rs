@@ -1,0 +1,83 @@
+//! Errors of the engine, each mapping to the errno a caller should see.
+
+use ondisk::FormatError;
+use std::fmt;
+use std::io;
+
+#[derive(Debug)]
+pub enum FsError {
+    /// On-disk bytes are invalid: the caller sees EIO, the log names the structure.
+    Format(FormatError),
+    /// The device failed.
+    Io { context: String, source: io::Error },
+    NotFound,
+    NotDir,
+    IsDir,
+    NameTooLong,
+    /// No such extended attribute.
+    NoXattr,
+    /// A caller's buffer is too small (xattr get/list).
+    Range,
+    Invalid(String),
+    ReadOnly,
+    Unsupported(String),
+    /// Too many levels of symbolic links or nested paths.
+    Loop,
+}
+
+impl FsError {
+    pub fn errno(&self) -> i32 {
+        match self {
+            FsError::Format(FormatError::Unsupported { .. }) => libc::EOPNOTSUPP,
+            FsError::Format(_) | FsError::Io { .. } => libc::EIO,
+            FsError::NotFound => libc::ENOENT,
+            FsError::NotDir => libc::ENOTDIR,
+            FsError::IsDir => libc::EISDIR,
+            FsError::NameTooLong => libc::ENAMETOOLONG,
+            FsError::NoXattr => libc::ENODATA,
+            FsError::Range => libc::ERANGE,
+            FsError::Invalid(_) => libc::EINVAL,
+            FsError::ReadOnly => libc::EROFS,
+            FsError::Unsupported(_) => libc::EOPNOTSUPP,
+            FsError::Loop => libc::ELOOP,
+        }
+    }
+
+    pub fn io(context: impl Into<String>, source: io::Error) -> Self {
+        FsError::Io { context: context.into(), source }
+    }
+
+    /// Whether this error means the volume's bytes are damaged (worth logging loudly).
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, FsError::Format(FormatError::Corrupt { .. }))
+    }
+}
+
+impl fmt::Display for FsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FsError::Format(e) => write!(f, "{e}"),
+            FsError::Io { context, source } => write!(f, "I/O error {context}: {source}"),
+            FsError::NotFound => write!(f, "no such file or directory"),
+            FsError::NotDir => write!(f, "not a directory"),
+            FsError::IsDir => write!(f, "is a directory"),
+            FsError::NameTooLong => write!(f, "file name too long"),
+            FsError::NoXattr => write!(f, "no such attribute"),
+            FsError::Range => write!(f, "buffer too small"),
+            FsError::Invalid(s) => write!(f, "invalid argument: {s}"),
+            FsError::ReadOnly => write!(f, "read-only file system"),
+            FsError::Unsupported(s) => write!(f, "unsupported: {s}"),
+            FsError::Loop => write!(f, "too many levels of links"),
+        }
+    }
+}
+
+impl std::error::Error for FsError {}
+
+impl From<FormatError> for FsError {
+    fn from(e: FormatError) -> Self {
+        FsError::Format(e)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, FsError>;

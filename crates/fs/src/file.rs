@@ -1,0 +1,98 @@
+//! File contents: extent- or block-mapped data, inline data, symlink targets.
+
+use crate::bmap::Mapping;
+use crate::error::{FsError, Result};
+use crate::volume::Volume;
+use blockdev::IoClass;
+use ondisk::inode::{flags, Inode, I_BLOCK_SIZE};
+
+/// Largest single device request a read is split into.
+const MAX_RUN_BLOCKS: u64 = 256;
+
+impl Volume {
+    /// Read up to `size` bytes at `offset` (fewer at end of file).
+    pub fn read(&self, inode: &Inode, offset: u64, size: usize) -> Result<Vec<u8>> {
+        if inode.is_dir() {
+            return Err(FsError::IsDir);
+        }
+        let file_size = inode.size();
+        if offset >= file_size || size == 0 {
+            return Ok(Vec::new());
+        }
+        let end = file_size.min(offset.saturating_add(size as u64));
+        if inode.has_flag(flags::INLINE_DATA) {
+            let data = self.inline_contents(inode)?;
+            let avail = data.len() as u64;
+            let (s, e) = (offset.min(avail) as usize, end.min(avail) as usize);
+            let mut out = data[s..e].to_vec();
+            out.resize((end - offset) as usize, 0);
+            return Ok(out);
+        }
+        let bs = u64::from(self.block_size);
+        let first = offset / bs;
+        let last = (end - 1) / bs;
+        let nblocks = last - first + 1;
+        let mut buf = vec![0u8; (nblocks * bs) as usize];
+        let mut l = first;
+        while l <= last {
+            let want = (last + 1 - l).min(MAX_RUN_BLOCKS);
+            let m = self.map_block(inode, l, want)?;
+            let len = m.len().min(want);
+            debug_assert!(len > 0);
+            if let Mapping::Mapped { pblk, unwritten: false, .. } = m {
+                let off = ((l - first) * bs) as usize;
+                let dst = &mut buf[off..off + (len * bs) as usize];
+                self.dev
+                    .read_at(pblk * bs, dst, IoClass::Data)
+                    .map_err(|e| FsError::io(format!("reading data of inode {} at block {pblk}", inode.ino), e))?;
+                if !self.overlay.is_empty() {
+                    for i in 0..len {
+                        let o = (i * bs) as usize;
+                        self.overlay.apply(self, pblk + i, &mut dst[o..o + bs as usize])?;
+                    }
+                }
+            }
+            l += len;
+        }
+        let skip = (offset - first * bs) as usize;
+        buf.drain(..skip);
+        buf.truncate((end - offset) as usize);
+        Ok(buf)
+    }
+
+    /// The whole contents of an inline-data inode: i_block, then system.data.
+    fn inline_contents(&self, inode: &Inode) -> Result<Vec<u8>> {
+        let mut data = inode.base.block[..I_BLOCK_SIZE].to_vec();
+        data.extend_from_slice(&self.inline_data_xattr(inode)?);
+        data.truncate(inode.size() as usize);
+        Ok(data)
+    }
+
+    /// The target of a symbolic link.
+    pub fn read_link(&self, inode: &Inode) -> Result<Vec<u8>> {
+        if !inode.is_symlink() {
+            return Err(FsError::Invalid("not a symbolic link".into()));
+        }
+        let size = inode.size();
+        if size > u64::from(self.block_size) {
+            return Err(FsError::Format(ondisk::FormatError::corrupt(
+                "symlink",
+                ondisk::Location::Inode(u64::from(inode.ino)),
+                ondisk::Corruption::BadField { field: "size", value: size },
+            )));
+        }
+        if self.is_fast_symlink(inode) {
+            return Ok(inode.base.block[..size as usize].to_vec());
+        }
+        self.read(inode, 0, size as usize)
+    }
+
+    /// Fast symlinks keep the target in i_block: no extents, no inline flag and no data blocks.
+    fn is_fast_symlink(&self, inode: &Inode) -> bool {
+        if inode.has_flag(flags::EXTENTS) || inode.has_flag(flags::INLINE_DATA) {
+            return false;
+        }
+        let xattr_blocks = if inode.file_acl() != 0 { u64::from(self.block_size / 512) } else { 0 };
+        inode.size() < I_BLOCK_SIZE as u64 && inode.blocks_512(&self.sb).saturating_sub(xattr_blocks) == 0
+    }
+}

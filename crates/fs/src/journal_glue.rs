@@ -1,0 +1,167 @@
+//! Finding the journal inside the volume and replaying it in memory.
+
+use crate::bmap::Mapping;
+use crate::error::{FsError, Result};
+use crate::overlay::{JournalCopy, Overlay};
+use crate::volume::Volume;
+use blockdev::IoClass;
+use journal::JournalReader;
+use ondisk::inode::{Inode, JOURNAL_INO};
+use std::collections::HashMap;
+use std::io;
+use std::sync::Arc;
+
+/// The journal's place on the device and what mounting found in it.
+#[derive(Clone, Debug)]
+pub struct JournalInfo {
+    pub superblock: ondisk::jbd2::Superblock,
+    /// Journal length in blocks (journal inode size / block size).
+    pub len_blocks: u64,
+    /// Contiguous runs: (first journal block, first physical block, length).
+    pub runs: Vec<(u64, u64, u64)>,
+    /// Recovery found committed transactions to replay.
+    pub needed_recovery: bool,
+    pub replayed_transactions: u32,
+    pub replayed_blocks: usize,
+    pub revoke_records: u64,
+}
+
+impl JournalInfo {
+    /// Physical block of journal block `jblock`.
+    pub fn phys(&self, jblock: u64) -> Option<u64> {
+        run_phys(&self.runs, jblock)
+    }
+}
+
+fn run_phys(runs: &[(u64, u64, u64)], jblock: u64) -> Option<u64> {
+    let i = runs.partition_point(|r| r.0 <= jblock);
+    let (l, p, n) = *runs.get(i.checked_sub(1)?)?;
+    (jblock < l + n).then(|| p + (jblock - l))
+}
+
+/// Reads journal blocks through the journal inode's block map.
+struct Reader<'a> {
+    vol: &'a Volume,
+    runs: &'a [(u64, u64, u64)],
+    len_blocks: u64,
+}
+
+impl JournalReader for Reader<'_> {
+    fn block_size(&self) -> u32 {
+        self.vol.block_size()
+    }
+    fn len_blocks(&self) -> u64 {
+        self.len_blocks
+    }
+    fn read_block(&self, jblock: u64, buf: &mut [u8]) -> io::Result<()> {
+        let phys = run_phys(self.runs, jblock).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("journal block {jblock} is not mapped"))
+        })?;
+        self.vol.dev.read_at(phys * u64::from(self.vol.block_size()), buf, IoClass::Journal)
+    }
+}
+
+/// Locate the journal (if the volume has one), and if it needs recovery,
+/// replay it into the volume's overlay and re-read what recovery changed.
+pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
+    if !vol.sb.has_journal() {
+        return Ok(None);
+    }
+    let jino = vol.sb.f.journal_inum;
+    if jino == 0 {
+        return Err(FsError::Unsupported("external journal device".into()));
+    }
+    let inode = vol.inode(jino)?;
+    let bs = u64::from(vol.block_size());
+    let len_blocks = inode.size() / bs;
+    let runs = journal_runs(vol, &inode, len_blocks)?;
+    let mut sb_buf = vec![0u8; bs as usize];
+    Reader { vol, runs: &runs, len_blocks }
+        .read_block(0, &mut sb_buf)
+        .map_err(|e| FsError::io("reading the journal superblock", e))?;
+    let superblock = ondisk::jbd2::Superblock::parse(&sb_buf)?;
+    debug_assert_eq!(jino, JOURNAL_INO);
+    let mut info = JournalInfo {
+        superblock,
+        len_blocks,
+        runs,
+        needed_recovery: false,
+        replayed_transactions: 0,
+        replayed_blocks: 0,
+        revoke_records: 0,
+    };
+
+    if vol.sb.needs_recovery() {
+        let rec = journal::recover(&Reader { vol, runs: &info.runs, len_blocks }).map_err(|e| match e {
+            journal::Error::Format(f) => FsError::Format(f),
+            journal::Error::Io { jblock, source } => FsError::io(format!("reading journal block {jblock}"), source),
+            other => FsError::Unsupported(format!("journal recovery: {other}")),
+        })?;
+        info.needed_recovery = rec.needed;
+        info.replayed_transactions = rec.transactions;
+        info.replayed_blocks = rec.blocks.len();
+        info.revoke_records = rec.revoke_records;
+        let mut map = HashMap::with_capacity(rec.blocks.len());
+        for (&blk, copy) in &rec.blocks {
+            let phys = info.phys(copy.jblock).ok_or_else(|| {
+                FsError::io(format!("journal block {} is not mapped", copy.jblock), io::ErrorKind::InvalidData.into())
+            })?;
+            map.insert(blk, JournalCopy { phys, escaped: copy.escaped });
+        }
+        if !map.is_empty() {
+            vol.overlay = Overlay::new(map);
+            reload_after_replay(vol)?;
+        }
+    }
+    Ok(Some(info))
+}
+
+/// Recovery may have replaced the superblock and group descriptors: read them again through the overlay.
+fn reload_after_replay(vol: &mut Volume) -> Result<()> {
+    vol.cache = crate::cache::BufferCache::new((vol.opts.cache_bytes / vol.block_size() as usize).max(64));
+    let bs = vol.block_size() as usize;
+    let sb_blk = ondisk::superblock::SUPERBLOCK_OFFSET / bs as u64;
+    let data = vol.meta(sb_blk)?;
+    let off = (ondisk::superblock::SUPERBLOCK_OFFSET as usize) % bs;
+    let sb = ondisk::superblock::Superblock::parse(&data[off..off + ondisk::superblock::SUPERBLOCK_SIZE])?;
+    sb.check_supported()?;
+    if sb.blocks_count() != vol.sb.blocks_count() || sb.block_size() != vol.sb.block_size() {
+        return Err(FsError::Unsupported("journal replay changes the volume's geometry (online resize)".into()));
+    }
+    vol.sb = sb;
+    vol.groups = vol.reload_group_descriptors()?;
+    Ok(())
+}
+
+fn journal_runs(vol: &Volume, inode: &Inode, len_blocks: u64) -> Result<Vec<(u64, u64, u64)>> {
+    let mut runs = Vec::new();
+    let mut l = 0;
+    while l < len_blocks {
+        match vol.map_block(inode, l, len_blocks - l)? {
+            Mapping::Mapped { pblk, len, .. } => {
+                runs.push((l, pblk, len));
+                l += len;
+            }
+            Mapping::Hole { .. } => {
+                return Err(FsError::Format(ondisk::FormatError::corrupt(
+                    "journal inode",
+                    ondisk::Location::Inode(u64::from(inode.ino)),
+                    ondisk::Corruption::BadField { field: "hole in journal", value: l },
+                )))
+            }
+        }
+    }
+    Ok(runs)
+}
+
+impl JournalInfo {
+    pub fn is_empty(&self) -> bool {
+        self.superblock.start == 0
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn f<T: Send + Sync>() {}
+    f::<Arc<Volume>>();
+}

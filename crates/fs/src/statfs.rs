@@ -1,0 +1,72 @@
+//! statfs(2) figures, computed as the kernel's ext4 does so that `df` agrees.
+
+use crate::volume::Volume;
+use ondisk::group_desc::group_has_super;
+use ondisk::superblock::feature;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub bsize: u32,
+    pub namelen: u32,
+}
+
+impl Volume {
+    pub fn statfs(&self) -> StatFs {
+        let total = self.sb.blocks_count();
+        let overhead = self.overhead_blocks();
+        let bfree: u64 = self.groups.iter().map(|g| u64::from(g.free_blocks_count())).sum();
+        let ffree: u64 = self.groups.iter().map(|g| u64::from(g.free_inodes_count())).sum();
+        // The kernel holds back 2% (at most 4096 clusters) on extent volumes for emergencies.
+        let resv = if self.sb.has_incompat(feature::incompat::EXTENTS) { (total / 50).min(4096) } else { 0 };
+        let reserved = self.sb.r_blocks_count() + resv;
+        StatFs {
+            blocks: total.saturating_sub(overhead),
+            bfree,
+            bavail: bfree.saturating_sub(reserved),
+            files: u64::from(self.sb.f.inodes_count),
+            ffree,
+            bsize: self.block_size,
+            namelen: 255,
+        }
+    }
+
+    /// Blocks used by the file system's own structures: the superblock's
+    /// recorded figure, else the kernel's estimate (per group: superblock
+    /// backup, descriptor blocks, inode table, two bitmaps; plus the journal).
+    fn overhead_blocks(&self) -> u64 {
+        let recorded = u64::from(self.sb.f.overhead_clusters);
+        if recorded != 0 && recorded < self.sb.blocks_count() {
+            return recorded;
+        }
+        let mut total = u64::from(self.sb.f.first_data_block);
+        let per_block = u64::from(self.block_size) / self.sb.desc_size() as u64;
+        let gdb_count = u64::from(self.group_count()).div_ceil(per_block);
+        let meta_bg = self.sb.has_incompat(feature::incompat::META_BG);
+        let first_meta_bg = u64::from(self.sb.f.first_meta_bg);
+        for g in 0..self.group_count() {
+            let has_super = group_has_super(&self.sb, g);
+            let metagroup = u64::from(g) / per_block;
+            let gdb = if !meta_bg || metagroup < first_meta_bg {
+                match (has_super, meta_bg) {
+                    (false, _) => 0,
+                    (true, true) => first_meta_bg,
+                    (true, false) => gdb_count,
+                }
+            } else {
+                let first = metagroup * per_block;
+                let g = u64::from(g);
+                u64::from(g == first || g == first + 1 || g == first + per_block - 1)
+            };
+            total += u64::from(has_super) + gdb + self.itb_per_group + 2;
+        }
+        if let Some(j) = &self.journal {
+            total += j.len_blocks;
+        }
+        total
+    }
+}

@@ -1,0 +1,280 @@
+//! A mounted ext4 volume: geometry, group descriptors, and the one path every
+//! metadata block takes (buffer cache, then the journal overlay, then the device).
+
+use crate::cache::{Block, BufferCache, CacheStats};
+use crate::error::{FsError, Result};
+use crate::overlay::Overlay;
+use blockdev::{BlockDevice, IoClass};
+use ondisk::group_desc::GroupDesc;
+use ondisk::inode::Inode;
+use ondisk::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use ondisk::{Corruption, FormatError, Location};
+use std::sync::Arc;
+
+/// How a volume is opened.
+#[derive(Clone, Debug)]
+pub struct VolumeOptions {
+    pub read_only: bool,
+    /// Buffer cache size in bytes.
+    pub cache_bytes: usize,
+    /// Inode-table blocks read at once on a miss (the kernel's `inode_readahead_blks`, 32).
+    pub inode_readahead_blocks: u32,
+    /// Directory blocks read at once when a directory is scanned.
+    pub dir_readahead_blocks: u32,
+}
+
+impl Default for VolumeOptions {
+    fn default() -> Self {
+        VolumeOptions {
+            read_only: true,
+            cache_bytes: 256 << 20,
+            inode_readahead_blocks: 32,
+            dir_readahead_blocks: 16,
+        }
+    }
+}
+
+pub struct Volume {
+    pub(crate) dev: Arc<dyn BlockDevice>,
+    pub sb: Superblock,
+    pub(crate) groups: Vec<GroupDesc>,
+    pub(crate) block_size: u32,
+    pub(crate) cache: BufferCache,
+    pub(crate) overlay: Overlay,
+    pub(crate) opts: VolumeOptions,
+    /// Inode-table blocks per group.
+    pub(crate) itb_per_group: u64,
+    pub(crate) journal: Option<crate::journal_glue::JournalInfo>,
+}
+
+impl std::fmt::Debug for Volume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Volume").field("blocks", &self.sb.blocks_count()).finish()
+    }
+}
+
+impl Volume {
+    /// Open the ext4 volume on `dev`: read and check the superblock and group
+    /// descriptors, locate the journal and, if it needs recovery, replay it in
+    /// memory (the device is never written by a read-only open).
+    pub fn open(dev: Arc<dyn BlockDevice>, opts: VolumeOptions) -> Result<Volume> {
+        if dev.size() < SUPERBLOCK_OFFSET + SUPERBLOCK_SIZE as u64 {
+            return Err(FormatError::corrupt(
+                "superblock",
+                Location::Byte(SUPERBLOCK_OFFSET),
+                Corruption::Truncated { need: (SUPERBLOCK_OFFSET as usize) + SUPERBLOCK_SIZE, have: dev.size() as usize },
+            )
+            .into());
+        }
+        let mut raw = vec![0u8; SUPERBLOCK_SIZE];
+        dev.read_at(SUPERBLOCK_OFFSET, &mut raw, IoClass::Metadata)
+            .map_err(|e| FsError::io("reading the superblock", e))?;
+        let sb = Superblock::parse(&raw)?;
+        sb.check_supported()?;
+        let block_size = sb.block_size();
+        let needed = sb.blocks_count().saturating_mul(u64::from(block_size));
+        if needed > dev.size() {
+            return Err(FsError::Format(FormatError::corrupt(
+                "superblock",
+                Location::Byte(SUPERBLOCK_OFFSET),
+                Corruption::BadField { field: "block count (device is smaller than the volume)", value: sb.blocks_count() },
+            )));
+        }
+        let itb_per_group = (u64::from(sb.f.inodes_per_group) * u64::from(sb.inode_size())).div_ceil(u64::from(block_size));
+        let cache_blocks = (opts.cache_bytes / block_size as usize).max(64);
+        let mut vol = Volume {
+            dev,
+            sb,
+            groups: Vec::new(),
+            block_size,
+            cache: BufferCache::new(cache_blocks),
+            overlay: Overlay::default(),
+            opts,
+            itb_per_group,
+            journal: None,
+        };
+        vol.groups = vol.read_group_descriptors()?;
+        vol.journal = crate::journal_glue::open_journal(&mut vol)?;
+        Ok(vol)
+    }
+
+    pub(crate) fn reload_group_descriptors(&self) -> Result<Vec<GroupDesc>> {
+        self.read_group_descriptors()
+    }
+
+    fn read_group_descriptors(&self) -> Result<Vec<GroupDesc>> {
+        let count = self.sb.group_count();
+        let dsize = self.sb.desc_size();
+        let per_block = self.block_size as usize / dsize;
+        let mut groups = Vec::with_capacity(count as usize);
+        let blocks = (count as usize).div_ceil(per_block);
+        for i in 0..blocks {
+            let blk = ondisk::group_desc::descriptor_block(&self.sb, i as u64);
+            let data = self.meta(blk)?;
+            for j in 0..per_block {
+                let g = (i * per_block + j) as u32;
+                if g >= count {
+                    break;
+                }
+                let gd = GroupDesc::parse(&self.sb, g, &data[j * dsize..(j + 1) * dsize])?;
+                self.check_group(g, &gd)?;
+                groups.push(gd);
+            }
+        }
+        Ok(groups)
+    }
+
+    /// Bitmaps and inode tables must lie inside the volume.
+    fn check_group(&self, g: u32, gd: &GroupDesc) -> Result<()> {
+        let total = self.sb.blocks_count();
+        let first = u64::from(self.sb.f.first_data_block);
+        let bad = |field: &'static str, value: u64| {
+            FsError::Format(FormatError::corrupt("group descriptor", Location::Group(g), Corruption::BadField { field, value }))
+        };
+        for (field, b) in [("block bitmap", gd.block_bitmap()), ("inode bitmap", gd.inode_bitmap())] {
+            if b < first || b >= total {
+                return Err(bad(field, b));
+            }
+        }
+        let it = gd.inode_table();
+        if it < first || it.checked_add(self.itb_per_group).map_or(true, |end| end > total) {
+            return Err(bad("inode table", it));
+        }
+        Ok(())
+    }
+
+    pub fn block_size(&self) -> u32 {
+        self.block_size
+    }
+
+    pub fn group_count(&self) -> u32 {
+        self.groups.len() as u32
+    }
+
+    pub fn group(&self, g: u32) -> &GroupDesc {
+        &self.groups[g as usize]
+    }
+
+    pub fn device(&self) -> &Arc<dyn BlockDevice> {
+        &self.dev
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.opts.read_only
+    }
+
+    /// Fail unless `blk` is a block of this volume.
+    pub(crate) fn check_block(&self, blk: u64, structure: &'static str) -> Result<()> {
+        if blk < u64::from(self.sb.f.first_data_block) || blk >= self.sb.blocks_count() {
+            return Err(FsError::Format(FormatError::corrupt(
+                structure,
+                Location::Block(blk),
+                Corruption::BadField { field: "block number", value: blk },
+            )));
+        }
+        Ok(())
+    }
+
+    /// A metadata block by static address: from the cache, else the journal
+    /// overlay, else the device.
+    pub fn meta(&self, blk: u64) -> Result<Block> {
+        if let Some(b) = self.cache.get(blk) {
+            return Ok(b);
+        }
+        self.check_block(blk, "metadata block")?;
+        let data: Block = Arc::from(self.read_blocks_uncached(blk, 1, IoClass::Metadata)?);
+        self.cache.insert(blk, data.clone());
+        Ok(data)
+    }
+
+    /// Like [`Volume::meta`], but on a miss read the `count` blocks from `start`
+    /// (which must contain `blk`) in one request and cache them all.
+    pub(crate) fn meta_readahead(&self, blk: u64, start: u64, count: u64) -> Result<Block> {
+        debug_assert!(start <= blk && blk < start + count);
+        if let Some(b) = self.cache.get(blk) {
+            return Ok(b);
+        }
+        if count <= 1 {
+            return self.meta(blk);
+        }
+        self.check_block(start, "metadata block")?;
+        self.check_block(start + count - 1, "metadata block")?;
+        let bs = self.block_size as usize;
+        let all = self.read_blocks_uncached(start, count, IoClass::Metadata)?;
+        let mut wanted = None;
+        for i in 0..count {
+            let b = start + i;
+            let data: Block = Arc::from(&all[i as usize * bs..(i as usize + 1) * bs]);
+            if b == blk {
+                wanted = Some(data.clone());
+            }
+            if !self.cache.contains(b) {
+                self.cache.insert(b, data);
+            }
+        }
+        // OK to unwrap: blk lies in [start, start + count) as asserted above.
+        Ok(wanted.expect("readahead range contains the block"))
+    }
+
+    /// Read `count` blocks from `start` in one device request, with replayed
+    /// journal copies laid over them.
+    pub(crate) fn read_blocks_uncached(&self, start: u64, count: u64, class: IoClass) -> Result<Vec<u8>> {
+        let bs = u64::from(self.block_size);
+        let mut buf = vec![0u8; (count * bs) as usize];
+        self.dev
+            .read_at(start * bs, &mut buf, class)
+            .map_err(|e| FsError::io(format!("reading {count} block(s) at block {start}"), e))?;
+        if !self.overlay.is_empty() {
+            for i in 0..count {
+                let off = (i * bs) as usize;
+                self.overlay.apply(self, start + i, &mut buf[off..off + bs as usize])?;
+            }
+        }
+        Ok(buf)
+    }
+
+    /// Read inode `ino` (1-based), checking its range and checksum.
+    pub fn inode(&self, ino: u32) -> Result<Inode> {
+        if ino == 0 || ino > self.sb.f.inodes_count {
+            return Err(FsError::Format(FormatError::corrupt(
+                "inode number",
+                Location::Inode(u64::from(ino)),
+                Corruption::BadField { field: "inode number", value: u64::from(ino) },
+            )));
+        }
+        let ipg = self.sb.f.inodes_per_group;
+        let group = (ino - 1) / ipg;
+        let index = u64::from((ino - 1) % ipg);
+        let isz = u64::from(self.sb.inode_size());
+        let bs = u64::from(self.block_size);
+        let gd = &self.groups[group as usize];
+        let table = gd.inode_table();
+        let blk = table + index * isz / bs;
+        let (ra_start, ra_count) = self.inode_readahead_range(gd, blk);
+        let data = self.meta_readahead(blk, ra_start, ra_count)?;
+        let off = (index * isz % bs) as usize;
+        Ok(Inode::parse(&self.sb, ino, &data[off..off + isz as usize])?)
+    }
+
+    /// The aligned window of the inode table to read around `blk`, limited to
+    /// the part of the table in use (as the kernel's inode readahead does).
+    fn inode_readahead_range(&self, gd: &GroupDesc, blk: u64) -> (u64, u64) {
+        let ra = u64::from(self.opts.inode_readahead_blocks.max(1));
+        let table = gd.inode_table();
+        let mut used_inodes = u64::from(self.sb.f.inodes_per_group);
+        let has_csum = self.sb.has_metadata_csum()
+            || self.sb.has_ro_compat(ondisk::superblock::feature::ro_compat::GDT_CSUM);
+        if has_csum {
+            used_inodes = used_inodes.saturating_sub(u64::from(gd.itable_unused()));
+        }
+        let inodes_per_block = u64::from(self.block_size) / u64::from(self.sb.inode_size());
+        let table_used_end = (table + used_inodes.div_ceil(inodes_per_block)).max(blk + 1);
+        let start = (blk & !(ra - 1)).max(table);
+        let end = (start + ra).min(table_used_end).max(blk + 1);
+        (start, end - start)
+    }
+}

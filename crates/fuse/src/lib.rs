@@ -1,0 +1,233 @@
+//! FUSE frontend: turns kernel requests into calls on a [`fs::Volume`].
+//!
+//! fuser serves requests on several threads at once; the engine below is
+//! `Sync`, so handlers call it directly. FUSE inode 1 is the root; ext4's root
+//! is inode 2 and inode 1 (bad blocks) is never visible, so only those two swap.
+
+mod attr;
+
+use fs::{FsError, Volume};
+use fuser::{
+    AccessFlags, Errno, FileHandle, FopenFlags, Generation, INodeNo, KernelConfig, OpenAccMode, OpenFlags,
+    ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+};
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use attr::to_file_attr;
+
+/// How the kernel may cache what we tell it.
+#[derive(Clone, Copy, Debug)]
+pub struct CachePolicy {
+    /// Entries and attributes (a read-only volume cannot change under us).
+    pub ttl: Duration,
+}
+
+pub struct Ext4Fuse {
+    vol: Arc<Volume>,
+    policy: CachePolicy,
+}
+
+
+/// ext4 inode number of a FUSE node id.
+fn ext4_ino(ino: INodeNo) -> Result<u32, Errno> {
+    match ino.0 {
+        1 => Ok(fs::ROOT_INO),
+        2 => Ok(1), // never handed out; reading it fails cleanly below
+        n => u32::try_from(n).map_err(|_| Errno::ENOENT),
+    }
+}
+
+/// FUSE node id of an ext4 inode number.
+pub fn fuse_ino(ino: u32) -> INodeNo {
+    match ino {
+        fs::ROOT_INO => INodeNo(1),
+        1 => INodeNo(2),
+        n => INodeNo(u64::from(n)),
+    }
+}
+
+fn errno(e: &FsError) -> Errno {
+    if e.is_corruption() || matches!(e, FsError::Io { .. }) {
+        log::error!("{e}");
+        eprintln!("ext4lazy: {e}");
+    }
+    Errno::from_i32(e.errno())
+}
+
+impl Ext4Fuse {
+    pub fn new(vol: Arc<Volume>, policy: CachePolicy) -> Self {
+        Ext4Fuse { vol, policy }
+    }
+
+    fn inode(&self, ino: INodeNo) -> Result<fs::Inode, Errno> {
+        let n = ext4_ino(ino)?;
+        if n == 1 {
+            return Err(Errno::ENOENT);
+        }
+        self.vol.inode(n).map_err(|e| errno(&e))
+    }
+
+    fn lookup_inode(&self, parent: INodeNo, name: &OsStr) -> Result<fs::Inode, Errno> {
+        let dir = self.inode(parent)?;
+        match self.vol.lookup(&dir, name.as_bytes()) {
+            Ok(Some((ino, _))) => self.vol.inode(ino).map_err(|e| errno(&e)),
+            Ok(None) => Err(Errno::ENOENT),
+            Err(e) => Err(errno(&e)),
+        }
+    }
+
+    fn attr(&self, inode: &fs::Inode) -> fuser::FileAttr {
+        to_file_attr(&self.vol.stat(inode), fuse_ino(inode.ino))
+    }
+}
+
+impl fuser::Filesystem for Ext4Fuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        use fuser::InitFlags;
+        // readdirplus lets `ls -l` get every attribute with the listing.
+        let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
+        let _ = config.set_max_readahead(1 << 20);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.lookup_inode(parent, name) {
+            Ok(inode) => reply.entry(&self.policy.ttl, &self.attr(&inode), Generation(u64::from(inode.base.generation))),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.inode(ino) {
+            Ok(inode) => reply.attr(&self.policy.ttl, &self.attr(&inode)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.inode(ino).and_then(|i| self.vol.read_link(&i).map_err(|e| errno(&e))) {
+            Ok(target) => reply.data(&target),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if self.vol.is_read_only() && flags.acc_mode() != OpenAccMode::O_RDONLY {
+            return reply.error(Errno::EROFS);
+        }
+        match self.inode(ino) {
+            Ok(i) if i.is_dir() => reply.error(Errno::EISDIR),
+            // The page cache may keep file contents across opens: nothing else changes them.
+            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock: Option<fuser::LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.inode(ino).and_then(|i| self.vol.read(&i, offset, size as usize).map_err(|e| errno(&e))) {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.inode(ino) {
+            Ok(i) if i.is_dir() => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR),
+            Ok(_) => reply.error(Errno::ENOTDIR),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let dir = match self.inode(ino) {
+            Ok(d) => d,
+            Err(e) => return reply.error(e),
+        };
+        let r = self.vol.read_dir(&dir, offset, &mut |e| {
+            !reply.add(fuse_ino(e.ino), e.next, attr::dirent_kind(e.file_type), OsStr::from_bytes(&e.name))
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let dir = match self.inode(ino) {
+            Ok(d) => d,
+            Err(e) => return reply.error(e),
+        };
+        let mut failed = None;
+        let r = self.vol.read_dir(&dir, offset, &mut |e| match self.vol.inode(e.ino) {
+            Ok(child) => {
+                let attr = self.attr(&child);
+                let generation = Generation(u64::from(child.base.generation));
+                !reply.add(fuse_ino(e.ino), e.next, OsStr::from_bytes(&e.name), &self.policy.ttl, &attr, generation)
+            }
+            Err(err) => {
+                failed = Some(err);
+                false
+            }
+        });
+        match (r, failed) {
+            (Ok(()), None) => reply.ok(),
+            (Err(e), _) | (Ok(()), Some(e)) => reply.error(errno(&e)),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let s = self.vol.statfs();
+        reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize);
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let r = self.inode(ino).and_then(|i| self.vol.get_xattr(&i, name.as_bytes(), req.uid() == 0).map_err(|e| errno(&e)));
+        reply_xattr(r, size, reply);
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let r = self.inode(ino).and_then(|i| self.vol.list_xattr(&i, req.uid() == 0).map_err(|e| errno(&e)));
+        reply_xattr(r, size, reply);
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        match self.inode(ino) {
+            Ok(i) => {
+                let s = self.vol.stat(&i);
+                if mask.contains(AccessFlags::W_OK) && self.vol.is_read_only() {
+                    return reply.error(Errno::EROFS);
+                }
+                if attr::may_access(&s, req.uid(), req.gid(), mask) {
+                    reply.ok()
+                } else {
+                    reply.error(Errno::EACCES)
+                }
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+}
+
+/// getxattr/listxattr protocol: size 0 asks for the length only.
+fn reply_xattr(r: Result<Vec<u8>, Errno>, size: u32, reply: ReplyXattr) {
+    match r {
+        Ok(v) if size == 0 => reply.size(v.len() as u32),
+        Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
+        Ok(v) => reply.data(&v),
+        Err(e) => reply.error(e),
+    }
+}

@@ -1,0 +1,4 @@
+pub mod mount;
+pub mod options;
+pub mod stat;
+pub mod umount;

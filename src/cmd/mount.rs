@@ -1,0 +1,171 @@
+//! `ext4lazy mount`: open the volume, mount it through FUSE, and (unless
+//! `foreground`) keep serving from a detached daemon.
+//!
+//! Daemonising: the command re-executes itself with `foreground` and a
+//! readiness pipe (fork() in a multi-threaded program is unsafe). The child
+//! writes "OK" once the kernel has the mount, or the error; the parent relays
+//! that and exits, so `mount` returns only when the mount is live.
+//! The daemon holds an exclusive flock on the image for its whole life: a
+//! second mount is refused, and `umount` waits on that lock to know the
+//! daemon has finished.
+
+use super::options::MountOptions;
+use anyhow::{bail, Context, Result};
+use blockdev::FileDevice;
+use fs::{Volume, VolumeOptions};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+const READY_FD_ENV: &str = "EXT4LAZY_READY_FD";
+
+pub fn run(option_args: &[String], image: &Path, mountpoint: &Path) -> Result<()> {
+    let opts = MountOptions::parse(option_args)?;
+    if let Ok(fd) = std::env::var(READY_FD_ENV) {
+        let fd: i32 = fd.parse().context("bad readiness descriptor")?;
+        // SAFETY: the parent created this pipe end for us and passed its number.
+        let ready = unsafe { File::from_raw_fd(fd) };
+        return serve(&opts, image, mountpoint, Some(ready));
+    }
+    if opts.foreground {
+        return serve(&opts, image, mountpoint, None);
+    }
+    spawn_daemon(option_args, image, mountpoint)
+}
+
+fn spawn_daemon(option_args: &[String], image: &Path, mountpoint: &Path) -> Result<()> {
+    let (mut rd, wr) = pipe()?;
+    let exe = std::env::current_exe().context("cannot find the ext4lazy executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("mount");
+    for o in option_args {
+        cmd.arg("-o").arg(o);
+    }
+    cmd.arg(image).arg(mountpoint);
+    cmd.env(READY_FD_ENV, wr.as_raw_fd().to_string());
+    cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    let mut child = cmd.spawn().context("cannot start the ext4lazy daemon")?;
+    drop(wr); // only the child holds the write end now: EOF means it is gone
+    let mut msg = String::new();
+    rd.read_to_string(&mut msg).context("reading the daemon's status")?;
+    if msg.trim() == "OK" {
+        return Ok(());
+    }
+    let _ = child.wait();
+    let msg = msg.trim();
+    if msg.is_empty() {
+        bail!("the daemon exited before the mount was live");
+    }
+    bail!("{msg}")
+}
+
+/// Open, mount and serve until unmounted. Reports readiness or the first error on `ready`.
+fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option<File>) -> Result<()> {
+    let session = match prepare(opts, image, mountpoint) {
+        Ok(s) => s,
+        Err(e) => {
+            if let Some(r) = ready.as_mut() {
+                let _ = write!(r, "{e:#}");
+            }
+            return Err(e);
+        }
+    };
+    if let Some(mut r) = ready.take() {
+        detach(mountpoint)?;
+        let _ = r.write_all(b"OK");
+    }
+    session.run().context("serving FUSE requests")?;
+    Ok(())
+}
+
+struct Prepared {
+    session: fuser::Session<fuse::Ext4Fuse>,
+    // Held until the daemon exits: see the module comment.
+    _lock: File,
+}
+
+impl Prepared {
+    fn run(self) -> std::io::Result<()> {
+        let Prepared { session, _lock } = self;
+        session.run()
+    }
+}
+
+fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepared> {
+    let image = std::fs::canonicalize(image).with_context(|| format!("cannot open {}", image.display()))?;
+    let mnt = std::fs::canonicalize(mountpoint).with_context(|| format!("mount point {}", mountpoint.display()))?;
+    if !mnt.is_dir() {
+        bail!("mount point {} is not a directory", mnt.display());
+    }
+    let dev = FileDevice::open(&image, !opts.read_only).with_context(|| format!("{}", image.display()))?;
+    let lock = dev.file().try_clone().context("duplicating the image descriptor")?;
+    lock_exclusive(&lock, &image)?;
+    let vopts = VolumeOptions { read_only: opts.read_only, cache_bytes: opts.cache_mb << 20, ..Default::default() };
+    let vol = Volume::open(Arc::new(dev), vopts).with_context(|| format!("{} is not a usable ext4 volume", image.display()))?;
+    let ttl = Duration::from_secs(if opts.read_only { 3600 } else { 1 });
+    let fs = fuse::Ext4Fuse::new(Arc::new(vol), fuse::CachePolicy { ttl });
+    let mut mount_options = vec![
+        fuser::MountOption::FSName(image.display().to_string()),
+        fuser::MountOption::Subtype("ext4lazy".into()),
+        fuser::MountOption::DefaultPermissions,
+        fuser::MountOption::Dev,
+        fuser::MountOption::Suid,
+    ];
+    mount_options.push(if opts.read_only { fuser::MountOption::RO } else { fuser::MountOption::RW });
+    let mut config = fuser::Config::default();
+    config.mount_options = mount_options;
+    config.acl = if opts.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
+    config.n_threads = Some(opts.threads);
+    config.clone_fd = true;
+    let session =
+        fuser::Session::new(fs, &mnt, &config).with_context(|| format!("cannot mount on {}", mnt.display()))?;
+    Ok(Prepared { session, _lock: lock })
+}
+
+fn lock_exclusive(f: &File, image: &Path) -> Result<()> {
+    // SAFETY: flock on a descriptor we own.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r != 0 {
+        bail!("{} is in use by another ext4lazy daemon (already mounted?)", image.display());
+    }
+    Ok(())
+}
+
+/// Become a daemon: own session, stdio to the log file.
+fn detach(mountpoint: &Path) -> Result<()> {
+    let log = log_path(mountpoint);
+    if let Some(dir) = log.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let f = std::fs::OpenOptions::new().create(true).append(true).open(&log).or_else(|_| File::create("/dev/null"))?;
+    // SAFETY: plain syscalls on descriptors we own.
+    unsafe {
+        libc::setsid();
+        libc::dup2(f.as_raw_fd(), 1);
+        libc::dup2(f.as_raw_fd(), 2);
+    }
+    Ok(())
+}
+
+/// Where a daemon's messages go: /run/ext4lazy/<mount point with / as _>.log
+pub fn log_path(mountpoint: &Path) -> PathBuf {
+    let m = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    let name: String = m.display().to_string().chars().map(|c| if c == '/' { '_' } else { c }).collect();
+    PathBuf::from("/run/ext4lazy").join(format!("{}.log", name.trim_start_matches('_')))
+}
+
+fn pipe() -> Result<(File, File)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills two descriptors. Only the read end is close-on-exec:
+    // the write end must survive into the child.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        bail!("pipe: {}", std::io::Error::last_os_error());
+    }
+    unsafe { libc::fcntl(fds[0], libc::F_SETFD, libc::FD_CLOEXEC) };
+    // SAFETY: both descriptors were just created and are owned here.
+    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
+}

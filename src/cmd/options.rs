@@ -1,0 +1,75 @@
+//! Mount options: parsed once, validated with clear messages.
+
+use anyhow::{bail, Context, Result};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountOptions {
+    pub read_only: bool,
+    pub allow_other: bool,
+    pub foreground: bool,
+    pub cache_mb: usize,
+    /// Worker threads serving FUSE requests.
+    pub threads: usize,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions { read_only: true, allow_other: false, foreground: false, cache_mb: 256, threads: 8 }
+    }
+}
+
+impl MountOptions {
+    /// Parse `-o` arguments (each comma-separated). Unknown options are refused.
+    pub fn parse(args: &[String]) -> Result<Self> {
+        let mut o = MountOptions::default();
+        let mut rw = false;
+        for opt in args.iter().flat_map(|a| a.split(',')).filter(|s| !s.is_empty()) {
+            let (key, value) = match opt.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (opt, None),
+            };
+            let number = |v: Option<&str>| -> Result<usize> {
+                let v = v.with_context(|| format!("mount option {key} needs a value ({key}=N)"))?;
+                v.parse::<usize>().with_context(|| format!("mount option {key}: {v:?} is not a number"))
+            };
+            match key {
+                "ro" => o.read_only = true,
+                "rw" => rw = true,
+                "allow_other" => o.allow_other = true,
+                // Permissions are always checked by the kernel (as ext4 does); accepted for compatibility.
+                "default_permissions" => {}
+                "foreground" => o.foreground = true,
+                "cache_mb" => o.cache_mb = number(value)?.max(1),
+                "threads" => o.threads = number(value)?.clamp(1, 64),
+                _ => bail!("unknown mount option {opt:?}"),
+            }
+        }
+        if rw {
+            bail!("read-write mounts are not available yet (the write path is under construction); mount with -o ro");
+        }
+        Ok(o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<MountOptions> {
+        MountOptions::parse(&[s.to_string()])
+    }
+
+    #[test]
+    fn parses_known_options() {
+        let o = p("ro,allow_other,default_permissions,cache_mb=64,threads=4").unwrap();
+        assert!(o.read_only && o.allow_other && !o.foreground);
+        assert_eq!((o.cache_mb, o.threads), (64, 4));
+    }
+
+    #[test]
+    fn refuses_unknown_and_malformed() {
+        assert!(p("bogus").unwrap_err().to_string().contains("bogus"));
+        assert!(p("cache_mb=lots").is_err());
+        assert!(p("cache_mb").is_err());
+    }
+}

@@ -1,0 +1,83 @@
+//! `ext4lazy stat IMAGE`: what the volume is, in words or as JSON.
+
+use anyhow::{Context, Result};
+use blockdev::FileDevice;
+use fs::{Volume, VolumeOptions};
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+
+pub fn run(image: &Path, as_json: bool) -> Result<()> {
+    let dev = FileDevice::open(image, false).with_context(|| format!("{}", image.display()))?;
+    let vol = Volume::open(Arc::new(dev), VolumeOptions { cache_bytes: 8 << 20, ..Default::default() })
+        .with_context(|| format!("{} is not a usable ext4 volume", image.display()))?;
+    let v = describe(&vol);
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print_human(&v);
+    }
+    Ok(())
+}
+
+fn describe(vol: &Volume) -> serde_json::Value {
+    let sb = &vol.sb;
+    let st = vol.statfs();
+    let uuid: String = sb.f.uuid.iter().map(|b| format!("{b:02x}")).collect();
+    let label = String::from_utf8_lossy(sb.f.volume_name.split(|&c| c == 0).next().unwrap_or(&[])).into_owned();
+    let journal = vol.journal().map(|j| {
+        json!({
+            "journal_blocks": j.len_blocks,
+            "journal_bytes": j.len_blocks * u64::from(vol.block_size()),
+            "sequence": j.superblock.sequence,
+            "start": j.superblock.start,
+            "state": if sb.needs_recovery() { "needs_recovery" } else if j.is_empty() { "clean" } else { "in_use" },
+            "replayed_transactions": j.replayed_transactions,
+            "replayed_blocks": j.replayed_blocks,
+        })
+    });
+    json!({
+        "uuid": uuid,
+        "label": label,
+        "features": sb.feature_names(),
+        "block_size": vol.block_size(),
+        "blocks_count": sb.blocks_count(),
+        "free_blocks": st.bfree,
+        "reserved_blocks": sb.r_blocks_count(),
+        "inodes_count": sb.f.inodes_count,
+        "free_inodes": st.ffree,
+        "inode_size": sb.inode_size(),
+        "groups": vol.group_count(),
+        "blocks_per_group": sb.f.blocks_per_group,
+        "inodes_per_group": sb.f.inodes_per_group,
+        "needs_recovery": sb.needs_recovery(),
+        "journal": journal,
+    })
+}
+
+fn print_human(v: &serde_json::Value) {
+    let g = |k: &str| v[k].to_string().trim_matches('"').to_string();
+    println!("UUID:            {}", g("uuid"));
+    println!("Label:           {}", g("label"));
+    let feats: Vec<String> = v["features"].as_array().into_iter().flatten().filter_map(|f| f.as_str().map(String::from)).collect();
+    println!("Features:        {}", feats.join(" "));
+    println!("Block size:      {}", g("block_size"));
+    println!("Blocks:          {} ({} free, {} reserved)", g("blocks_count"), g("free_blocks"), g("reserved_blocks"));
+    println!("Inodes:          {} ({} free, {} bytes each)", g("inodes_count"), g("free_inodes"), g("inode_size"));
+    println!("Groups:          {} ({} blocks, {} inodes per group)", g("groups"), g("blocks_per_group"), g("inodes_per_group"));
+    match v["journal"].as_object() {
+        None => println!("Journal:         none"),
+        Some(j) => println!(
+            "Journal:         {} blocks ({} MiB), {}, sequence {}, start {}",
+            j["journal_blocks"],
+            j["journal_bytes"].as_u64().unwrap_or(0) >> 20,
+            j["state"].as_str().unwrap_or("?"),
+            j["sequence"],
+            j["start"]
+        ),
+    }
+    if v["needs_recovery"].as_bool() == Some(true) {
+        println!("Recovery:        {} transactions, {} blocks replayed in memory (image not written)",
+            v["journal"]["replayed_transactions"], v["journal"]["replayed_blocks"]);
+    }
+}

@@ -1,0 +1,94 @@
+//! `ext4lazy umount`: unmount, then wait until the daemon has let go of the
+//! image (it holds an exclusive flock on it while it runs).
+
+use anyhow::{bail, Context, Result};
+use std::ffi::CString;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub fn run(mountpoint: &Path) -> Result<()> {
+    let mnt = std::fs::canonicalize(mountpoint).with_context(|| format!("{}", mountpoint.display()))?;
+    let Some(source) = fuse_mount_source(&mnt)? else {
+        bail!("{} is not an ext4lazy mount", mnt.display());
+    };
+    let c = CString::new(mnt.as_os_str().as_bytes())?;
+    // SAFETY: umount2 with a valid C string.
+    if unsafe { libc::umount2(c.as_ptr(), 0) } != 0 {
+        let e = std::io::Error::last_os_error();
+        bail!("cannot unmount {}: {e}", mnt.display());
+    }
+    wait_for_daemon(&source)
+}
+
+/// The source (image path) of the FUSE mount at `mnt`, if there is one.
+pub fn fuse_mount_source(mnt: &Path) -> Result<Option<PathBuf>> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    let mut found = None;
+    for line in info.lines() {
+        // fields: id parent maj:min root mountpoint opts [optional...] - fstype source superopts
+        let (left, right) = match line.split_once(" - ") {
+            Some(x) => x,
+            None => continue,
+        };
+        let mp = left.split(' ').nth(4).map(unescape);
+        let mut r = right.split(' ');
+        let fstype = r.next().unwrap_or("");
+        let source = r.next().map(unescape);
+        if mp.as_deref() == Some(mnt.as_os_str().to_str().unwrap_or("")) && fstype.starts_with("fuse") {
+            found = source.map(PathBuf::from); // the last (top) mount wins
+        }
+    }
+    Ok(found)
+}
+
+/// mountinfo escapes space, tab, newline and backslash as \ooo.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() + 0 && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Block until no ext4lazy daemon holds the image's lock.
+pub fn wait_for_daemon(image: &Path) -> Result<()> {
+    let Ok(f) = std::fs::File::open(image) else {
+        return Ok(()); // not a file we can lock (gone or a foreign source): nothing to wait for
+    };
+    let start = Instant::now();
+    let mut told = false;
+    loop {
+        // SAFETY: flock on a descriptor we own; released when `f` closes.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(());
+        }
+        if !told && start.elapsed() > Duration::from_secs(2) {
+            eprintln!("ext4lazy: waiting for the daemon to finish writing {} ...", image.display());
+            told = true;
+        }
+        if start.elapsed() > Duration::from_secs(3600) {
+            bail!("the daemon for {} did not exit within an hour", image.display());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn unescape_octal() {
+        assert_eq!(super::unescape(r"/a\040b"), "/a b");
+        assert_eq!(super::unescape(r"/plain"), "/plain");
+        assert_eq!(super::unescape(r"/end\04"), r"/end\04");
+    }
+}
