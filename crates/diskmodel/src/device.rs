@@ -191,6 +191,19 @@ impl ModelDevice {
         }
     }
 
+    /// Read from the backing file without any model time (for the image
+    /// server's layout probe). Out-of-range requests are refused.
+    pub fn read_untimed(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.check(offset, buf.len())?;
+        match &self.backing {
+            Some(b) => b.read_at(offset, buf, IoClass::Metadata),
+            None => {
+                buf.fill(0);
+                Ok(())
+            }
+        }
+    }
+
     fn check(&self, offset: u64, len: usize) -> io::Result<()> {
         check_request(self.size, self.sector_size(), offset, len)
     }

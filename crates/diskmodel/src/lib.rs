@@ -15,6 +15,7 @@ pub mod cli;
 pub mod clock;
 pub mod cmr;
 pub mod device;
+pub mod layout;
 pub mod mech;
 pub mod model;
 pub mod params;

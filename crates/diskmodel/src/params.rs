@@ -233,11 +233,17 @@ params_struct! {
         /// (0 = outer diameter). [calibrated] 0.0: outer diameter; it changes
         /// only the seek distance to the cache.
         pub cache_position: f64 = 0.0,
-        /// true: the cache is a circular log whose space comes back only when
-        /// its tail passes freed entries (ST8000AS0002: "written as a log",
-        /// paper section 2.1). false: a pool whose space comes back as soon as
-        /// a band is cleaned (dynamic mapping, WD40NMZW preset).
-        pub cache_is_log: bool = true,
+        /// true: the cache space of an entry comes back only when the log's
+        /// tail passes it (a strict circular log). false: the space of cleaned
+        /// fragments is reusable at once. The ST8000AS0002's cache is written
+        /// as a log (paper section 2.1), but [calibrated] false: with strict
+        /// tail-only reclamation, 4 KiB random writes over the whole drive on a
+        /// full cache would run at ~0.3 IOPS for days (each clean frees one
+        /// tail entry; the other ~25 fragments of the band are holes far from
+        /// the tail), far below the ~7 IOPS measured (REFERENCE.md), so the
+        /// drive must reuse holes. Victims still follow log order (see
+        /// `greedy_victim`).
+        pub cache_is_log: bool = false,
         /// Per-command cost of appending a write to the cache log (command
         /// handling and STL map update), on top of the media transfer.
         /// [calibrated] 0.12 ms: gives ~27 MiB/s of 4 KiB random writes before

@@ -65,6 +65,11 @@ impl Scheduler {
         self.done.remove(&id)
     }
 
+    /// Forget completions nobody will ask for (closed-loop drivers).
+    pub fn clear_done(&mut self) {
+        self.done.clear();
+    }
+
     /// When the scheduler has something to do next, if anything is queued.
     pub fn next_event(&self) -> Option<f64> {
         self.queue.front().map(|p| p.arrival.max(self.disk_free_at))
