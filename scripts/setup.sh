@@ -1,0 +1,21 @@
+#!/bin/bash
+# Install the system packages ext4lazy's build, tests and benchmarks use, then
+# build the release binary. Idempotent; needs root for apt-get.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pkgs=(fuse3 fuse2fs e2fsprogs xfsprogs attr acl python3-matplotlib jq bc)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q ' installed$' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
+modprobe fuse 2>/dev/null || true
+[[ -e /dev/fuse ]] || { echo "setup: /dev/fuse is missing: FUSE is not available on this machine" >&2; exit 1; }
+command -v cargo >/dev/null || { echo "setup: cargo (Rust) is not installed" >&2; exit 1; }
+cargo build --release --quiet
+echo "setup: built $(pwd)/target/release/ext4lazy"
