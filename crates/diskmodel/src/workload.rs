@@ -212,7 +212,11 @@ fn result(o: &RandOpts, speed: Option<f64>, stats: &crate::stats::Stats, end: f6
         mean_latency_ms: 0.0,
         max_latency_ms: 0.0,
         bucket_s: stats.bucket_s,
-        series: series_points(stats.bucket_s, &stats.buckets),
+        // a last bucket the run only partly covered would show a false drop
+        series: series_points(stats.bucket_s, &stats.buckets)
+            .into_iter()
+            .filter(|p| p.t_s + stats.bucket_s <= end + 1e-9)
+            .collect(),
         state,
     };
     let (mut n, mut b, mut lat, mut max) = (0, 0, 0.0, 0.0f64);
