@@ -33,6 +33,11 @@ enum Command {
         json: bool,
         image: PathBuf,
     },
+    /// Disk models: random-write runs, an image server for kernel file systems, reports.
+    Emu {
+        #[command(subcommand)]
+        cmd: diskmodel::cli::EmuCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -41,6 +46,7 @@ fn main() -> ExitCode {
         Command::Mount { options, image, mountpoint } => cmd::mount::run(&options, &image, &mountpoint),
         Command::Umount { mountpoint } => cmd::umount::run(&mountpoint),
         Command::Stat { json, image } => cmd::stat::run(&image, json),
+        Command::Emu { cmd } => diskmodel::cli::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
