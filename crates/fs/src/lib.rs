@@ -6,6 +6,7 @@
 //! contents, xattrs, statfs, journal location and in-memory replay.
 
 mod attr;
+mod bitmaps;
 mod bmap;
 pub mod cache;
 mod dir;

@@ -4,6 +4,7 @@
 //! or hostile input) and serialising back, with its checksum, in one place.
 //! Policy (allocation, caching, journaling modes) lives in other crates.
 
+pub mod bitmap;
 pub mod bytes;
 pub mod csum;
 pub mod dir;
