@@ -50,6 +50,10 @@ impl Model for Cmr {
         self.last_t = self.last_t.max(t);
     }
 
+    fn queue_age_limit(&self) -> f64 {
+        self.mech.p.sptf_age_limit_s
+    }
+
     fn state(&self) -> ModelState {
         ModelState { model: "cmr", ..ModelState::default() }
     }

@@ -87,4 +87,9 @@ pub trait Model: Send {
 
     /// The model's figures.
     fn state(&self) -> ModelState;
+
+    /// Requests queued longer than this are served next (SPTF aging).
+    fn queue_age_limit(&self) -> f64 {
+        f64::INFINITY
+    }
 }

@@ -107,12 +107,14 @@ impl Scheduler {
             // candidates: the first queue_depth requests that have arrived by t
             let window = self.queue.iter().take(self.queue_depth).take_while(|p| p.arrival <= t);
             let mut best = 0;
-            let mut best_cost = f64::INFINITY;
-            for (i, p) in window.enumerate() {
-                let c = self.model.positioning_estimate(t, &p.req);
-                if c < best_cost {
-                    best_cost = c;
-                    best = i;
+            if t - front.arrival <= self.model.queue_age_limit() {
+                let mut best_cost = f64::INFINITY;
+                for (i, p) in window.enumerate() {
+                    let c = self.model.positioning_estimate(t, &p.req);
+                    if c < best_cost {
+                        best_cost = c;
+                        best = i;
+                    }
                 }
             }
             let Some(p) = self.queue.remove(best) else { break };

@@ -267,6 +267,10 @@ impl Model for Smr {
         self.last_t = self.last_t.max(t);
     }
 
+    fn queue_age_limit(&self) -> f64 {
+        self.mech.p.sptf_age_limit_s
+    }
+
     fn state(&self) -> ModelState {
         let mut s = self.st.clone();
         s.cache_used_bytes = self.cache.used();
