@@ -17,7 +17,7 @@ impl Volume {
             return Ok(Arc::from(self.uninit_block_bitmap(g)));
         }
         let data = self.meta(gd.block_bitmap())?;
-        bitmap::verify(&self.sb, gd, g, &data, Kind::Block)?;
+        bitmap::verify(&self.sb, &gd, g, &data, Kind::Block)?;
         Ok(data)
     }
 
@@ -28,7 +28,7 @@ impl Volume {
             return Ok(Arc::from(vec![0u8; self.block_size() as usize]));
         }
         let data = self.meta(gd.inode_bitmap())?;
-        bitmap::verify(&self.sb, gd, g, &data, Kind::Inode)?;
+        bitmap::verify(&self.sb, &gd, g, &data, Kind::Inode)?;
         Ok(data)
     }
 
@@ -55,7 +55,7 @@ impl Volume {
                 mark(b);
             }
         }
-        for gd in &self.groups {
+        for gd in self.groups.read().iter() {
             mark(gd.block_bitmap());
             mark(gd.inode_bitmap());
             for b in gd.inode_table()..gd.inode_table() + self.itb_per_group {

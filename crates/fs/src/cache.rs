@@ -17,6 +17,8 @@ pub type Block = Arc<[u8]>;
 struct Slot {
     data: Block,
     referenced: bool,
+    /// Dirty: newer than the block's home copy, so it must not be evicted.
+    pinned: bool,
 }
 
 #[derive(Default)]
@@ -80,15 +82,43 @@ impl BufferCache {
         self.shard(block).lock().map.contains_key(&block)
     }
 
+    /// Cache a clean copy (read from home or the journal). A pinned (dirty)
+    /// copy is never replaced by a clean one: it is newer.
     pub fn insert(&self, block: u64, data: Block) {
+        self.put(block, data, false);
+    }
+
+    /// Install a modified block: pinned until [`BufferCache::unpin`] says its home copy is current.
+    pub fn insert_dirty(&self, block: u64, data: Block) {
+        self.put(block, data, true);
+    }
+
+    /// The home copy now matches `data` (if it is still the cached version): allow eviction.
+    pub fn unpin(&self, block: u64, written: &Block) {
+        if let Some(slot) = self.shard(block).lock().map.get_mut(&block) {
+            if Arc::ptr_eq(&slot.data, written) {
+                slot.pinned = false;
+            }
+        }
+    }
+
+    fn put(&self, block: u64, data: Block, dirty: bool) {
         let mut s = self.shard(block).lock();
         if let Some(slot) = s.map.get_mut(&block) {
-            slot.data = data;
+            if dirty || !slot.pinned {
+                slot.data = data;
+                slot.pinned |= dirty;
+            }
             return;
         }
-        while s.map.len() >= self.per_shard {
+        // Sweep at most one full turn of the clock (twice: referenced blocks get a
+        // second chance); if everything is pinned, grow past the limit instead of spinning.
+        let mut budget = 2 * s.clock.len();
+        while s.map.len() >= self.per_shard && budget > 0 {
+            budget -= 1;
             let Some(victim) = s.clock.pop_front() else { break };
             let keep = match s.map.get_mut(&victim) {
+                Some(slot) if slot.pinned => true,
                 Some(slot) if slot.referenced => {
                     slot.referenced = false;
                     true
@@ -103,13 +133,18 @@ impl BufferCache {
                 self.evictions.fetch_add(1, Ordering::Relaxed);
             }
         }
-        s.map.insert(block, Slot { data, referenced: false });
+        s.map.insert(block, Slot { data, referenced: false, pinned: dirty });
         s.clock.push_back(block);
-        debug_assert!(s.map.len() <= self.per_shard);
     }
 
+    /// Forget a block (e.g. freed metadata); a pinned copy is dropped too.
     pub fn remove(&self, block: u64) {
         self.shard(block).lock().map.remove(&block);
+    }
+
+    /// Number of pinned (dirty) blocks.
+    pub fn pinned(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().map.values().filter(|v| v.pinned).count()).sum()
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -155,5 +190,23 @@ mod tests {
         assert!(c.contains(a), "a referenced block gets a second chance");
         assert!(!c.contains(b), "the unreferenced block is the victim");
         assert!(c.contains(n));
+    }
+
+    #[test]
+    fn dirty_blocks_are_never_evicted_until_unpinned() {
+        let c = BufferCache::new(SHARDS); // one block per shard
+        let same: Vec<u64> = (0..100_000u64).filter(|&b| std::ptr::eq(c.shard(b), c.shard(0))).take(3).collect();
+        let d = blk(9);
+        c.insert_dirty(same[0], d.clone());
+        c.insert(same[1], blk(1));
+        assert!(c.contains(same[0]), "pinned block survived");
+        // A clean copy read from disk must not replace the newer dirty one.
+        c.insert(same[0], blk(0));
+        assert_eq!(c.get(same[0]).unwrap()[0], 9);
+        c.unpin(same[0], &d);
+        c.insert(same[2], blk(2));
+        c.insert(same[1], blk(1));
+        assert!(!c.contains(same[0]), "unpinned block can go");
+        assert_eq!(c.pinned(), 0);
     }
 }

@@ -129,7 +129,7 @@ fn reload_after_replay(vol: &mut Volume) -> Result<()> {
         return Err(FsError::Unsupported("journal replay changes the volume's geometry (online resize)".into()));
     }
     vol.sb = sb;
-    vol.groups = vol.reload_group_descriptors()?;
+    *vol.groups.get_mut() = vol.reload_group_descriptors()?;
     Ok(())
 }
 

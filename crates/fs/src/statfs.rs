@@ -19,8 +19,12 @@ impl Volume {
     pub fn statfs(&self) -> StatFs {
         let total = self.sb.blocks_count();
         let overhead = self.overhead_blocks();
-        let bfree: u64 = self.groups.iter().map(|g| u64::from(g.free_blocks_count())).sum();
-        let ffree: u64 = self.groups.iter().map(|g| u64::from(g.free_inodes_count())).sum();
+        let (bfree, ffree) = {
+            let groups = self.groups.read();
+            let b: u64 = groups.iter().map(|g| u64::from(g.free_blocks_count())).sum();
+            let i: u64 = groups.iter().map(|g| u64::from(g.free_inodes_count())).sum();
+            (b, i)
+        };
         // The kernel holds back 2% (at most 4096 clusters) on extent volumes for emergencies.
         let resv = if self.sb.has_incompat(feature::incompat::EXTENTS) { (total / 50).min(4096) } else { 0 };
         let reserved = self.sb.r_blocks_count() + resv;

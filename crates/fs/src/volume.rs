@@ -9,6 +9,7 @@ use ondisk::group_desc::GroupDesc;
 use ondisk::inode::Inode;
 use ondisk::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use ondisk::{Corruption, FormatError, Location};
+use parking_lot::RwLock;
 use std::sync::Arc;
 
 /// How a volume is opened.
@@ -37,7 +38,8 @@ impl Default for VolumeOptions {
 pub struct Volume {
     pub(crate) dev: Arc<dyn BlockDevice>,
     pub sb: Superblock,
-    pub(crate) groups: Vec<GroupDesc>,
+    /// Parsed mirror of the group descriptor blocks (the blocks are the truth on disk).
+    pub(crate) groups: RwLock<Vec<GroupDesc>>,
     pub(crate) block_size: u32,
     pub(crate) cache: BufferCache,
     pub(crate) overlay: Overlay,
@@ -85,7 +87,7 @@ impl Volume {
         let mut vol = Volume {
             dev,
             sb,
-            groups: Vec::new(),
+            groups: RwLock::new(Vec::new()),
             block_size,
             cache: BufferCache::new(cache_blocks),
             overlay: Overlay::default(),
@@ -93,7 +95,7 @@ impl Volume {
             itb_per_group,
             journal: None,
         };
-        vol.groups = vol.read_group_descriptors()?;
+        *vol.groups.get_mut() = vol.read_group_descriptors()?;
         vol.journal = crate::journal_glue::open_journal(&mut vol)?;
         Ok(vol)
     }
@@ -148,11 +150,12 @@ impl Volume {
     }
 
     pub fn group_count(&self) -> u32 {
-        self.groups.len() as u32
+        self.sb.group_count()
     }
 
-    pub fn group(&self, g: u32) -> &GroupDesc {
-        &self.groups[g as usize]
+    /// A copy of group `g`'s descriptor.
+    pub fn group(&self, g: u32) -> GroupDesc {
+        self.groups.read()[g as usize].clone()
     }
 
     pub fn device(&self) -> &Arc<dyn BlockDevice> {
@@ -251,10 +254,10 @@ impl Volume {
         let index = u64::from((ino - 1) % ipg);
         let isz = u64::from(self.sb.inode_size());
         let bs = u64::from(self.block_size);
-        let gd = &self.groups[group as usize];
+        let gd = self.group(group);
         let table = gd.inode_table();
         let blk = table + index * isz / bs;
-        let (ra_start, ra_count) = self.inode_readahead_range(gd, blk);
+        let (ra_start, ra_count) = self.inode_readahead_range(&gd, blk);
         let data = self.meta_readahead(blk, ra_start, ra_count)?;
         let off = (index * isz % bs) as usize;
         Ok(Inode::parse(&self.sb, ino, &data[off..off + isz as usize])?)
