@@ -54,10 +54,16 @@ def throughput(out, paths):
                 ax.plot(xs, ys, label=f"{label} {cls}", color=COLOURS[cls], linewidth=1)
         tot = [pt["mib_s"] for pt in r["series"]]
         ax.plot(xs, tot, label=f"{label} total", color="black", linewidth=1.2)
+        fill = [b["cache_used_bytes"] / 2**20 for b in r["buckets"]]
+        if any(fill):
+            ax2 = ax.twinx()
+            ax2.plot(xs, fill, color="tab:orange", linestyle="--", linewidth=1, label=f"{label} cache fill")
+            ax2.set_ylabel("persistent cache used (MiB)", color="tab:orange")
+            ax2.set_ylim(bottom=0)
     ax.set_xlabel("time (model seconds)")
     ax.set_ylabel("MiB/s")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper center")
     fig.tight_layout()
     fig.savefig(out, dpi=90)
 
