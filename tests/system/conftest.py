@@ -165,7 +165,7 @@ class ImplWalks:
             res["mount_s"] = time.time() - t0
             out = os.path.join(self.workdir, f"{name}.{self.adapter.name}.json")
             try:
-                w = compare.walk(m.mnt, out, timeout=1800 if v.big else 600,
+                w = compare.walk(m.mnt, out, timeout=900 if v.big else 300,
                                  on_timeout=lambda: util.abort_fuse(m.mnt))
                 res["walk"] = w
             except compare.WalkFailed as e:

@@ -36,6 +36,10 @@ def _save_report(adapter_id, variant, group, diffs):
 
 def _impl(impl_walks, variant):
     res = impl_walks.get(variant)
+    opt = images.VARIANTS[variant].optional
+    if res["error"] and opt and "unsupported" in res["error"].lower() and "mount failed" in res["error"]:
+        pytest.xfail(f"[{variant}] {opt} is outside the baseline and the implementation refuses it: "
+                     + res["error"].splitlines()[-1][:300])
     if res["error"]:
         pytest.fail(f"[{variant}] {res['error']}", pytrace=False)
     return res
