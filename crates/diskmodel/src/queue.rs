@@ -29,6 +29,7 @@ pub struct Scheduler {
     next_id: u64,
     last_arrival: f64,
     last_start: f64,
+    idle_sampled: f64,
     pub stats: Stats,
     pub trace: Option<TraceSink>,
 }
@@ -44,6 +45,7 @@ impl Scheduler {
             next_id: 0,
             last_arrival: 0.0,
             last_start: 0.0,
+            idle_sampled: 0.0,
             stats: Stats::new(bucket_s),
             trace: None,
         }
@@ -83,6 +85,25 @@ impl Scheduler {
         self.queue.len()
     }
 
+    /// Let the model work idle up to `t`, sampling its state once per series
+    /// bucket so the cache fill over idle periods shows in the series.
+    fn idle_to(&mut self, t: f64) {
+        let w = self.stats.bucket_s;
+        let mut s = self.idle_sampled.max(self.disk_free_at);
+        let mut steps = 0;
+        while s + w < t && steps < 100_000 {
+            s += w;
+            steps += 1;
+            self.model.idle_until(s);
+            let st = self.model.state();
+            self.stats.sample(s, &st);
+        }
+        self.model.idle_until(t);
+        let st = self.model.state();
+        self.stats.sample(t, &st);
+        self.idle_sampled = self.idle_sampled.max(t);
+    }
+
     /// Dispatch everything the drive would have started by model time `now`;
     /// with an empty queue, let the model do its idle work up to `now`.
     /// Returns how many requests were dispatched.
@@ -91,23 +112,22 @@ impl Scheduler {
         loop {
             let Some(front) = self.queue.front() else {
                 if self.disk_free_at <= now {
-                    self.model.idle_until(now);
-                    let st = self.model.state();
-                    self.stats.sample(now, &st);
+                    self.idle_to(now);
                 }
                 break;
             };
-            let t = self.disk_free_at.max(front.arrival);
+            let front_arrival = front.arrival;
+            let t = self.disk_free_at.max(front_arrival);
             if t > now {
                 break;
             }
             if t > self.disk_free_at {
-                self.model.idle_until(t);
+                self.idle_to(t);
             }
             // candidates: the first queue_depth requests that have arrived by t
             let window = self.queue.iter().take(self.queue_depth).take_while(|p| p.arrival <= t);
             let mut best = 0;
-            if t - front.arrival <= self.model.queue_age_limit() {
+            if t - front_arrival <= self.model.queue_age_limit() {
                 let mut best_cost = f64::INFINITY;
                 for (i, p) in window.enumerate() {
                     let c = self.model.positioning_estimate(t, &p.req);
