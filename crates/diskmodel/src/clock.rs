@@ -13,7 +13,10 @@ pub enum Clock {
 
 impl Clock {
     pub fn real(speed: f64) -> Self {
-        Clock::Real { start: Instant::now(), speed }
+        Clock::Real {
+            start: Instant::now(),
+            speed,
+        }
     }
 
     pub fn virtual_time() -> Self {

@@ -14,7 +14,10 @@ pub struct Cmr {
 
 impl Cmr {
     pub fn new(p: MechParams) -> Self {
-        Cmr { mech: Mech::new(p), last_t: 0.0 }
+        Cmr {
+            mech: Mech::new(p),
+            last_t: 0.0,
+        }
     }
 }
 
@@ -35,7 +38,11 @@ impl Model for Cmr {
     }
 
     fn serve(&mut self, t: f64, req: &Req) -> f64 {
-        debug_assert!(t >= self.last_t, "model time went backwards: {t} < {}", self.last_t);
+        debug_assert!(
+            t >= self.last_t,
+            "model time went backwards: {t} < {}",
+            self.last_t
+        );
         self.last_t = t;
         let d = match req.op {
             Op::Flush => self.mech.p.cmd_overhead_s,
@@ -55,6 +62,9 @@ impl Model for Cmr {
     }
 
     fn state(&self) -> ModelState {
-        ModelState { model: "cmr", ..ModelState::default() }
+        ModelState {
+            model: "cmr",
+            ..ModelState::default()
+        }
     }
 }

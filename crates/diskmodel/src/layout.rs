@@ -20,16 +20,20 @@ pub struct Layout {
 }
 
 fn le16(b: &[u8], o: usize) -> u64 {
-    b.get(o..o + 2).map_or(0, |s| u16::from_le_bytes([s[0], s[1]]) as u64)
+    b.get(o..o + 2)
+        .map_or(0, |s| u16::from_le_bytes([s[0], s[1]]) as u64)
 }
 fn le32(b: &[u8], o: usize) -> u64 {
-    b.get(o..o + 4).map_or(0, |s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]) as u64)
+    b.get(o..o + 4)
+        .map_or(0, |s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]) as u64)
 }
 fn be16(b: &[u8], o: usize) -> u64 {
-    b.get(o..o + 2).map_or(0, |s| u16::from_be_bytes([s[0], s[1]]) as u64)
+    b.get(o..o + 2)
+        .map_or(0, |s| u16::from_be_bytes([s[0], s[1]]) as u64)
 }
 fn be32(b: &[u8], o: usize) -> u64 {
-    b.get(o..o + 4).map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]) as u64)
+    b.get(o..o + 4)
+        .map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]) as u64)
 }
 fn be64(b: &[u8], o: usize) -> u64 {
     b.get(o..o + 8).map_or(0, |s| {
@@ -159,7 +163,7 @@ fn probe_ext4(sb: &[u8], read: &mut impl FnMut(u64, &mut [u8]) -> bool) -> Optio
         }
     }
     meta.push((0, 2048.max(bs))); // boot block + primary superblock
-    // bitmaps and inode tables from the descriptors
+                                  // bitmaps and inode tables from the descriptors
     let gdt_start = (first_data + 1) * bs;
     let mut gdt = vec![0u8; (gdt_blocks * bs) as usize];
     if read(gdt_start, &mut gdt) {
@@ -184,11 +188,21 @@ fn probe_ext4(sb: &[u8], read: &mut impl FnMut(u64, &mut [u8]) -> bool) -> Optio
         let iblock = &sb[0x10C..0x10C + 60];
         ext4_extents(iblock, bs, read, 0, &mut journal);
     }
-    Some(Layout { kind: "ext4", journal: merge(journal), metadata: merge(meta) })
+    Some(Layout {
+        kind: "ext4",
+        journal: merge(journal),
+        metadata: merge(meta),
+    })
 }
 
 /// Walk an extent-tree node (the 60-byte i_block root or a tree block).
-fn ext4_extents(node: &[u8], bs: u64, read: &mut impl FnMut(u64, &mut [u8]) -> bool, level: u32, out: &mut Vec<(u64, u64)>) {
+fn ext4_extents(
+    node: &[u8],
+    bs: u64,
+    read: &mut impl FnMut(u64, &mut [u8]) -> bool,
+    level: u32,
+    out: &mut Vec<(u64, u64)>,
+) {
     if le16(node, 0) != 0xF30A || level > 5 {
         return;
     }
@@ -234,8 +248,14 @@ fn probe_xfs(sb: &[u8]) -> Option<Layout> {
         let start = (agno * agblocks + agbno) * bs;
         journal.push((start, start + logblocks * bs));
     }
-    let meta = (0..agcount).map(|a| (a * agblocks * bs, a * agblocks * bs + 4 * sectsize)).collect();
-    Some(Layout { kind: "xfs", journal: merge(journal), metadata: merge(meta) })
+    let meta = (0..agcount)
+        .map(|a| (a * agblocks * bs, a * agblocks * bs + 4 * sectsize))
+        .collect();
+    Some(Layout {
+        kind: "xfs",
+        journal: merge(journal),
+        metadata: merge(meta),
+    })
 }
 
 #[cfg(test)]
@@ -244,7 +264,11 @@ mod tests {
 
     #[test]
     fn ranges_merge_and_classify() {
-        let l = Layout { kind: "x", journal: merge(vec![(100, 200)]), metadata: merge(vec![(0, 10), (5, 50), (300, 400)]) };
+        let l = Layout {
+            kind: "x",
+            journal: merge(vec![(100, 200)]),
+            metadata: merge(vec![(0, 10), (5, 50), (300, 400)]),
+        };
         assert_eq!(l.metadata, vec![(0, 50), (300, 400)]);
         assert_eq!(l.class_of(150, 10), IoClass::Journal);
         assert_eq!(l.class_of(40, 20), IoClass::Metadata);

@@ -50,12 +50,22 @@ pub enum Error {
     Param(ParamError),
     /// A mount/CLI option this crate does not know.
     UnknownOption(String),
-    BadOption { key: String, value: String },
+    BadOption {
+        key: String,
+        value: String,
+    },
     Io(io::Error),
     /// The backing file exists with another size than asked for.
-    BackingSize { path: PathBuf, actual: u64, wanted: u64 },
+    BackingSize {
+        path: PathBuf,
+        actual: u64,
+        wanted: u64,
+    },
     /// The exported size is larger than the modelled drive or misaligned.
-    BadSize { size: u64, capacity: u64 },
+    BadSize {
+        size: u64,
+        capacity: u64,
+    },
 }
 
 impl fmt::Display for Error {
@@ -115,7 +125,14 @@ pub struct ModelOptions {
 
 impl Default for ModelOptions {
     fn default() -> Self {
-        ModelOptions { speed: Some(1.0), params: Vec::new(), trace: None, bucket_s: 1.0, sync_backing: false, size: None }
+        ModelOptions {
+            speed: Some(1.0),
+            params: Vec::new(),
+            trace: None,
+            bucket_s: 1.0,
+            sync_backing: false,
+            size: None,
+        }
     }
 }
 
@@ -125,7 +142,10 @@ impl ModelOptions {
     /// `bucket=SECONDS`, `sync_backing=BOOL`, `param.NAME=VALUE`.
     /// Returns `Ok(false)` for a key this crate does not own.
     pub fn set(&mut self, key: &str, value: &str) -> Result<bool, Error> {
-        let bad = || Error::BadOption { key: key.to_string(), value: value.to_string() };
+        let bad = || Error::BadOption {
+            key: key.to_string(),
+            value: value.to_string(),
+        };
         match key {
             "speed" => {
                 if value == "virtual" {
@@ -147,7 +167,8 @@ impl ModelOptions {
                 self.bucket_s = b;
             }
             "sync_backing" => {
-                self.sync_backing = <bool as params::ParamValue>::parse_value(value).ok_or_else(bad)?
+                self.sync_backing =
+                    <bool as params::ParamValue>::parse_value(value).ok_or_else(bad)?
             }
             _ => match key.strip_prefix("param.") {
                 Some(name) => self.params.push((name.to_string(), value.to_string())),
@@ -160,7 +181,10 @@ impl ModelOptions {
 
 /// Build a model by name with parameter overrides. Returns the model and its
 /// queue depth.
-pub fn build_model(name: &str, overrides: &[(String, String)]) -> Result<(Box<dyn Model>, u32), Error> {
+pub fn build_model(
+    name: &str,
+    overrides: &[(String, String)],
+) -> Result<(Box<dyn Model>, u32), Error> {
     let (mut mech, mut smr) = match name {
         "cmr" => (MechParams::wd5000ys(), None),
         "smr-seagate" => (MechParams::st8000as0002(), Some(SmrParams::seagate())),
@@ -193,7 +217,10 @@ pub fn build_model(name: &str, overrides: &[(String, String)]) -> Result<(Box<dy
 }
 
 /// The parameters of a model (with overrides applied), for `emu params` and the docs.
-pub fn describe_model(name: &str, overrides: &[(String, String)]) -> Result<Vec<params::ParamInfo>, Error> {
+pub fn describe_model(
+    name: &str,
+    overrides: &[(String, String)],
+) -> Result<Vec<params::ParamInfo>, Error> {
     let (mut mech, mut smr) = match name {
         "cmr" => (MechParams::wd5000ys(), None),
         "smr-seagate" => (MechParams::st8000as0002(), Some(SmrParams::seagate())),
@@ -225,7 +252,8 @@ pub fn describe_model(name: &str, overrides: &[(String, String)]) -> Result<Vec<
 /// comments describe the WD5000YS mechanics and the ST8000AS0002 STL).
 fn preset_source(model: &str, field: &str) -> Option<&'static str> {
     let seek = "[calibrated] the WD5000YS seek curve (REFERENCE.md section 2); no curve is published for this drive.";
-    let wd_seek = "[calibrated] 1.5x the WD5000YS seek curve: a 2.5\" drive seeks slower; nothing published.";
+    let wd_seek =
+        "[calibrated] 1.5x the WD5000YS seek curve: a 2.5\" drive seeks slower; nothing published.";
     Some(match (model, field) {
         ("smr-seagate", "capacity_bytes") => "ST8000AS0002: 8,001,563,222,016 B (REFERENCE.md section 2).",
         ("smr-seagate", "rpm") => "ST8000AS0002: 5900 rpm (REFERENCE.md section 2).",
@@ -270,8 +298,11 @@ pub fn open_null_device(model: &str, opts: &ModelOptions) -> Result<Arc<ModelDev
     let (m, qd) = build_model(model, &opts.params)?;
     let cap = m.capacity();
     let size = opts.size.unwrap_or(cap);
-    if size == 0 || size % 4096 != 0 || size > cap {
-        return Err(Error::BadSize { size, capacity: cap });
+    if size == 0 || !size.is_multiple_of(4096) || size > cap {
+        return Err(Error::BadSize {
+            size,
+            capacity: cap,
+        });
     }
     finish(m, qd, None, size, opts)
 }
@@ -280,25 +311,44 @@ pub fn open_null_device(model: &str, opts: &ModelOptions) -> Result<Arc<ModelDev
 /// The lead's mount path calls this for `-o device=MODEL[,speed=S,...]`; keep
 /// the returned `Arc<ModelDevice>` to read [`ModelDevice::report`] later, and
 /// hand a clone to the file system as `Arc<dyn BlockDevice>`.
-pub fn open_model_device(model: &str, backing: &Path, opts: &ModelOptions) -> Result<Arc<ModelDevice>, Error> {
+pub fn open_model_device(
+    model: &str,
+    backing: &Path,
+    opts: &ModelOptions,
+) -> Result<Arc<ModelDevice>, Error> {
     let (m, qd) = build_model(model, &opts.params)?;
     let cap = m.capacity();
     let existing = std::fs::metadata(backing).ok().map(|md| md.len());
     let size = match (existing, opts.size) {
         (Some(actual), Some(wanted)) if actual != wanted && actual != 0 => {
-            return Err(Error::BackingSize { path: backing.to_path_buf(), actual, wanted })
+            return Err(Error::BackingSize {
+                path: backing.to_path_buf(),
+                actual,
+                wanted,
+            })
         }
         (_, Some(wanted)) => wanted,
         (Some(actual), None) if actual > 0 => actual,
         _ => cap,
     };
-    if size == 0 || size % 4096 != 0 || size > cap {
-        return Err(Error::BadSize { size, capacity: cap });
+    if size == 0 || !size.is_multiple_of(4096) || size > cap {
+        return Err(Error::BadSize {
+            size,
+            capacity: cap,
+        });
     }
     if existing.unwrap_or(0) != size {
-        let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(backing).map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot create backing file {}: {e}", backing.display()))
-        })?;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(backing)
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot create backing file {}: {e}", backing.display()),
+                )
+            })?;
         f.set_len(size)?;
     }
     let dev = FileDevice::open(backing, true)?;

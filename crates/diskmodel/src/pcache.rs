@@ -90,7 +90,12 @@ impl PCache {
             let band = o / self.band_bytes;
             let piece_end = ((band + 1) * self.band_bytes).min(end);
             let seq = self.base_seq + self.log.len() as u64;
-            self.log.push_back(Entry { band, off: o, len: piece_end - o, live: true });
+            self.log.push_back(Entry {
+                band,
+                off: o,
+                len: piece_end - o,
+                live: true,
+            });
             let v = self.bands.entry(band).or_default();
             if !v.is_empty() {
                 self.by_count.remove(&(v.len(), band));
@@ -103,7 +108,12 @@ impl PCache {
             o = piece_end;
         }
         self.head += len;
-        debug_assert!(self.used <= self.capacity, "cache over-filled: {} > {}", self.used, self.capacity);
+        debug_assert!(
+            self.used <= self.capacity,
+            "cache over-filled: {} > {}",
+            self.used,
+            self.capacity
+        );
     }
 
     /// The band cleaning should take next, if any band is dirty.
@@ -151,7 +161,9 @@ impl PCache {
     /// The band's cached fragments have been merged into it: drop them.
     /// Returns the number of fragments merged.
     pub fn clean_band(&mut self, band: u64) -> usize {
-        let Some(seqs) = self.bands.remove(&band) else { return 0 };
+        let Some(seqs) = self.bands.remove(&band) else {
+            return 0;
+        };
         self.by_count.remove(&(seqs.len(), band));
         for &s in &seqs {
             self.kill(s);
@@ -168,7 +180,9 @@ impl PCache {
         let first = off / self.band_bytes;
         let last = (end.saturating_sub(1)) / self.band_bytes;
         for band in first..=last {
-            let Some(seqs) = self.bands.get(&band) else { continue };
+            let Some(seqs) = self.bands.get(&band) else {
+                continue;
+            };
             let mut keep = Vec::with_capacity(seqs.len());
             let mut dead = Vec::new();
             for &s in seqs {

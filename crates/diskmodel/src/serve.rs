@@ -3,11 +3,11 @@
 //! `losetup --direct-io=on DIR/disk.img`.
 //!
 //! Files in DIR:
-//! - `disk.img`   the device (opened with direct I/O so the kernel page cache
-//!                does not hide the model; aligned requests only).
-//! - `stats.json` a report ([`crate::Report`]) generated when it is opened;
-//!                `emu report` and `emu wait-idle` read it.
-//! - `series.json` the throughput/cache-fill time series so far.
+//! - `disk.img`: the device (opened with direct I/O so the kernel page cache
+//!   does not hide the model; aligned requests only).
+//! - `stats.json`: a report ([`crate::Report`]) generated when it is opened;
+//!   `emu report` and `emu wait-idle` read it.
+//! - `series.json`: the throughput/cache-fill time series so far.
 //!
 //! Request classes: the kernel does not tell FUSE whether a write is journal,
 //! metadata or data, so the server derives it from the volume layout
@@ -19,8 +19,9 @@ use crate::layout::Layout;
 use crate::workload::series_points;
 use blockdev::{BlockDevice, IoClass};
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, LockOwner, OpenFlags, ReplyAttr, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, LockOwner, OpenFlags,
+    ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    ReplyWrite, Request, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -32,7 +33,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 const INO_DISK: u64 = 2;
 const INO_STATS: u64 = 3;
 const INO_SERIES: u64 = 4;
-const FILES: [(u64, &str); 3] = [(INO_DISK, "disk.img"), (INO_STATS, "stats.json"), (INO_SERIES, "series.json")];
+const FILES: [(u64, &str); 3] = [
+    (INO_DISK, "disk.img"),
+    (INO_STATS, "stats.json"),
+    (INO_SERIES, "series.json"),
+];
 
 pub struct ImageServer {
     dev: Arc<ModelDevice>,
@@ -80,7 +85,10 @@ impl ImageServer {
     }
 
     fn class_of(&self, offset: u64, len: u64) -> IoClass {
-        self.layout.read().map(|l| l.class_of(offset, len)).unwrap_or(IoClass::Data)
+        self.layout
+            .read()
+            .map(|l| l.class_of(offset, len))
+            .unwrap_or(IoClass::Data)
     }
 
     fn generate(&self, ino: u64) -> Vec<u8> {
@@ -114,7 +122,11 @@ impl ImageServer {
         let (kind, perm, size) = match ino {
             1 => (FileType::Directory, 0o755, 0),
             INO_DISK => (FileType::RegularFile, 0o644, self.dev.size()),
-            INO_STATS | INO_SERIES => (FileType::RegularFile, 0o444, self.generate(ino).len() as u64),
+            INO_STATS | INO_SERIES => (
+                FileType::RegularFile,
+                0o444,
+                self.generate(ino).len() as u64,
+            ),
             _ => return None,
         };
         Some(FileAttr {
@@ -148,7 +160,11 @@ impl Filesystem for ImageServer {
         if u64::from(parent) != 1 {
             return reply.error(Errno::ENOENT);
         }
-        match FILES.iter().find(|(_, n)| OsStr::new(n) == name).and_then(|(i, _)| self.attr(*i)) {
+        match FILES
+            .iter()
+            .find(|(_, n)| OsStr::new(n) == name)
+            .and_then(|(i, _)| self.attr(*i))
+        {
             Some(a) => reply.entry(&Duration::ZERO, &a, fuser::Generation(0)),
             None => reply.error(Errno::ENOENT),
         }
@@ -251,7 +267,11 @@ impl Filesystem for ImageServer {
                 }
             }
             INO_STATS | INO_SERIES => {
-                let snap = self.snapshots.lock().ok().and_then(|s| s.get(&u64::from(fh)).cloned());
+                let snap = self
+                    .snapshots
+                    .lock()
+                    .ok()
+                    .and_then(|s| s.get(&u64::from(fh)).cloned());
                 let data = snap.unwrap_or_else(|| Arc::new(self.generate(u64::from(ino))));
                 let start = (offset as usize).min(data.len());
                 let end = (start + size as usize).min(data.len());
@@ -293,14 +313,28 @@ impl Filesystem for ImageServer {
         }
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         match self.dev.flush() {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(io_errno(&e)),
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         reply.ok();
     }
 
@@ -312,11 +346,21 @@ impl Filesystem for ImageServer {
         }
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         if u64::from(ino) != 1 {
             return reply.error(Errno::ENOTDIR);
         }
-        let mut entries = vec![(1u64, FileType::Directory, "."), (1, FileType::Directory, "..")];
+        let mut entries = vec![
+            (1u64, FileType::Directory, "."),
+            (1, FileType::Directory, ".."),
+        ];
         entries.extend(FILES.iter().map(|&(i, n)| (i, FileType::RegularFile, n)));
         for (i, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
             if reply.add(INodeNo(ino), (i + 1) as u64, kind, name) {
@@ -334,7 +378,11 @@ impl Filesystem for ImageServer {
 
 /// Mount the server on `dir` in this process and block until unmounted.
 /// `on_ready` runs once the mount is live.
-pub fn serve_foreground(dev: Arc<ModelDevice>, dir: &std::path::Path, on_ready: impl FnOnce()) -> io::Result<()> {
+pub fn serve_foreground(
+    dev: Arc<ModelDevice>,
+    dir: &std::path::Path,
+    on_ready: impl FnOnce(),
+) -> io::Result<()> {
     let server = ImageServer::new(Arc::clone(&dev));
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![
@@ -358,5 +406,8 @@ pub fn serve_foreground(dev: Arc<ModelDevice>, dir: &std::path::Path, on_ready: 
 
 /// Seconds since the Unix epoch (for file names and logs).
 pub fn epoch_s() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }

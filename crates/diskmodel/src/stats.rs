@@ -69,7 +69,13 @@ pub struct Stats {
 
 impl Stats {
     pub fn new(bucket_s: f64) -> Self {
-        Stats { bucket_s, totals: BTreeMap::new(), buckets: Vec::new(), busy_s: 0.0, max_buckets: 200_000 }
+        Stats {
+            bucket_s,
+            totals: BTreeMap::new(),
+            buckets: Vec::new(),
+            busy_s: 0.0,
+            max_buckets: 200_000,
+        }
     }
 
     fn bucket(&mut self, t: f64) -> &mut Bucket {
@@ -82,7 +88,11 @@ impl Stats {
         while self.buckets.len() <= idx {
             let n = self.buckets.len();
             let prev_fill = self.buckets.last().map_or(0, |b| b.cache_used_bytes);
-            self.buckets.push(Bucket { t_s: n as f64 * self.bucket_s, cache_used_bytes: prev_fill, ..Default::default() });
+            self.buckets.push(Bucket {
+                t_s: n as f64 * self.bucket_s,
+                cache_used_bytes: prev_fill,
+                ..Default::default()
+            });
         }
         &mut self.buckets[idx]
     }
@@ -110,7 +120,10 @@ impl Stats {
     /// Account a completed request.
     pub fn record(&mut self, req: &Req, arrival: f64, start: f64, end: f64) {
         let lat = end - arrival;
-        self.totals.entry((req.class, req.op.name())).or_default().add(req.len, lat);
+        self.totals
+            .entry((req.class, req.op.name()))
+            .or_default()
+            .add(req.len, lat);
         self.busy_s += end - start;
         let b = self.bucket(end);
         let ci = class_index(req.class);
