@@ -1,21 +1,40 @@
 //! A jbd2-compatible journal, one module per life stage as in the kernel's
-//! `fs/jbd2/`: for now [`recovery`] (the SCAN, REVOKE and REPLAY passes, which
-//! produce an in-memory result instead of writing) and [`revoke`] (the revoke table).
+//! `fs/jbd2/`:
 //!
-//! Nothing here knows about ext4: the caller hands in a [`JournalReader`] that
-//! reads journal blocks by journal-relative number (the fs layer maps them
-//! through the journal inode's extents).
+//! - [`journal`]: the [`Journal`] object over the journal's device runs, its
+//!   superblock, head/tail/sequence state, space accounting, emptying, and
+//!   writing a recovered log home ([`Journal::replay_to_disk`]);
+//! - [`transaction`]: a running [`Transaction`] (static block -> newest
+//!   contents, plus revoked blocks) and a thread-safe [`Running`] wrapper;
+//! - [`commit`]: writing a transaction as revoke, descriptor, data and commit
+//!   blocks with jbd2's ordering ([`Journal::commit`]);
+//! - [`checkpoint`]: writing committed blocks home and moving the tail;
+//! - [`recovery`]: the SCAN, REVOKE and REPLAY passes, producing an in-memory
+//!   result instead of writing;
+//! - [`revoke`]: the revoke table and revoke block writing.
+//!
+//! Nothing here knows about ext4: the journal's place is given as runs of
+//! journal block -> device block (the fs layer maps the journal inode), and
+//! recovery reads through a [`JournalReader`] (which [`Journal`] implements).
 
 use std::fmt;
 use std::io;
 
 use ondisk::FormatError;
 
+pub mod checkpoint;
+pub mod commit;
+pub mod journal;
 pub mod recovery;
 pub mod revoke;
+pub mod transaction;
 
+pub use checkpoint::{CheckpointGoal, CheckpointStats};
+pub use commit::{CommitInfo, LoggedBlock};
+pub use journal::{Fill, Journal, JournalMap, LiveTransaction, LogCopy};
 pub use recovery::{recover, BadDataBlock, Recovery, ReplayedCopy};
 pub use revoke::RevokeTable;
+pub use transaction::{Running, Transaction};
 
 /// Reads journal blocks by journal-relative block number (block 0 holds the
 /// journal superblock).
@@ -40,11 +59,29 @@ impl<R: JournalReader + ?Sized> JournalReader for &R {
     }
 }
 
-/// Why the journal could not be recovered.
+/// Why a journal operation failed.
 #[derive(Debug)]
 pub enum Error {
-    /// Reading a journal block failed.
+    /// Reading or writing a journal block failed.
     Io { jblock: u64, source: io::Error },
+    /// Writing a block home (to its static location) failed.
+    HomeIo { block: u64, source: io::Error },
+    /// A flush (write barrier) failed: nothing written since the last good
+    /// flush may be assumed durable.
+    Flush(io::Error),
+    /// The journal holds a log to replay (`s_start != 0`): run
+    /// [`Journal::recover`] and [`Journal::replay_to_disk`] before writing.
+    NeedsRecovery,
+    /// An earlier commit failed part-way; the journal accepts no more commits
+    /// (jbd2 aborts the journal; the next mount recovers).
+    Aborted,
+    /// The transaction needs more journal blocks than are free: checkpoint first.
+    NoSpace { needed: u64, available: u64 },
+    /// [`Journal::empty`] with transactions whose blocks are not all home yet.
+    NotCheckpointed { live_transactions: usize },
+    /// The caller passed something impossible (wrong block length, a block
+    /// number the journal format cannot hold, bad journal runs).
+    Invalid(String),
     /// A journal structure is corrupt or uses an unsupported feature.
     Format(FormatError),
     /// The reader's geometry disagrees with the journal superblock.
@@ -65,7 +102,20 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Io { jblock, source } => write!(f, "reading journal block {jblock}: {source}"),
+            Error::Io { jblock, source } => write!(f, "journal block {jblock}: {source}"),
+            Error::HomeIo { block, source } => write!(f, "writing block {block} home: {source}"),
+            Error::Flush(e) => write!(f, "flushing the device: {e}"),
+            Error::NeedsRecovery => write!(f, "the journal needs recovery before it can be written"),
+            Error::Aborted => write!(f, "the journal was aborted after a failed commit"),
+            Error::NoSpace { needed, available } => write!(
+                f,
+                "transaction needs {needed} journal blocks but only {available} are free (checkpoint first)"
+            ),
+            Error::NotCheckpointed { live_transactions } => write!(
+                f,
+                "cannot empty the journal: {live_transactions} transactions are not checkpointed"
+            ),
+            Error::Invalid(what) => write!(f, "invalid journal request: {what}"),
             Error::Format(e) => write!(f, "journal: {e}"),
             Error::Geometry {
                 what,
@@ -91,7 +141,9 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io { source, .. } => Some(source),
+            Error::Io { source, .. } | Error::HomeIo { source, .. } | Error::Flush(source) => {
+                Some(source)
+            }
             Error::Format(e) => Some(e),
             _ => None,
         }

@@ -2,6 +2,7 @@
 //! with the ondisk serialisers (as jbd2's commit code lays them out).
 #![allow(dead_code)]
 
+pub mod dev;
 pub mod tools;
 
 use std::io;

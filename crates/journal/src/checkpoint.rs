@@ -1,0 +1,173 @@
+//! Checkpointing (the kernel's `fs/jbd2/checkpoint.c`): writing committed
+//! blocks to their static locations so the log space holding them can be
+//! reused, then moving the tail.
+//!
+//! Order: home writes, flush, then the superblock's new `s_start`/`s_sequence`
+//! (with a flush before and after, PREFLUSH|FUA in jbd2), and only then may a
+//! commit overwrite the freed blocks. A crash in between replays transactions
+//! whose blocks are already home: harmless, the copies are identical or older
+//! than later copies that replay after them.
+//!
+//! Policy (when to checkpoint, dirty_expire writeback) is the fs layer's; it
+//! gets [`Journal::fill`], [`Journal::needs_checkpoint`],
+//! [`Journal::live_transactions`] (each with its blocks still not home) and
+//! tells the journal about its own writeback with [`Journal::written_home`].
+
+use std::collections::BTreeSet;
+use std::io;
+
+use blockdev::BlockDevice;
+
+use crate::{tid_geq, Error, Journal};
+
+/// How much to checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckpointGoal {
+    /// The oldest live transaction only.
+    Oldest,
+    /// Oldest transactions until at least this many blocks are free for the
+    /// next transaction (all of them if that cannot be reached).
+    Space(u64),
+    /// Every live transaction (before [`Journal::empty`]).
+    All,
+}
+
+/// What a checkpoint did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CheckpointStats {
+    /// Blocks written home.
+    pub written: u64,
+    /// Blocks the caller declined (no longer metadata).
+    pub skipped: u64,
+    /// Transactions the tail moved past.
+    pub transactions_freed: usize,
+}
+
+type Source<'a, D> = dyn FnMut(&Journal<D>, u64, &mut [u8]) -> Result<bool, Error> + 'a;
+
+impl<D: BlockDevice> Journal<D> {
+    /// Checkpoint with contents from the caller: `contents(block, buf)` fills
+    /// `buf` with the newest *committed* contents of static `block` (the
+    /// buffer cache's copy, provided it holds no change of a transaction not
+    /// yet committed) and returns true, or false if the block is no longer
+    /// metadata and must not be written.
+    pub fn checkpoint<F>(
+        &mut self,
+        goal: CheckpointGoal,
+        mut contents: F,
+    ) -> Result<CheckpointStats, Error>
+    where
+        F: FnMut(u64, &mut [u8]) -> io::Result<bool>,
+    {
+        self.checkpoint_with(goal, &mut |_, block, buf| {
+            contents(block, buf).map_err(|source| Error::HomeIo { block, source })
+        })
+    }
+
+    /// Checkpoint with contents read back from the log (each block's newest
+    /// committed copy): for tools (`ext4lazy checkpoint`), lazy-mode migration
+    /// home, and when the caller has no cached copy.
+    pub fn checkpoint_from_log(&mut self, goal: CheckpointGoal) -> Result<CheckpointStats, Error> {
+        self.checkpoint_with(goal, &mut |j, block, buf| j.read_newest(block, buf))
+    }
+
+    fn checkpoint_with(
+        &mut self,
+        goal: CheckpointGoal,
+        source: &mut Source<'_, D>,
+    ) -> Result<CheckpointStats, Error> {
+        if self.needs_recovery {
+            return Err(Error::NeedsRecovery);
+        }
+        let k = self.transactions_for(goal);
+        let blocks: BTreeSet<u64> = self
+            .live
+            .iter()
+            .take(k)
+            .flat_map(|t| t.pending.iter().copied())
+            .collect();
+        let mut stats = CheckpointStats::default();
+        let mut buf = vec![0u8; self.map.block_size() as usize];
+        for &b in &blocks {
+            if source(self, b, &mut buf)? {
+                self.write_home(b, &buf)?;
+                stats.written += 1;
+            } else {
+                stats.skipped += 1;
+            }
+        }
+        if !blocks.is_empty() {
+            self.dev.flush().map_err(Error::Flush)?;
+        }
+        self.written_home(blocks);
+        stats.transactions_freed = self.advance_tail()?;
+        Ok(stats)
+    }
+
+    /// How many of the oldest transactions a goal needs cleaned.
+    fn transactions_for(&self, goal: CheckpointGoal) -> usize {
+        match goal {
+            CheckpointGoal::Oldest => self.live.len().min(1),
+            CheckpointGoal::All => self.live.len(),
+            CheckpointGoal::Space(want) => {
+                let mut left = self.space_left();
+                let mut k = 0;
+                for t in &self.live {
+                    if left >= want {
+                        break;
+                    }
+                    left += t.blocks;
+                    k += 1;
+                }
+                k
+            }
+        }
+    }
+
+    /// The caller wrote these static blocks home itself (dirty_expire
+    /// writeback) with contents at least as new as their newest committed
+    /// copy, and flushed: no live transaction needs to write them again.
+    /// Call [`Self::advance_tail`] to reuse the space.
+    pub fn written_home<I: IntoIterator<Item = u64>>(&mut self, blocks: I) {
+        for b in blocks {
+            for t in self.live.iter_mut() {
+                t.pending.remove(&b);
+            }
+        }
+    }
+
+    /// `block` was freed from metadata use (its revoke is in the running
+    /// transaction): never write an older copy of it home, as jbd2's
+    /// `jbd2_journal_forget` drops the checkpoint buffer.
+    pub fn forget(&mut self, block: u64) {
+        self.written_home([block]);
+    }
+
+    /// Free the oldest transactions whose blocks are all home: record the new
+    /// tail in the superblock (flushed before and after, so the home writes
+    /// are durable first and the new tail before the space is reused).
+    /// Returns the number of transactions freed.
+    pub fn advance_tail(&mut self) -> Result<usize, Error> {
+        let mut freed = 0;
+        while self.live.front().is_some_and(|t| t.pending.is_empty()) {
+            self.live.pop_front();
+            freed += 1;
+        }
+        if freed == 0 {
+            return Ok(0);
+        }
+        let (tail, seq) = match self.live.front() {
+            Some(t) => (t.start, t.sequence),
+            None => (self.head, self.next_sequence),
+        };
+        debug_assert!(tid_geq(seq, self.tail_sequence), "the tail moves forward");
+        self.tail = tail;
+        self.tail_sequence = seq;
+        self.newest.retain(|_, c| tid_geq(c.sequence, seq));
+        self.sb.start = tail as u32;
+        self.sb.sequence = seq;
+        self.write_superblock(true)?;
+        debug_assert!(self.used() <= self.last - self.first);
+        Ok(freed)
+    }
+}

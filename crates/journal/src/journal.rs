@@ -1,0 +1,510 @@
+//! The journal object (the kernel's `fs/jbd2/journal.c`): where the journal
+//! lies on the device, its superblock, and the state of the circular log.
+//!
+//! The log occupies journal blocks `[s_first, j_last)` where `j_last` is
+//! `s_maxlen` minus the fast-commit area (never used here). Live transactions
+//! run from the *tail* (oldest transaction not yet checkpointed) to the
+//! *head* (where the next transaction goes), wrapping at `j_last`. The
+//! superblock records the tail (`s_start`, 0 when the journal is empty) and
+//! the tail's sequence (`s_sequence`); recovery starts there.
+//!
+//! Life cycle, as jbd2 and ext4 use it:
+//! 1. [`Journal::load`] reads and validates the superblock;
+//! 2. if [`Journal::needs_recovery`], the caller runs [`Journal::recover`] and
+//!    (read-write mount) [`Journal::replay_to_disk`], which writes the copies
+//!    home, flushes and marks the journal empty;
+//! 3. [`Journal::commit`] appends transactions; [`Journal::checkpoint`] writes
+//!    them home and moves the tail when room is needed;
+//! 4. at clean unmount, checkpoint everything and [`Journal::empty`].
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::io;
+
+use blockdev::{BlockDevice, IoClass};
+use ondisk::jbd2::{BlockType, Layout, Superblock, MAGIC};
+use ondisk::Location;
+
+use crate::{tid_gt, Error, JournalReader, Recovery};
+
+/// Blocks of the log jbd2 never hands out (`jbd2_log_space_left` keeps 32 back
+/// "for rounding errors"); it also guarantees the head never reaches the tail,
+/// so a full log is never mistaken for an empty one.
+pub const RESERVED_BLOCKS: u64 = 32;
+
+/// Where the journal's blocks are on the device: runs of (first journal
+/// block, first device block, length) as the journal inode's extents give them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalMap {
+    runs: Vec<(u64, u64, u64)>,
+    len_blocks: u64,
+    block_size: u32,
+}
+
+impl JournalMap {
+    /// Check and keep the runs: sorted, contiguous from journal block 0,
+    /// covering exactly `len_blocks` blocks, non-overlapping on the device.
+    pub fn new(
+        runs: Vec<(u64, u64, u64)>,
+        len_blocks: u64,
+        block_size: u32,
+    ) -> Result<Self, Error> {
+        if !block_size.is_power_of_two() || !(1024..=65536).contains(&block_size) {
+            return Err(Error::Invalid(format!("block size {block_size}")));
+        }
+        let mut next = 0u64;
+        for &(l, _, n) in &runs {
+            if l != next || n == 0 {
+                return Err(Error::Invalid(format!(
+                    "journal runs must be contiguous from block 0 (run at {l} of {n}, expected {next})"
+                )));
+            }
+            next = l
+                .checked_add(n)
+                .ok_or_else(|| Error::Invalid("journal run overflows".into()))?;
+        }
+        if next != len_blocks {
+            return Err(Error::Invalid(format!(
+                "journal runs cover {next} blocks, journal has {len_blocks}"
+            )));
+        }
+        let mut phys: Vec<(u64, u64)> = runs.iter().map(|r| (r.1, r.2)).collect();
+        phys.sort_unstable();
+        for w in phys.windows(2) {
+            if w[0].0.saturating_add(w[0].1) > w[1].0 {
+                return Err(Error::Invalid("journal runs overlap on the device".into()));
+            }
+        }
+        Ok(JournalMap {
+            runs,
+            len_blocks,
+            block_size,
+        })
+    }
+
+    /// One contiguous run: journal blocks `0..len` at device block `phys`.
+    pub fn contiguous(phys: u64, len_blocks: u64, block_size: u32) -> Result<Self, Error> {
+        Self::new(vec![(0, phys, len_blocks)], len_blocks, block_size)
+    }
+
+    /// Device block of journal block `jblock`.
+    pub fn phys(&self, jblock: u64) -> Option<u64> {
+        let i = self.runs.partition_point(|r| r.0 <= jblock);
+        let (l, p, n) = *self.runs.get(i.checked_sub(1)?)?;
+        (jblock < l + n).then(|| p + (jblock - l))
+    }
+
+    /// Journal blocks starting at `jblock` that are contiguous on the device
+    /// (at most `max`), so a write can cover them in one request.
+    pub(crate) fn contiguous_from(&self, jblock: u64, max: u64) -> u64 {
+        let i = self.runs.partition_point(|r| r.0 <= jblock);
+        match i.checked_sub(1).and_then(|i| self.runs.get(i)) {
+            Some(&(l, _, n)) if jblock < l + n => (l + n - jblock).min(max),
+            _ => 0,
+        }
+    }
+
+    pub fn runs(&self) -> &[(u64, u64, u64)] {
+        &self.runs
+    }
+    pub fn len_blocks(&self) -> u64 {
+        self.len_blocks
+    }
+    pub fn block_size(&self) -> u32 {
+        self.block_size
+    }
+}
+
+/// Where the newest committed copy of a static block lives in the log (the
+/// S -> J map lazy journaling needs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogCopy {
+    pub jblock: u64,
+    /// The copy had the jbd2 magic in its first 4 bytes, zeroed in the log.
+    pub escaped: bool,
+    pub sequence: u32,
+}
+
+/// A committed transaction still in the log (not yet checkpointed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveTransaction {
+    pub sequence: u32,
+    /// First journal block of the transaction.
+    pub start: u64,
+    /// Journal block after its commit block.
+    pub end: u64,
+    /// Journal blocks it occupies (descriptors, copies, revokes, commit).
+    pub blocks: u64,
+    /// Static blocks it logged that are not yet known to be written home.
+    /// The tail can pass this transaction once this is empty.
+    pub pending: BTreeSet<u64>,
+}
+
+/// How full the log is, in journal blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fill {
+    /// Blocks of the circular log (`j_last - s_first`).
+    pub log_blocks: u64,
+    /// Blocks held by live transactions (tail to head).
+    pub used: u64,
+    /// Blocks a new transaction may use (free minus [`RESERVED_BLOCKS`]).
+    pub space_left: u64,
+    /// Largest transaction jbd2 would build (a quarter of the journal).
+    pub max_transaction: u64,
+    /// Live transactions.
+    pub live_transactions: usize,
+}
+
+/// A jbd2 journal on a block device. Methods that change the log take
+/// `&mut self`: the fs layer keeps the journal behind one lock (commits and
+/// checkpoints are serialised in jbd2 too) while operations fill a
+/// [`crate::Running`] transaction concurrently.
+pub struct Journal<D: BlockDevice> {
+    pub(crate) dev: D,
+    pub(crate) map: JournalMap,
+    pub(crate) sb: Superblock,
+    /// Journal block 0 as read (bytes past the 1024-byte superblock kept).
+    pub(crate) sb_block: Vec<u8>,
+    pub(crate) layout: Layout,
+    /// `s_first`: first block of the log.
+    pub(crate) first: u64,
+    /// `j_last`: one past the last block of the log.
+    pub(crate) last: u64,
+    /// Where the next transaction starts.
+    pub(crate) head: u64,
+    /// Start of the oldest live transaction (== head when none).
+    pub(crate) tail: u64,
+    /// Sequence of the oldest live transaction (== next_sequence when none).
+    pub(crate) tail_sequence: u32,
+    /// Sequence the next committed transaction gets.
+    pub(crate) next_sequence: u32,
+    pub(crate) live: VecDeque<LiveTransaction>,
+    /// Newest committed copy of every static block in the live log.
+    pub(crate) newest: HashMap<u64, LogCopy>,
+    pub(crate) needs_recovery: bool,
+    /// A write failed mid-transaction: no further commit is safe (jbd2 aborts).
+    pub(crate) aborted: bool,
+    /// Commit time of the last commit; commit times never go backwards
+    /// (recovery uses them to tell stale blocks from corruption).
+    pub(crate) last_commit_sec: u64,
+}
+
+impl<D: BlockDevice> Journal<D> {
+    /// Read and validate the journal superblock through `map`. A clean
+    /// journal is ready to write (new transactions start at `s_first` with
+    /// sequence `s_sequence + 1`, as jbd2); one with `s_start != 0` must be
+    /// recovered first ([`Self::needs_recovery`]).
+    pub fn load(dev: D, map: JournalMap) -> Result<Self, Error> {
+        let bs = map.block_size();
+        let mut block = vec![0u8; bs as usize];
+        read_jblock(&dev, &map, 0, &mut block)?;
+        let sb = Superblock::parse(&block).map_err(|e| e.at(Location::JournalBlock(0)))?;
+        if sb.block_size != bs {
+            return Err(Error::Geometry {
+                what: "block size",
+                reader: u64::from(bs),
+                superblock: u64::from(sb.block_size),
+            });
+        }
+        sb.validate(map.len_blocks())?;
+        if sb.version == BlockType::SuperblockV2 && sb.nr_users > 1 {
+            return Err(Error::Format(ondisk::FormatError::Unsupported {
+                what: format!("a journal shared by {} file systems", sb.nr_users),
+            }));
+        }
+        let layout = sb.layout();
+        let first = u64::from(sb.first);
+        let last = u64::from(sb.log_end());
+        if last - first <= RESERVED_BLOCKS + 2 {
+            return Err(Error::Geometry {
+                what: "log length",
+                reader: last - first,
+                superblock: u64::from(sb.max_len),
+            });
+        }
+        let needs_recovery = sb.start != 0;
+        let next = sb.sequence.wrapping_add(1);
+        Ok(Journal {
+            dev,
+            map,
+            layout,
+            first,
+            last,
+            head: first,
+            tail: first,
+            tail_sequence: next,
+            next_sequence: next,
+            live: VecDeque::new(),
+            newest: HashMap::new(),
+            needs_recovery,
+            aborted: false,
+            last_commit_sec: 0,
+            sb_block: block,
+            sb,
+        })
+    }
+
+    /// The log was left by a crash: recover before writing.
+    pub fn needs_recovery(&self) -> bool {
+        self.needs_recovery
+    }
+
+    /// Run jbd2's recovery passes over this journal (reads only).
+    pub fn recover(&self) -> Result<Recovery, Error> {
+        crate::recover(self)
+    }
+
+    /// Write every replayed copy to its static location (class `Metadata`),
+    /// flush, then mark the journal empty with the sequence advanced past
+    /// everything in the log (`recovery.next_sequence`), as jbd2's
+    /// `jbd2_journal_recover` followed by `journal_reset`/`mark_journal_empty`.
+    /// Returns the number of blocks written. Blocks beyond the device fail;
+    /// the fs layer should reject blocks beyond the file system first.
+    pub fn replay_to_disk(&mut self, recovery: &Recovery) -> Result<u64, Error> {
+        let bs = self.map.block_size() as usize;
+        let mut buf = vec![0u8; bs];
+        let mut written = 0;
+        for (&block, copy) in &recovery.blocks {
+            crate::recovery::read_copy(self, copy, &mut buf)?;
+            self.write_home(block, &buf)?;
+            written += 1;
+        }
+        self.dev.flush().map_err(Error::Flush)?;
+        if tid_gt(recovery.next_sequence, self.next_sequence) {
+            self.next_sequence = recovery.next_sequence;
+        }
+        self.live.clear();
+        self.newest.clear();
+        self.needs_recovery = false;
+        self.mark_empty()?;
+        Ok(written)
+    }
+
+    /// Mark the journal empty (`s_start = 0`) once every transaction is home:
+    /// what a clean unmount leaves. `s_sequence` records the next sequence so
+    /// sequences keep increasing across mounts; the log restarts at `s_first`.
+    pub fn empty(&mut self) -> Result<(), Error> {
+        if self.needs_recovery {
+            return Err(Error::NeedsRecovery);
+        }
+        if !self.live.is_empty() {
+            return Err(Error::NotCheckpointed {
+                live_transactions: self.live.len(),
+            });
+        }
+        self.mark_empty()
+    }
+
+    fn mark_empty(&mut self) -> Result<(), Error> {
+        debug_assert!(self.live.is_empty());
+        self.sb.start = 0;
+        self.sb.sequence = self.next_sequence;
+        self.sb.head = self.head as u32;
+        self.write_superblock(true)?;
+        self.head = self.first;
+        self.tail = self.first;
+        self.tail_sequence = self.next_sequence;
+        self.newest.clear();
+        Ok(())
+    }
+
+    /// Serialise the in-memory superblock (checksum set) into block 0 and
+    /// write it; with `flush`, flush before and after so it is ordered after
+    /// everything written before (jbd2 uses PREFLUSH|FUA for tail updates).
+    pub(crate) fn write_superblock(&mut self, flush: bool) -> Result<(), Error> {
+        self.sb.write_to(&mut self.sb_block)?;
+        if flush {
+            self.dev.flush().map_err(Error::Flush)?;
+        }
+        write_jblocks(&self.dev, &self.map, 0, &self.sb_block)?;
+        if flush {
+            self.dev.flush().map_err(Error::Flush)?;
+        }
+        Ok(())
+    }
+
+    /// Write one block to its static location (class `Metadata`).
+    pub(crate) fn write_home(&self, block: u64, data: &[u8]) -> Result<(), Error> {
+        let bs = u64::from(self.map.block_size());
+        let off = block
+            .checked_mul(bs)
+            .filter(|o| o.checked_add(bs).is_some_and(|e| e <= self.dev.size()))
+            .ok_or_else(|| Error::HomeIo {
+                block,
+                source: io::Error::new(io::ErrorKind::InvalidInput, "block is beyond the device"),
+            })?;
+        self.dev
+            .write_at(off, data, IoClass::Metadata)
+            .map_err(|source| Error::HomeIo { block, source })
+    }
+
+    /// Advance a log position by `n`, wrapping at the end of the log.
+    pub(crate) fn advance(&self, pos: u64, n: u64) -> u64 {
+        debug_assert!(pos >= self.first && pos < self.last);
+        self.first + (pos - self.first + n) % (self.last - self.first)
+    }
+
+    /// Blocks from the tail to the head.
+    pub(crate) fn used(&self) -> u64 {
+        let len = self.last - self.first;
+        let used = (self.head + len - self.tail) % len;
+        debug_assert_eq!(
+            used,
+            self.live.iter().map(|t| t.blocks).sum::<u64>(),
+            "tail..head must be exactly the live transactions"
+        );
+        used
+    }
+
+    /// How full the log is.
+    pub fn fill(&self) -> Fill {
+        let log_blocks = self.last - self.first;
+        let used = self.used();
+        Fill {
+            log_blocks,
+            used,
+            space_left: (log_blocks - used).saturating_sub(RESERVED_BLOCKS),
+            max_transaction: self.max_transaction_blocks(),
+            live_transactions: self.live.len(),
+        }
+    }
+
+    /// Blocks a new transaction may take now.
+    pub fn space_left(&self) -> u64 {
+        self.fill().space_left
+    }
+
+    /// jbd2's `j_max_transaction_buffers`: a quarter of the journal (without
+    /// the fast-commit area). A transaction reaching it should be committed;
+    /// the journal needs checkpointing when less than this is left.
+    pub fn max_transaction_blocks(&self) -> u64 {
+        (u64::from(self.sb.max_len) - u64::from(self.sb.fast_commit_blocks())) / 4
+    }
+
+    /// Whether a transaction of the maximum size might not fit: jbd2
+    /// checkpoints at this point (`__jbd2_log_wait_for_space`).
+    pub fn needs_checkpoint(&self) -> bool {
+        self.space_left() < self.max_transaction_blocks()
+    }
+
+    /// Live (committed, not yet checkpointed) transactions, oldest first.
+    pub fn live_transactions(&self) -> impl Iterator<Item = &LiveTransaction> {
+        self.live.iter()
+    }
+
+    /// The oldest live transaction (the one holding the tail).
+    pub fn oldest_live(&self) -> Option<&LiveTransaction> {
+        self.live.front()
+    }
+
+    /// Newest committed copy of `block` in the live log, if any.
+    pub fn newest_copy(&self, block: u64) -> Option<LogCopy> {
+        self.newest.get(&block).copied()
+    }
+
+    /// Read the newest committed copy of `block` from the log (escape undone).
+    pub fn read_newest(&self, block: u64, buf: &mut [u8]) -> Result<bool, Error> {
+        let Some(c) = self.newest.get(&block) else {
+            return Ok(false);
+        };
+        read_jblock(&self.dev, &self.map, c.jblock, buf)?;
+        if c.escaped {
+            buf[..4].copy_from_slice(&MAGIC.to_be_bytes());
+        }
+        Ok(true)
+    }
+
+    /// The journal superblock as last written (or read).
+    pub fn superblock(&self) -> &Superblock {
+        &self.sb
+    }
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    pub fn map(&self) -> &JournalMap {
+        &self.map
+    }
+    pub fn device(&self) -> &D {
+        &self.dev
+    }
+    /// Where the next transaction starts.
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+    /// Start of the oldest live transaction (== head when none).
+    pub fn tail(&self) -> u64 {
+        self.tail
+    }
+    /// Sequence the next committed transaction gets.
+    pub fn next_sequence(&self) -> u32 {
+        self.next_sequence
+    }
+    /// The log area `[s_first, j_last)`.
+    pub fn log_area(&self) -> (u64, u64) {
+        (self.first, self.last)
+    }
+
+    /// Give the device back (e.g. to inspect a recording device in tests).
+    pub fn into_device(self) -> D {
+        self.dev
+    }
+}
+
+impl<D: BlockDevice> JournalReader for Journal<D> {
+    fn block_size(&self) -> u32 {
+        self.map.block_size()
+    }
+    fn len_blocks(&self) -> u64 {
+        self.map.len_blocks()
+    }
+    fn read_block(&self, jblock: u64, buf: &mut [u8]) -> io::Result<()> {
+        read_jblock(&self.dev, &self.map, jblock, buf).map_err(|e| match e {
+            Error::Io { source, .. } => source,
+            other => io::Error::other(other.to_string()),
+        })
+    }
+}
+
+fn unmapped(jblock: u64) -> Error {
+    Error::Io {
+        jblock,
+        source: io::Error::new(io::ErrorKind::InvalidData, "journal block is not mapped"),
+    }
+}
+
+/// Read one journal block (class `Journal`).
+pub(crate) fn read_jblock<D: BlockDevice + ?Sized>(
+    dev: &D,
+    map: &JournalMap,
+    jblock: u64,
+    buf: &mut [u8],
+) -> Result<(), Error> {
+    let phys = map.phys(jblock).ok_or_else(|| unmapped(jblock))?;
+    dev.read_at(phys * u64::from(map.block_size()), buf, IoClass::Journal)
+        .map_err(|source| Error::Io { jblock, source })
+}
+
+/// Write `data` (whole blocks) to journal blocks `jblock..`, one request per
+/// device-contiguous stretch (class `Journal`). The caller splits at the end
+/// of the log: here blocks are journal-consecutive.
+pub(crate) fn write_jblocks<D: BlockDevice + ?Sized>(
+    dev: &D,
+    map: &JournalMap,
+    jblock: u64,
+    data: &[u8],
+) -> Result<(), Error> {
+    let bs = map.block_size() as usize;
+    debug_assert_eq!(data.len() % bs, 0);
+    let mut j = jblock;
+    let mut rest = data;
+    while !rest.is_empty() {
+        let want = (rest.len() / bs) as u64;
+        let n = map.contiguous_from(j, want);
+        let phys = map.phys(j).filter(|_| n > 0).ok_or_else(|| unmapped(j))?;
+        let (now, later) = rest.split_at(n as usize * bs);
+        dev.write_at(phys * bs as u64, now, IoClass::Journal)
+            .map_err(|source| Error::Io { jblock: j, source })?;
+        j += n;
+        rest = later;
+    }
+    Ok(())
+}
