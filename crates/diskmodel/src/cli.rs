@@ -132,6 +132,9 @@ pub enum EmuCommand {
         /// Server log (stderr of the background process)
         #[arg(long)]
         log: Option<PathBuf>,
+        /// Do not use the kernel's metadata flag (tracefs) to classify requests
+        #[arg(long)]
+        no_meta_flags: bool,
         /// Serve in the foreground (the background process runs with it)
         #[arg(long, hide = true)]
         foreground: bool,
@@ -231,11 +234,22 @@ pub fn run(cmd: EmuCommand) -> Result<()> {
             trace,
             bucket,
             log,
+            no_meta_flags,
             foreground,
             dir,
         } => {
             if foreground {
-                serve_here(&model, size, &backing, speed, params, trace, bucket, &dir)
+                serve_here(
+                    &model,
+                    size,
+                    &backing,
+                    speed,
+                    params,
+                    trace,
+                    bucket,
+                    !no_meta_flags,
+                    &dir,
+                )
             } else {
                 serve_background(log.as_deref(), &dir)
             }
@@ -329,6 +343,7 @@ fn serve_here(
     params: Vec<(String, String)>,
     trace: Option<PathBuf>,
     bucket: f64,
+    meta_flags: bool,
     dir: &Path,
 ) -> Result<()> {
     let result = (|| -> Result<()> {
@@ -344,7 +359,7 @@ fn serve_here(
             ..ModelOptions::default()
         };
         let dev = open_model_device(model, backing, &opts)?;
-        crate::serve::serve_foreground(dev, dir, || {
+        crate::serve::serve_foreground(dev, dir, meta_flags, || {
             println!("{READY}");
             let _ = std::io::stdout().flush();
             // let go of the caller's pipe: the parent returns on EOF too

@@ -27,6 +27,7 @@ pub mod serve;
 pub mod smr;
 pub mod stats;
 pub mod trace;
+pub mod tracefs;
 pub mod workload;
 
 pub use device::ModelDevice;

@@ -16,6 +16,7 @@
 
 use crate::device::ModelDevice;
 use crate::layout::Layout;
+use crate::tracefs::MetaFlags;
 use crate::workload::series_points;
 use blockdev::{BlockDevice, IoClass};
 use fuser::{
@@ -42,6 +43,8 @@ const FILES: [(u64, &str); 3] = [
 pub struct ImageServer {
     dev: Arc<ModelDevice>,
     layout: RwLock<Layout>,
+    /// The kernel's REQ_META flags of the loop device in front of disk.img.
+    meta: Option<MetaFlags>,
     /// Snapshots of the generated files, per open handle.
     snapshots: Mutex<HashMap<u64, Arc<Vec<u8>>>>,
     next_fh: AtomicU64,
@@ -60,12 +63,13 @@ fn io_errno(e: &io::Error) -> Errno {
 }
 
 impl ImageServer {
-    pub fn new(dev: Arc<ModelDevice>) -> Self {
+    pub fn new(dev: Arc<ModelDevice>, meta: Option<MetaFlags>) -> Self {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let server = ImageServer {
             dev,
             layout: RwLock::new(Layout::default()),
+            meta,
             snapshots: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             started: SystemTime::now(),
@@ -84,11 +88,24 @@ impl ImageServer {
         }
     }
 
-    fn class_of(&self, offset: u64, len: u64) -> IoClass {
-        self.layout
+    /// Journal by layout first, then the kernel's metadata flag, then the
+    /// layout's static metadata, else data.
+    fn class_of(&self, offset: u64, len: u64, read: bool) -> IoClass {
+        let by_layout = self
+            .layout
             .read()
             .map(|l| l.class_of(offset, len))
-            .unwrap_or(IoClass::Data)
+            .unwrap_or(IoClass::Data);
+        // always ask, so that each flagged request is consumed by its own I/O
+        let flagged = self
+            .meta
+            .as_ref()
+            .is_some_and(|m| m.is_metadata(offset, len, read));
+        match by_layout {
+            IoClass::Journal => IoClass::Journal,
+            _ if flagged => IoClass::Metadata,
+            c => c,
+        }
     }
 
     fn generate(&self, ino: u64) -> Vec<u8> {
@@ -98,6 +115,7 @@ impl ImageServer {
                 if let Ok(l) = self.layout.read() {
                     r["layout"] = serde_json::Value::String(l.describe());
                 }
+                r["kernel_meta_flags"] = serde_json::Value::Bool(self.meta.is_some());
                 let mut v = serde_json::to_vec_pretty(&r).unwrap_or_default();
                 v.push(b'\n');
                 v
@@ -260,7 +278,7 @@ impl Filesystem for ImageServer {
                 }
                 let len = (size as u64).min(dev_size - offset) as usize;
                 let mut buf = vec![0u8; len];
-                let class = self.class_of(offset, len as u64);
+                let class = self.class_of(offset, len as u64, true);
                 match self.dev.read_at(offset, &mut buf, class) {
                     Ok(()) => reply.data(&buf),
                     Err(e) => reply.error(io_errno(&e)),
@@ -300,7 +318,7 @@ impl Filesystem for ImageServer {
         if offset.checked_add(len).is_none_or(|e| e > self.dev.size()) {
             return reply.error(Errno::ENOSPC);
         }
-        let class = self.class_of(offset, len);
+        let class = self.class_of(offset, len, false);
         match self.dev.write_at(offset, data, class) {
             Ok(()) => {
                 // mkfs rewrites the superblock area: learn the new layout
@@ -377,13 +395,31 @@ impl Filesystem for ImageServer {
 }
 
 /// Mount the server on `dir` in this process and block until unmounted.
-/// `on_ready` runs once the mount is live.
+/// `on_ready` runs once the mount is live. With `meta_flags`, request classes
+/// also use the kernel's metadata flag seen through tracefs
+/// ([`crate::tracefs`]); without root or tracefs the server goes on without
+/// it (stats.json says `"kernel_meta_flags": false`).
 pub fn serve_foreground(
     dev: Arc<ModelDevice>,
     dir: &std::path::Path,
+    meta_flags: bool,
     on_ready: impl FnOnce(),
 ) -> io::Result<()> {
-    let server = ImageServer::new(Arc::clone(&dev));
+    let image = std::fs::canonicalize(dir)
+        .unwrap_or_else(|_| dir.to_path_buf())
+        .join("disk.img");
+    let meta = if meta_flags {
+        match MetaFlags::start(&image) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                eprintln!("ext4lazy emu serve: no kernel metadata flags ({e}); classes come from the layout only");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let server = ImageServer::new(Arc::clone(&dev), meta);
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![
         fuser::MountOption::FSName("ext4lazy-emu".to_string()),

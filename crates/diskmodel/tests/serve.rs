@@ -31,7 +31,7 @@ fn served_image_round_trips_and_reports() {
     let (tx, rx) = mpsc::channel();
     let mnt2 = mnt.clone();
     let server = std::thread::spawn(move || {
-        diskmodel::serve::serve_foreground(dev, &mnt2, || {
+        diskmodel::serve::serve_foreground(dev, &mnt2, false, || {
             let _ = tx.send(());
         })
     });
