@@ -53,7 +53,11 @@ impl Model for Cmr {
     }
 
     fn idle_until(&mut self, t: f64) {
-        debug_assert!(t + 1e-12 >= self.last_t || t >= 0.0);
+        debug_assert!(
+            t + 1e-9 >= self.last_t,
+            "idle time went backwards: {t} < {}",
+            self.last_t
+        );
         self.last_t = self.last_t.max(t);
     }
 

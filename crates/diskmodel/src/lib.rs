@@ -374,3 +374,30 @@ fn finish(
     }
     Ok(Arc::new(dev))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_options_are_parsed_and_foreign_keys_left_alone() {
+        let mut o = ModelOptions::default();
+        assert!(o.set("speed", "10").unwrap());
+        assert_eq!(o.speed, Some(10.0));
+        assert!(o.set("speed", "virtual").unwrap());
+        assert_eq!(o.speed, None);
+        assert!(o.set("param.cache_bytes", "4G").unwrap());
+        assert_eq!(
+            o.params,
+            vec![("cache_bytes".to_string(), "4G".to_string())]
+        );
+        assert!(!o.set("journal", "lazy").unwrap());
+        assert!(o.set("speed", "0").is_err());
+        assert!(o.set("speed", "fast").is_err());
+        assert!(build_model("smr-seagate", &o.params).is_ok());
+        assert!(matches!(
+            build_model("cmr", &o.params),
+            Err(Error::Param(ParamError::Unknown(_)))
+        ));
+    }
+}
