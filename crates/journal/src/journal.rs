@@ -307,6 +307,56 @@ impl<D: BlockDevice> Journal<D> {
         Ok(())
     }
 
+    /// Turn on journal features, as ext4 does at every mount with
+    /// `jbd2_journal_set_features` (mkfs leaves the journal superblock with
+    /// none): see [`ext4_features`]. Setting CSUM_V3 clears CSUM_V2 and the
+    /// v1 compat CHECKSUM and sets the crc32c checksum type. Only while the
+    /// log is empty, since the tag format must not change under a live log;
+    /// a v1 superblock has no feature fields and is refused. The superblock
+    /// is written at once.
+    pub fn set_features(&mut self, compat: u32, incompat: u32) -> Result<(), Error> {
+        use ondisk::jbd2::{
+            superblock::CHECKSUM_TYPE_CRC32C, FEATURE_COMPAT_CHECKSUM, FEATURE_INCOMPAT_CSUM_V2,
+            FEATURE_INCOMPAT_CSUM_V3, KNOWN_COMPAT, KNOWN_INCOMPAT,
+        };
+        if self.needs_recovery {
+            return Err(Error::NeedsRecovery);
+        }
+        if !self.live.is_empty() || self.sb.start != 0 {
+            return Err(Error::NotCheckpointed {
+                live_transactions: self.live.len(),
+            });
+        }
+        if compat & !KNOWN_COMPAT != 0 || incompat & !KNOWN_INCOMPAT != 0 {
+            return Err(Error::Format(ondisk::FormatError::Unsupported {
+                what: format!("jbd2 features compat {compat:#x} incompat {incompat:#x}"),
+            }));
+        }
+        let (old_compat, old_incompat) = (self.sb.feature_compat, self.sb.feature_incompat);
+        if (old_compat | compat, old_incompat | incompat) == (old_compat, old_incompat) {
+            return Ok(());
+        }
+        if self.sb.version != BlockType::SuperblockV2 {
+            return Err(Error::Format(ondisk::FormatError::Unsupported {
+                what: "features on a v1 journal superblock".into(),
+            }));
+        }
+        let mut sb = self.sb.clone();
+        sb.feature_compat |= compat;
+        sb.feature_incompat |= incompat;
+        if incompat & FEATURE_INCOMPAT_CSUM_V3 != 0 {
+            sb.feature_incompat &= !FEATURE_INCOMPAT_CSUM_V2;
+            sb.feature_compat &= !FEATURE_COMPAT_CHECKSUM;
+        }
+        if sb.feature_incompat & (FEATURE_INCOMPAT_CSUM_V2 | FEATURE_INCOMPAT_CSUM_V3) != 0 {
+            sb.checksum_type = CHECKSUM_TYPE_CRC32C;
+        }
+        sb.validate(self.map.len_blocks())?;
+        self.sb = sb;
+        self.layout = self.sb.layout();
+        self.write_superblock(true)
+    }
+
     /// Serialise the in-memory superblock (checksum set) into block 0 and
     /// write it; with `flush`, flush before and after so it is ordered after
     /// everything written before (jbd2 uses PREFLUSH|FUA for tail updates).
@@ -462,6 +512,22 @@ impl<D: BlockDevice> JournalReader for Journal<D> {
             other => io::Error::other(other.to_string()),
         })
     }
+}
+
+/// The journal features ext4 turns on at mount (`ext4_fill_super` and
+/// `set_journal_csum_feature_set`): REVOKE always, 64BIT on a 64bit volume,
+/// CSUM_V3 with metadata_csum. Returns (compat, incompat) for
+/// [`Journal::set_features`].
+pub fn ext4_features(metadata_csum: bool, is_64bit: bool) -> (u32, u32) {
+    use ondisk::jbd2::{FEATURE_INCOMPAT_64BIT, FEATURE_INCOMPAT_CSUM_V3, FEATURE_INCOMPAT_REVOKE};
+    let mut incompat = FEATURE_INCOMPAT_REVOKE;
+    if is_64bit {
+        incompat |= FEATURE_INCOMPAT_64BIT;
+    }
+    if metadata_csum {
+        incompat |= FEATURE_INCOMPAT_CSUM_V3;
+    }
+    (0, incompat)
 }
 
 fn unmapped(jblock: u64) -> Error {

@@ -31,7 +31,7 @@ pub mod transaction;
 
 pub use checkpoint::{CheckpointGoal, CheckpointStats};
 pub use commit::{CommitInfo, LoggedBlock};
-pub use journal::{Fill, Journal, JournalMap, LiveTransaction, LogCopy};
+pub use journal::{ext4_features, Fill, Journal, JournalMap, LiveTransaction, LogCopy};
 pub use recovery::{recover, BadDataBlock, Recovery, ReplayedCopy};
 pub use revoke::RevokeTable;
 pub use transaction::{Running, Transaction};

@@ -656,3 +656,33 @@ fn running_transaction_from_many_threads() {
     assert_eq!(r.blocks.len(), 200);
     assert_eq!(after_replay(&j2, &r, &dev, 302), content(bs, 3, 2));
 }
+
+#[test]
+fn features_are_set_as_ext4_does_only_on_an_empty_log() {
+    let bs = 1024;
+    let (dev, map) = setup(bs, 256, FEATURE_COMPAT_CHECKSUM, 0, 1);
+    let mut j = Journal::load(dev.clone(), map.clone()).unwrap();
+    let mut t = Transaction::new(bs);
+    t.revoke(3);
+    assert!(j.commit(&t).is_err());
+    let (compat, incompat) = journal::ext4_features(true, true);
+    j.set_features(compat, incompat).unwrap();
+    let sb = j.superblock();
+    assert_eq!(sb.feature_compat, 0, "csum v3 replaces v1");
+    assert_eq!(
+        sb.feature_incompat,
+        FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V3
+    );
+    assert_eq!(j.layout().checksum, Checksum::V3);
+    t.log(4, &content(bs, 1, 4)).unwrap();
+    j.commit(&t).unwrap();
+    // Not while transactions are live.
+    assert!(matches!(
+        j.set_features(0, FEATURE_INCOMPAT_ASYNC_COMMIT),
+        Err(Error::NotCheckpointed { .. })
+    ));
+    let (j2, r) = crash(&dev, &map);
+    assert_eq!(j2.layout().checksum, Checksum::V3);
+    assert_eq!(r.transactions, 1);
+    assert_eq!(r.revoke_records, 1);
+}
