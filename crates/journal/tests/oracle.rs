@@ -60,6 +60,22 @@ fn inode_location(img: &Path, ino: u32) -> (u64, usize) {
     )
 }
 
+/// Unmount, retrying while something briefly holds the mount (tests run in
+/// parallel; udev and scanners may look at new loop devices).
+fn umount(mnt: &Path) {
+    for _ in 0..50 {
+        let ok = std::process::Command::new("umount")
+            .arg(mnt)
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    run("umount", &[mnt.to_str().unwrap()]);
+}
+
 /// "Inode: 12   Type: regular ..." from `debugfs -R 'stat NAME'`.
 fn ino_of(img: &Path, name: &str) -> u32 {
     let out = debugfs(img, &format!("stat {name}"));
@@ -207,7 +223,7 @@ fn check(mkfs: &[&str]) {
         let data = std::fs::read(mnt.join("f")).unwrap();
         (m.trim().to_string(), data)
     });
-    run("umount", &[mnt.to_str().unwrap()]);
+    umount(&mnt);
     let (m, data) = got.unwrap();
     assert_eq!(m, t2_mtime.to_string());
     assert_eq!(data, std::fs::read(&src).unwrap());
@@ -259,7 +275,7 @@ fn check(mkfs: &[&str]) {
     );
     let m =
         std::panic::catch_unwind(|| run("stat", &["-c", "%Y", mnt.join("f").to_str().unwrap()]));
-    run("umount", &[mnt.to_str().unwrap()]);
+    umount(&mnt);
     assert_eq!(m.unwrap().trim(), (t2_mtime + 1).to_string());
 }
 
