@@ -78,19 +78,25 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
         detach(mountpoint)?;
         let _ = r.write_all(b"OK");
     }
+    let vol = session.vol.clone();
     session.run().context("serving FUSE requests")?;
+    // The kernel has let go: write everything home and mark the volume clean.
+    if !vol.is_read_only() {
+        vol.shutdown().context("final write-back")?;
+    }
     Ok(())
 }
 
 struct Prepared {
     session: fuser::Session<fuse::Ext4Fuse>,
+    vol: Arc<Volume>,
     // Held until the daemon exits: see the module comment.
     _lock: File,
 }
 
 impl Prepared {
     fn run(self) -> std::io::Result<()> {
-        let Prepared { session, _lock } = self;
+        let Prepared { session, _lock, .. } = self;
         session.run()
     }
 }
@@ -107,7 +113,8 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     let vopts = VolumeOptions { read_only: opts.read_only, cache_bytes: opts.cache_mb << 20, ..Default::default() };
     let vol = Volume::open(Arc::new(dev), vopts).with_context(|| format!("{} is not a usable ext4 volume", image.display()))?;
     let ttl = Duration::from_secs(if opts.read_only { 3600 } else { 1 });
-    let fs = fuse::Ext4Fuse::new(Arc::new(vol), fuse::CachePolicy { ttl });
+    let vol = Arc::new(vol);
+    let fs = fuse::Ext4Fuse::new(vol.clone(), fuse::CachePolicy { ttl });
     let mut mount_options = vec![
         fuser::MountOption::FSName(image.display().to_string()),
         fuser::MountOption::Subtype("ext4lazy".into()),
@@ -123,7 +130,7 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     config.clone_fd = true;
     let session =
         fuser::Session::new(fs, &mnt, &config).with_context(|| format!("cannot mount on {}", mnt.display()))?;
-    Ok(Prepared { session, _lock: lock })
+    Ok(Prepared { session, vol, _lock: lock })
 }
 
 fn lock_exclusive(f: &File, image: &Path) -> Result<()> {

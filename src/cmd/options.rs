@@ -45,7 +45,7 @@ impl MountOptions {
             }
         }
         if rw {
-            bail!("read-write mounts are not available yet (the write path is under construction); mount with -o ro");
+            o.read_only = false;
         }
         Ok(o)
     }

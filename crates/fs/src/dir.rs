@@ -34,16 +34,26 @@ const INLINE_IBLOCK_START: usize = 4;
 const INLINE_IBLOCK_END: usize = ondisk::inode::I_BLOCK_SIZE;
 
 impl Volume {
-    fn has_filetype(&self) -> bool {
+    /// The htree hash of `name` for a directory whose root names `version`
+    /// (the superblock's unsigned flag selects the unsigned variants).
+    pub(crate) fn name_hash(&self, version: u8, name: &[u8]) -> Option<hash::NameHash> {
+        let mut version = version;
+        if version <= hash::version::TEA && self.sb.f.flags & ondisk::superblock::FLAG_UNSIGNED_HASH != 0 {
+            version += 3;
+        }
+        hash::dirhash(name, version, &self.sb.f.hash_seed)
+    }
+
+    pub(crate) fn has_filetype(&self) -> bool {
         self.sb.has_incompat(feature::incompat::FILETYPE)
     }
 
-    fn is_htree(&self, dir: &Inode) -> bool {
+    pub(crate) fn is_htree(&self, dir: &Inode) -> bool {
         dir.has_flag(flags::INDEX) && self.sb.has_compat(feature::compat::DIR_INDEX)
     }
 
     /// Number of blocks in a block directory.
-    fn dir_blocks(&self, dir: &Inode) -> u64 {
+    pub(crate) fn dir_blocks(&self, dir: &Inode) -> u64 {
         dir.size() / u64::from(self.block_size)
     }
 
@@ -77,7 +87,7 @@ impl Volume {
         Ok(odir::verify_tail(data, seed, at)?)
     }
 
-    fn dir_csum_seed(&self, dir: &Inode) -> Option<u32> {
+    pub(crate) fn dir_csum_seed(&self, dir: &Inode) -> Option<u32> {
         self.sb.has_metadata_csum().then(|| Inode::csum_seed(&self.sb, dir.ino, dir.base.generation))
     }
 
@@ -165,6 +175,10 @@ impl Volume {
         if dir.has_flag(flags::INLINE_DATA) {
             return self.find_linear(dir, name);
         }
+        if self.is_htree(dir) && (name == b"." || name == b"..") {
+            // They live only in the index root (block 0), never in a hashed leaf.
+            return self.find_in_first_block(dir, name);
+        }
         if self.is_htree(dir) {
             if let Some(found) = self.find_htree(dir, name)? {
                 return Ok(found);
@@ -172,6 +186,18 @@ impl Volume {
             // Unknown hash version: search linearly, as the kernel falls back.
         }
         self.find_linear(dir, name)
+    }
+
+    fn find_in_first_block(&self, dir: &Inode, name: &[u8]) -> Result<Option<(u32, u8)>> {
+        let mut found = None;
+        let bs = u64::from(self.block_size);
+        self.read_dir(dir, 0, &mut |e| {
+            if e.name == name {
+                found = Some((e.ino, e.file_type));
+            }
+            found.is_none() && e.next < bs
+        })?;
+        Ok(found)
     }
 
     fn find_linear(&self, dir: &Inode, name: &[u8]) -> Result<Option<(u32, u8)>> {
@@ -202,11 +228,7 @@ impl Volume {
         if root.indirect_levels >= max_levels {
             return Err(corrupt("indirect levels", u64::from(root.indirect_levels)));
         }
-        let mut version = root.hash_version;
-        if version <= hash::version::TEA && self.sb.f.flags & ondisk::superblock::FLAG_UNSIGNED_HASH != 0 {
-            version += 3;
-        }
-        let Some(h) = hash::dirhash(name, version, &self.sb.f.hash_seed) else {
+        let Some(h) = self.name_hash(root.hash_version, name) else {
             return Ok(None);
         };
         // Descend, remembering each level's node and position for collision chains.

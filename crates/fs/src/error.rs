@@ -23,6 +23,15 @@ pub enum FsError {
     Unsupported(String),
     /// Too many levels of symbolic links or nested paths.
     Loop,
+    /// No free blocks or inodes.
+    NoSpace,
+    Exists,
+    NotEmpty,
+    TooManyLinks,
+    /// The operation is not permitted (e.g. a hard link to a directory).
+    NotPermitted,
+    /// A rename would put a directory inside itself.
+    InvalidMove,
 }
 
 impl FsError {
@@ -40,6 +49,12 @@ impl FsError {
             FsError::ReadOnly => libc::EROFS,
             FsError::Unsupported(_) => libc::EOPNOTSUPP,
             FsError::Loop => libc::ELOOP,
+            FsError::NoSpace => libc::ENOSPC,
+            FsError::Exists => libc::EEXIST,
+            FsError::NotEmpty => libc::ENOTEMPTY,
+            FsError::TooManyLinks => libc::EMLINK,
+            FsError::NotPermitted => libc::EPERM,
+            FsError::InvalidMove => libc::EINVAL,
         }
     }
 
@@ -68,6 +83,12 @@ impl fmt::Display for FsError {
             FsError::ReadOnly => write!(f, "read-only file system"),
             FsError::Unsupported(s) => write!(f, "unsupported: {s}"),
             FsError::Loop => write!(f, "too many levels of links"),
+            FsError::NoSpace => write!(f, "no space left on device"),
+            FsError::Exists => write!(f, "file exists"),
+            FsError::NotEmpty => write!(f, "directory not empty"),
+            FsError::TooManyLinks => write!(f, "too many links"),
+            FsError::NotPermitted => write!(f, "operation not permitted"),
+            FsError::InvalidMove => write!(f, "cannot move a directory into itself"),
         }
     }
 }

@@ -16,6 +16,7 @@ mod journal_glue;
 mod overlay;
 mod statfs;
 mod volume;
+mod write;
 mod xattr;
 
 pub use attr::Stat;
@@ -26,6 +27,7 @@ pub use journal_glue::JournalInfo;
 pub use ondisk::inode::{Inode, Timestamp, ROOT_INO};
 pub use statfs::StatFs;
 pub use volume::{Volume, VolumeOptions};
+pub use write::{CreateKind, SetAttr};
 
 impl Volume {
     pub fn journal(&self) -> Option<&JournalInfo> {
@@ -35,5 +37,37 @@ impl Volume {
     /// Number of blocks served from the replayed journal instead of their home.
     pub fn replayed_blocks(&self) -> usize {
         self.overlay.len()
+    }
+
+    /// A file handle was opened on `ino`.
+    pub fn opened(&self, ino: u32) {
+        *self.open_files.lock().entry(ino).or_insert(0) += 1;
+    }
+
+    /// A handle on `ino` was closed; frees the inode if it was its last
+    /// handle and its last name is gone.
+    pub fn released(&self, ino: u32) -> Result<()> {
+        let last = {
+            let mut open = self.open_files.lock();
+            match open.get_mut(&ino) {
+                Some(n) if *n > 1 => {
+                    *n -= 1;
+                    false
+                }
+                Some(_) => {
+                    open.remove(&ino);
+                    true
+                }
+                None => false,
+            }
+        };
+        if last && self.write.is_some() {
+            self.free_if_orphan(ino)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn is_open(&self, ino: u32) -> bool {
+        self.open_files.lock().contains_key(&ino)
     }
 }

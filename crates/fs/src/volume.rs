@@ -47,6 +47,10 @@ pub struct Volume {
     /// Inode-table blocks per group.
     pub(crate) itb_per_group: u64,
     pub(crate) journal: Option<crate::journal_glue::JournalInfo>,
+    /// Present on read-write volumes: the write lock and what it guards.
+    pub(crate) write: Option<parking_lot::Mutex<crate::write::WriteState>>,
+    /// Open handles per inode: an unlinked inode is freed only after its last close.
+    pub(crate) open_files: parking_lot::Mutex<std::collections::HashMap<u32, u32>>,
 }
 
 impl std::fmt::Debug for Volume {
@@ -94,9 +98,14 @@ impl Volume {
             opts,
             itb_per_group,
             journal: None,
+            write: None,
+            open_files: Default::default(),
         };
         *vol.groups.get_mut() = vol.read_group_descriptors()?;
         vol.journal = crate::journal_glue::open_journal(&mut vol)?;
+        if !vol.opts.read_only {
+            vol.start_writing()?;
+        }
         Ok(vol)
     }
 
@@ -261,6 +270,16 @@ impl Volume {
         let data = self.meta_readahead(blk, ra_start, ra_count)?;
         let off = (index * isz % bs) as usize;
         Ok(Inode::parse(&self.sb, ino, &data[off..off + isz as usize])?)
+    }
+
+    /// Block and byte offset of inode `ino`'s record (the number must be valid).
+    pub(crate) fn inode_location(&self, ino: u32) -> (u64, usize) {
+        let ipg = self.sb.f.inodes_per_group;
+        let index = u64::from((ino - 1) % ipg);
+        let isz = u64::from(self.sb.inode_size());
+        let bs = u64::from(self.block_size);
+        let table = self.group((ino - 1) / ipg).inode_table();
+        (table + index * isz / bs, (index * isz % bs) as usize)
     }
 
     /// The aligned window of the inode table to read around `blk`, limited to

@@ -5,6 +5,7 @@
 //! is inode 2 and inode 1 (bad blocks) is never visible, so only those two swap.
 
 mod attr;
+mod write;
 
 use fs::{FsError, Volume};
 use fuser::{
@@ -27,13 +28,13 @@ pub struct CachePolicy {
 }
 
 pub struct Ext4Fuse {
-    vol: Arc<Volume>,
-    policy: CachePolicy,
+    pub(crate) vol: Arc<Volume>,
+    pub(crate) policy: CachePolicy,
 }
 
 
 /// ext4 inode number of a FUSE node id.
-fn ext4_ino(ino: INodeNo) -> Result<u32, Errno> {
+pub(crate) fn ext4_ino(ino: INodeNo) -> Result<u32, Errno> {
     match ino.0 {
         1 => Ok(fs::ROOT_INO),
         2 => Ok(1), // never handed out; reading it fails cleanly below
@@ -50,7 +51,7 @@ pub fn fuse_ino(ino: u32) -> INodeNo {
     }
 }
 
-fn errno(e: &FsError) -> Errno {
+pub(crate) fn errno(e: &FsError) -> Errno {
     if e.is_corruption() || matches!(e, FsError::Io { .. }) {
         log::error!("{e}");
         eprintln!("ext4lazy: {e}");
@@ -63,7 +64,7 @@ impl Ext4Fuse {
         Ext4Fuse { vol, policy }
     }
 
-    fn inode(&self, ino: INodeNo) -> Result<fs::Inode, Errno> {
+    pub(crate) fn inode(&self, ino: INodeNo) -> Result<fs::Inode, Errno> {
         let n = ext4_ino(ino)?;
         if n == 1 {
             return Err(Errno::ENOENT);
@@ -80,7 +81,7 @@ impl Ext4Fuse {
         }
     }
 
-    fn attr(&self, inode: &fs::Inode) -> fuser::FileAttr {
+    pub(crate) fn attr(&self, inode: &fs::Inode) -> fuser::FileAttr {
         to_file_attr(&self.vol.stat(inode), fuse_ino(inode.ino))
     }
 }
@@ -121,11 +122,127 @@ impl fuser::Filesystem for Ext4Fuse {
         }
         match self.inode(ino) {
             Ok(i) if i.is_dir() => reply.error(Errno::EISDIR),
-            // The page cache may keep file contents across opens: nothing else changes them.
-            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Ok(i) => {
+                if flags.0 & libc::O_TRUNC != 0 && flags.acc_mode() != OpenAccMode::O_RDONLY {
+                    let attr = fs::SetAttr { size: Some(0), ..Default::default() };
+                    if let Err(e) = self.vol.setattr(i.ino, &attr) {
+                        return reply.error(errno(&e));
+                    }
+                }
+                self.vol.opened(i.ino);
+                // The page cache may keep file contents across opens: only we change them.
+                reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE)
+            }
             Err(e) => reply.error(e),
         }
     }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock: Option<fuser::LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        match ext4_ino(ino).and_then(|i| self.vol.released(i).map_err(|e| errno(&e))) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock: fuser::LockOwner, reply: ReplyEmpty) {
+        reply.ok()
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.do_sync(reply)
+    }
+
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.do_sync(reply)
+    }
+
+    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _flags: i32, reply: fuser::ReplyCreate) {
+        self.do_create(req, parent, name, mode, umask, reply)
+    }
+
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+        self.do_mknod(req, parent, name, mode, umask, rdev, reply)
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        self.do_mkdir(req, parent, name, mode, umask, reply)
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &std::path::Path, reply: ReplyEntry) {
+        self.do_symlink(req, parent, link_name, target, reply)
+    }
+
+    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        self.do_link(ino, newparent, newname, reply)
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.do_unlink(parent, name, false, reply)
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.do_unlink(parent, name, true, reply)
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.do_rename(parent, name, newparent, newname, flags, reply)
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        write_flags: fuser::WriteFlags,
+        _flags: OpenFlags,
+        _lock: Option<fuser::LockOwner>,
+        reply: fuser::ReplyWrite,
+    ) {
+        write::ignore_write_flags(write_flags);
+        self.do_write(ino, offset, data, reply)
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<fuser::TimeOrNow>,
+        mtime: Option<fuser::TimeOrNow>,
+        ctime: Option<std::time::SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<std::time::SystemTime>,
+        _chgtime: Option<std::time::SystemTime>,
+        _bkuptime: Option<std::time::SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        self.do_setattr(ino, mode, uid, gid, size, atime, mtime, ctime, reply)
+    }
+
 
     fn read(
         &self,

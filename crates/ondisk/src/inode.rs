@@ -24,6 +24,9 @@ pub mod mode {
     pub const S_IFDIR: u16 = 0x4000;
     pub const S_IFCHR: u16 = 0x2000;
     pub const S_IFIFO: u16 = 0x1000;
+    pub const S_ISUID: u16 = 0o4000;
+    pub const S_ISGID: u16 = 0o2000;
+    pub const S_ISVTX: u16 = 0o1000;
 }
 
 /// `i_flags` bits that change how the inode is read.

@@ -1,0 +1,195 @@
+//! Inode and block allocation.
+//!
+//! Policy (as ext4's, simplified): a top-level directory goes to the group
+//! with the fewest directories among those with at least average free inodes,
+//! so top-level trees spread over the disk; other inodes go to their parent's
+//! group or the next one with room. Blocks are taken as contiguous runs from a
+//! goal (the block after the file's last one), so sequential writes stay
+//! sequential on disk. Uninitialised groups get a real bitmap on first use.
+
+use super::WriteState;
+use crate::error::{FsError, Result};
+use crate::volume::Volume;
+use ondisk::bitmap::{self, Kind};
+use ondisk::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+
+impl Volume {
+    fn group_first_block(&self, g: u32) -> u64 {
+        u64::from(self.sb.f.first_data_block) + u64::from(g) * u64::from(self.sb.f.blocks_per_group)
+    }
+
+    /// Blocks in group `g` (the last group may be short).
+    fn group_blocks(&self, g: u32) -> u64 {
+        let first = self.group_first_block(g);
+        (self.sb.blocks_count() - first).min(u64::from(self.sb.f.blocks_per_group))
+    }
+
+    pub(crate) fn block_group_of(&self, blk: u64) -> u32 {
+        ((blk - u64::from(self.sb.f.first_data_block)) / u64::from(self.sb.f.blocks_per_group)) as u32
+    }
+
+    /// Allocate an inode for a child of `parent`.
+    pub(crate) fn alloc_inode(&self, ws: &mut WriteState, parent: u32, is_dir: bool) -> Result<u32> {
+        let ngroups = self.group_count();
+        let ipg = self.sb.f.inodes_per_group;
+        let parent_group = (parent - 1) / ipg;
+        let start = if is_dir && parent == ondisk::inode::ROOT_INO { self.orlov_group() } else { parent_group };
+        for i in 0..ngroups {
+            let g = (start + i) % ngroups;
+            let gd = self.group(g);
+            if gd.free_inodes_count() == 0 {
+                continue;
+            }
+            let mut bits = self.inode_bitmap(g)?.to_vec();
+            if gd.has_flag(BG_INODE_UNINIT) {
+                // Bits past the group's inodes are padding, always set.
+                for b in ipg as usize..bits.len() * 8 {
+                    bitmap::set(&mut bits, b);
+                }
+            }
+            // Inodes below s_first_ino are reserved (their bits are set by mkfs).
+            let from = if g == 0 { self.sb.first_ino() as usize - 1 } else { 0 };
+            let Some(idx) = bitmap::find_zero(&bits, from, ipg as usize) else { continue };
+            bitmap::set(&mut bits, idx);
+            let mut gd = gd;
+            bitmap::set_checksum(&self.sb, &mut gd, &bits, Kind::Inode);
+            gd.lo.flags &= !BG_INODE_UNINIT;
+            let free = gd.free_inodes_count() - 1;
+            gd.lo.free_inodes_count_lo = free as u16;
+            gd.hi.free_inodes_count_hi = (free >> 16) as u16;
+            if is_dir {
+                let dirs = gd.used_dirs_count() + 1;
+                gd.lo.used_dirs_count_lo = dirs as u16;
+                gd.hi.used_dirs_count_hi = (dirs >> 16) as u16;
+            }
+            // Keep `itable_unused` below every inode in use (e2fsck checks it).
+            let used_end = idx as u32 + 1;
+            if ipg - gd.itable_unused() < used_end {
+                let unused = ipg - used_end;
+                gd.lo.itable_unused_lo = unused as u16;
+                gd.hi.itable_unused_hi = (unused >> 16) as u16;
+            }
+            let bitmap_blk = gd.inode_bitmap();
+            self.install(ws, bitmap_blk, bits);
+            self.write_group(ws, g, gd)?;
+            return Ok(g * ipg + idx as u32 + 1);
+        }
+        Err(FsError::NoSpace)
+    }
+
+    /// The group for a new top-level directory.
+    fn orlov_group(&self) -> u32 {
+        let groups = self.groups.read();
+        let n = groups.len() as u64;
+        let avg_free: u64 = groups.iter().map(|g| u64::from(g.free_inodes_count())).sum::<u64>() / n.max(1);
+        let mut best = 0usize;
+        let mut best_key = (u32::MAX, 0u32);
+        for (i, g) in groups.iter().enumerate() {
+            if u64::from(g.free_inodes_count()) < avg_free || g.free_inodes_count() == 0 {
+                continue;
+            }
+            let key = (g.used_dirs_count(), u32::MAX - g.free_blocks_count());
+            if key < best_key {
+                best_key = key;
+                best = i;
+            }
+        }
+        best as u32
+    }
+
+    pub(crate) fn free_inode(&self, ws: &mut WriteState, ino: u32, was_dir: bool) -> Result<()> {
+        let ipg = self.sb.f.inodes_per_group;
+        let g = (ino - 1) / ipg;
+        let idx = ((ino - 1) % ipg) as usize;
+        let mut gd = self.group(g);
+        let mut bits = self.inode_bitmap(g)?.to_vec();
+        debug_assert!(bitmap::test(&bits, idx), "freeing free inode {ino}");
+        bitmap::clear(&mut bits, idx);
+        bitmap::set_checksum(&self.sb, &mut gd, &bits, Kind::Inode);
+        let free = gd.free_inodes_count() + 1;
+        gd.lo.free_inodes_count_lo = free as u16;
+        gd.hi.free_inodes_count_hi = (free >> 16) as u16;
+        if was_dir {
+            let dirs = gd.used_dirs_count().saturating_sub(1);
+            gd.lo.used_dirs_count_lo = dirs as u16;
+            gd.hi.used_dirs_count_hi = (dirs >> 16) as u16;
+        }
+        self.install(ws, gd.inode_bitmap(), bits);
+        self.write_group(ws, g, gd)
+    }
+
+    /// Allocate up to `max` contiguous blocks, as close after `goal` as possible.
+    /// Returns (first block, count >= 1).
+    pub(crate) fn alloc_blocks(&self, ws: &mut WriteState, goal: u64, max: u64) -> Result<(u64, u64)> {
+        debug_assert!(max > 0);
+        let ngroups = self.group_count();
+        let goal = if goal < u64::from(self.sb.f.first_data_block) || goal >= self.sb.blocks_count() {
+            u64::from(self.sb.f.first_data_block)
+        } else {
+            goal
+        };
+        let g0 = self.block_group_of(goal);
+        for i in 0..=ngroups {
+            let g = (g0 + i) % ngroups;
+            let gd = self.group(g);
+            if gd.free_blocks_count() == 0 {
+                continue;
+            }
+            let limit = self.group_blocks(g) as usize;
+            let from = if i == 0 { (goal - self.group_first_block(g)) as usize } else { 0 };
+            let bits = self.block_bitmap(g)?;
+            let Some(at) = bitmap::find_zero(&bits, from, limit) else { continue };
+            let run = bitmap::zero_run(&bits, at, limit, max.min(u64::from(u32::MAX)) as usize);
+            let mut bits = bits.to_vec();
+            for b in at..at + run {
+                bitmap::set(&mut bits, b);
+            }
+            let mut gd = gd;
+            bitmap::set_checksum(&self.sb, &mut gd, &bits, Kind::Block);
+            gd.lo.flags &= !BG_BLOCK_UNINIT;
+            let free = gd.free_blocks_count() - run as u32;
+            gd.lo.free_blocks_count_lo = free as u16;
+            gd.hi.free_blocks_count_hi = (free >> 16) as u16;
+            self.install(ws, gd.block_bitmap(), bits);
+            self.write_group(ws, g, gd)?;
+            let first = self.group_first_block(g) + at as u64;
+            debug_assert!(first + run as u64 <= self.sb.blocks_count());
+            return Ok((first, run as u64));
+        }
+        Err(FsError::NoSpace)
+    }
+
+    /// Free `len` blocks from `start` (may span groups).
+    pub(crate) fn free_blocks(&self, ws: &mut WriteState, start: u64, len: u64) -> Result<()> {
+        let mut b = start;
+        let end = start + len;
+        while b < end {
+            let g = self.block_group_of(b);
+            let gfirst = self.group_first_block(g);
+            let gend = (gfirst + self.group_blocks(g)).min(end);
+            let mut gd = self.group(g);
+            let mut bits = self.block_bitmap(g)?.to_vec();
+            for x in b..gend {
+                debug_assert!(bitmap::test(&bits, (x - gfirst) as usize), "freeing free block {x}");
+                bitmap::clear(&mut bits, (x - gfirst) as usize);
+            }
+            bitmap::set_checksum(&self.sb, &mut gd, &bits, Kind::Block);
+            gd.lo.flags &= !BG_BLOCK_UNINIT;
+            let free = gd.free_blocks_count() + (gend - b) as u32;
+            gd.lo.free_blocks_count_lo = free as u16;
+            gd.hi.free_blocks_count_hi = (free >> 16) as u16;
+            self.install(ws, gd.block_bitmap(), bits);
+            self.write_group(ws, g, gd)?;
+            b = gend;
+        }
+        Ok(())
+    }
+
+    /// Free a block that held metadata: it must also leave the cache and be revoked.
+    pub(crate) fn free_meta_block(&self, ws: &mut WriteState, blk: u64) -> Result<()> {
+        self.cache.remove(blk);
+        ws.unwritten.remove(&blk);
+        ws.running.revoke(blk);
+        self.free_blocks(ws, blk, 1)
+    }
+}

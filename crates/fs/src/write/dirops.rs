@@ -1,0 +1,364 @@
+//! Changing directories: adding, removing and retargeting entries.
+//!
+//! Linear directories take a new entry in the first block with room, else a
+//! new block at the end. A one-block directory that fills up becomes hashed
+//! (as the kernel's make_indexed_dir does) when the volume has dir_index;
+//! hashed directories insert into the leaf their hash selects and split a
+//! full leaf in two by hash.
+
+use super::WriteState;
+use crate::error::{FsError, Result};
+use crate::volume::Volume;
+use ondisk::dir::{self as odir, entry_size, write_entry, DirIter, TAIL_SIZE};
+use ondisk::htree::{self, DxEntry, DxNode};
+use ondisk::inode::{flags, Inode};
+use ondisk::superblock::feature;
+use ondisk::Location;
+
+/// One parsed live entry of a leaf block, with its hash when the directory is hashed.
+struct Rec {
+    ino: u32,
+    ft: u8,
+    name: Vec<u8>,
+    hash: u32,
+}
+
+impl Volume {
+    /// Usable bytes of a leaf block (the checksum tail excluded).
+    fn leaf_space(&self) -> usize {
+        self.block_size() as usize - if self.sb.has_metadata_csum() { TAIL_SIZE } else { 0 }
+    }
+
+    fn finish_leaf(&self, dir: &Inode, data: &mut [u8]) {
+        if let Some(seed) = self.dir_csum_seed(dir) {
+            odir::set_tail(data, seed);
+        }
+    }
+
+    /// Physical block of directory block `lblk`.
+    fn dir_pblk(&self, dir: &Inode, lblk: u64) -> Result<u64> {
+        match self.map_block(dir, lblk, 1)? {
+            crate::bmap::Mapping::Mapped { pblk, .. } => Ok(pblk),
+            crate::bmap::Mapping::Hole { .. } => Err(FsError::Format(ondisk::FormatError::corrupt(
+                "directory",
+                Location::Inode(u64::from(dir.ino)),
+                ondisk::Corruption::BadField { field: "hole in directory", value: lblk },
+            ))),
+        }
+    }
+
+    /// Try to put the entry into leaf block `data`; false if it has no room.
+    fn insert_into_leaf(&self, data: &mut [u8], ino: u32, ft: u8, name: &[u8]) -> Result<bool> {
+        let need = entry_size(name.len());
+        let space = self.leaf_space();
+        let mut found = None;
+        for e in DirIter::new(&data[..space], self.block_size() as usize, self.has_filetype(), Location::Unknown) {
+            let e = e?;
+            let used = if e.inode == 0 { 0 } else { entry_size(e.name.len()) };
+            if e.rec_len - used >= need {
+                found = Some((e.offset, e.inode, e.rec_len, used, e.file_type, e.name.to_vec()));
+                break;
+            }
+        }
+        let Some((off, old_ino, rec_len, used, old_ft, old_name)) = found else { return Ok(false) };
+        let bs = self.block_size() as usize;
+        let buf = &mut data[..bs];
+        if old_ino == 0 {
+            write_entry(buf, off, ino, rec_len, ft, name);
+        } else {
+            write_entry(buf, off, old_ino, used, old_ft, &old_name);
+            write_entry(buf, off + used, ino, rec_len - used, ft, name);
+        }
+        Ok(true)
+    }
+
+    /// Add `name` -> `ino` to `dir` (the caller checked it is not there).
+    pub(crate) fn add_entry(&self, ws: &mut WriteState, dir: &mut Inode, name: &[u8], ino: u32, ft: u8) -> Result<()> {
+        if name.len() > odir::MAX_NAME_LEN {
+            return Err(FsError::NameTooLong);
+        }
+        let ft = if self.has_filetype() { ft } else { 0 };
+        if dir.has_flag(flags::INLINE_DATA) {
+            return Err(FsError::Unsupported("adding entries to inline directories".into()));
+        }
+        if self.is_htree(dir) {
+            return self.add_entry_htree(ws, dir, name, ino, ft);
+        }
+        let nblocks = self.dir_blocks(dir);
+        for lblk in 0..nblocks {
+            let pblk = self.dir_pblk(dir, lblk)?;
+            let mut data = self.meta(pblk)?.to_vec();
+            if self.insert_into_leaf(&mut data, ino, ft, name)? {
+                self.finish_leaf(dir, &mut data);
+                self.install(ws, pblk, data);
+                return Ok(());
+            }
+        }
+        if nblocks == 1 && self.sb.has_compat(feature::compat::DIR_INDEX) {
+            self.make_indexed(ws, dir)?;
+            return self.add_entry_htree(ws, dir, name, ino, ft);
+        }
+        // Append a block holding just the new entry.
+        let (lblk, pblk) = self.grow_dir(ws, dir)?;
+        debug_assert_eq!(lblk, nblocks);
+        let mut data = self.fresh_block();
+        let space = self.leaf_space();
+        write_entry(&mut data, 0, ino, space, ft, name);
+        self.finish_leaf(dir, &mut data);
+        self.install(ws, pblk, data);
+        Ok(())
+    }
+
+    /// Map one more block at the end of `dir`; returns (logical, physical).
+    fn grow_dir(&self, ws: &mut WriteState, dir: &mut Inode) -> Result<(u64, u64)> {
+        let lblk = self.dir_blocks(dir);
+        let runs = self.ensure_mapped(ws, dir, lblk, 1)?;
+        let bs = u64::from(self.block_size());
+        let size = (lblk + 1) * bs;
+        dir.base.size_lo = size as u32;
+        dir.base.size_hi = (size >> 32) as u32;
+        Ok((lblk, runs[0].1))
+    }
+
+    fn leaf_records(&self, data: &[u8], version: u8) -> Result<Vec<Rec>> {
+        let mut out = Vec::new();
+        for e in DirIter::new(&data[..self.leaf_space()], self.block_size() as usize, self.has_filetype(), Location::Unknown) {
+            let e = e?;
+            if e.inode != 0 {
+                let hash = self.name_hash(version, e.name).map_or(0, |h| h.major);
+                out.push(Rec { ino: e.inode, ft: e.file_type, name: e.name.to_vec(), hash });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Pack records into a fresh leaf block.
+    fn pack_leaf(&self, dir: &Inode, recs: &[Rec]) -> Vec<u8> {
+        let mut data = self.fresh_block();
+        let space = self.leaf_space();
+        let mut pos = 0;
+        for (i, r) in recs.iter().enumerate() {
+            let len = if i + 1 == recs.len() { space - pos } else { entry_size(r.name.len()) };
+            write_entry(&mut data, pos, r.ino, len, r.ft, &r.name);
+            pos += len;
+        }
+        if recs.is_empty() {
+            write_entry(&mut data, 0, 0, space, 0, b"");
+        }
+        self.finish_leaf(dir, &mut data);
+        data
+    }
+
+    /// Turn a full one-block linear directory into a hashed one: block 0
+    /// becomes the index root, its entries move to two new leaves split by hash.
+    fn make_indexed(&self, ws: &mut WriteState, dir: &mut Inode) -> Result<()> {
+        let version = self.sb.f.def_hash_version;
+        if self.name_hash(version, b"x").is_none() {
+            return Err(FsError::Unsupported(format!("directory hash version {version}")));
+        }
+        let pblk0 = self.dir_pblk(dir, 0)?;
+        let old = self.meta(pblk0)?;
+        let mut recs = self.leaf_records(&old, version)?;
+        let dot = recs.iter().position(|r| r.name == b".").map(|i| recs.remove(i));
+        let dotdot = recs.iter().position(|r| r.name == b"..").map(|i| recs.remove(i));
+        let (Some(dot), Some(dotdot)) = (dot, dotdot) else {
+            return Err(FsError::Format(ondisk::FormatError::corrupt(
+                "directory",
+                Location::Inode(u64::from(dir.ino)),
+                ondisk::Corruption::BadField { field: "missing . or ..", value: 0 },
+            )));
+        };
+        recs.sort_by_key(|r| r.hash);
+        let split = split_point(&recs);
+        let (lo, hi) = recs.split_at(split);
+        let (l1, p1) = self.grow_dir(ws, dir)?;
+        let (l2, p2) = self.grow_dir(ws, dir)?;
+        let lo_block = self.pack_leaf(dir, lo);
+        let hi_block = self.pack_leaf(dir, hi);
+        self.install(ws, p1, lo_block);
+        self.install(ws, p2, hi_block);
+        let hi_hash = hi.first().map_or(u32::MAX - 1, |r| r.hash) | u32::from(lo.last().map_or(false, |r| Some(r.hash) == hi.first().map(|h| h.hash)));
+        // Root: "." (12 bytes), ".." spanning the rest, dx_root_info, then the index.
+        let bs = self.block_size() as usize;
+        let mut root = self.fresh_block();
+        write_entry(&mut root, 0, dot.ino, 12, dot.ft, b".");
+        write_entry(&mut root, 12, dotdot.ino, bs - 12, dotdot.ft, b"..");
+        root[0x18 + 4] = version;
+        root[0x18 + 5] = 8; // info_length
+        root[0x18 + 6] = 0; // indirect levels
+        let csum = self.sb.has_metadata_csum();
+        let limit = ((bs - htree::ROOT_OFFSET - if csum { 8 } else { 0 }) / 8) as u16;
+        let node = DxNode {
+            hash_version: version,
+            indirect_levels: 0,
+            limit,
+            entries: vec![DxEntry { hash: 0, block: l1 as u32 }, DxEntry { hash: hi_hash, block: l2 as u32 }],
+            entries_offset: htree::ROOT_OFFSET,
+        };
+        node.write_entries(&mut root);
+        if let Some(seed) = self.dir_csum_seed(dir) {
+            htree::set_tail(&mut root, htree::ROOT_OFFSET, seed);
+        }
+        self.install(ws, pblk0, root);
+        dir.base.flags |= flags::INDEX;
+        Ok(())
+    }
+
+    fn add_entry_htree(&self, ws: &mut WriteState, dir: &mut Inode, name: &[u8], ino: u32, ft: u8) -> Result<()> {
+        let pblk0 = self.dir_pblk(dir, 0)?;
+        let root_data = self.meta(pblk0)?;
+        let mut root = DxNode::parse_root(&root_data, Location::Block(pblk0))?;
+        if root.indirect_levels > 0 {
+            return Err(FsError::Unsupported("adding to a multi-level hashed directory".into()));
+        }
+        let version = root.hash_version;
+        let h = self.name_hash(version, name).ok_or_else(|| FsError::Unsupported(format!("directory hash version {version}")))?;
+        let i = root.find(h.major);
+        let leaf_lblk = u64::from(root.entries[i].block);
+        let leaf_pblk = self.dir_pblk(dir, leaf_lblk)?;
+        let mut data = self.meta(leaf_pblk)?.to_vec();
+        if self.insert_into_leaf(&mut data, ino, ft, name)? {
+            self.finish_leaf(dir, &mut data);
+            self.install(ws, leaf_pblk, data);
+            return Ok(());
+        }
+        // Split the full leaf by hash into itself and a new block.
+        if root.entries.len() >= usize::from(root.limit) {
+            return Err(FsError::Unsupported("directory index full (multi-level htree growth not implemented)".into()));
+        }
+        let mut recs = self.leaf_records(&data, version)?;
+        recs.push(Rec { ino, ft, name: name.to_vec(), hash: h.major });
+        recs.sort_by_key(|r| r.hash);
+        let split = split_point(&recs);
+        let (lo, hi) = recs.split_at(split);
+        let (new_l, new_p) = self.grow_dir(ws, dir)?;
+        let lo_block = self.pack_leaf(dir, lo);
+        let hi_block = self.pack_leaf(dir, hi);
+        self.install(ws, leaf_pblk, lo_block);
+        self.install(ws, new_p, hi_block);
+        let continued = lo.last().map(|r| r.hash) == hi.first().map(|r| r.hash);
+        let hi_hash = hi.first().map_or(h.major, |r| r.hash) | u32::from(continued);
+        root.entries.insert(i + 1, DxEntry { hash: hi_hash, block: new_l as u32 });
+        let mut rd = root_data.to_vec();
+        root.write_entries(&mut rd);
+        if let Some(seed) = self.dir_csum_seed(dir) {
+            htree::set_tail(&mut rd, htree::ROOT_OFFSET, seed);
+        }
+        self.install(ws, pblk0, rd);
+        Ok(())
+    }
+
+    /// Find the block and offset of `name` in `dir`.
+    fn locate(&self, dir: &Inode, name: &[u8]) -> Result<Option<(u64, usize)>> {
+        let nblocks = self.dir_blocks(dir);
+        for lblk in 0..nblocks {
+            let Ok(pblk) = self.dir_pblk(dir, lblk) else { continue };
+            let data = self.meta(pblk)?;
+            if self.is_htree(dir) && (lblk == 0 || odir::rec_len_from_disk(ondisk::bytes::le16(&data, 4), data.len()) == data.len()) {
+                continue; // index blocks hold no names
+            }
+            for e in DirIter::new(&data, self.block_size() as usize, self.has_filetype(), Location::Block(pblk)) {
+                let e = e?;
+                if e.inode != 0 && e.name == name {
+                    return Ok(Some((pblk, e.offset)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Remove `name` from `dir`: merge its space into the previous entry.
+    pub(crate) fn remove_entry(&self, ws: &mut WriteState, dir: &Inode, name: &[u8]) -> Result<()> {
+        if dir.has_flag(flags::INLINE_DATA) {
+            return Err(FsError::Unsupported("removing entries from inline directories".into()));
+        }
+        let (pblk, off) = self.locate(dir, name)?.ok_or(FsError::NotFound)?;
+        let mut data = self.meta(pblk)?.to_vec();
+        let bs = self.block_size() as usize;
+        let mut prev = None;
+        let mut target = None;
+        for e in DirIter::new(&data[..self.leaf_space()], bs, self.has_filetype(), Location::Block(pblk)) {
+            let e = e?;
+            if e.offset == off {
+                target = Some(e.rec_len);
+                break;
+            }
+            prev = Some((e.offset, e.rec_len));
+        }
+        let rec_len = target.ok_or(FsError::NotFound)?;
+        match prev {
+            Some((poff, plen)) => {
+                let merged = plen + rec_len;
+                ondisk::bytes::put_le16(&mut data, poff + 4, odir::rec_len_to_disk(merged, bs));
+            }
+            None => ondisk::bytes::put_le32(&mut data, off, 0),
+        }
+        self.finish_leaf(dir, &mut data);
+        self.install(ws, pblk, data);
+        Ok(())
+    }
+
+    /// Point existing entry `name` at another inode (rename over a target, "..").
+    pub(crate) fn retarget_entry(&self, ws: &mut WriteState, dir: &Inode, name: &[u8], ino: u32, ft: u8) -> Result<()> {
+        if dir.has_flag(flags::INLINE_DATA) {
+            if name == b".." {
+                let mut d = dir.clone();
+                ondisk::bytes::put_le32(&mut d.base.block, 0, ino);
+                return self.write_inode(ws, &d);
+            }
+            return Err(FsError::Unsupported("renaming within inline directories".into()));
+        }
+        let (pblk, off) = self.locate(dir, name)?.ok_or(FsError::NotFound)?;
+        let ft = if self.has_filetype() { ft } else { 0 };
+        let mut data = self.meta(pblk)?.to_vec();
+        ondisk::bytes::put_le32(&mut data, off, ino);
+        data[off + 7] = ft;
+        if self.is_htree(dir) && pblk == self.dir_pblk(dir, 0)? {
+            // ".." lives in the index root, whose checksum is the dx tail.
+            if let Some(seed) = self.dir_csum_seed(dir) {
+                htree::set_tail(&mut data, htree::ROOT_OFFSET, seed);
+            }
+        } else {
+            self.finish_leaf(dir, &mut data);
+        }
+        self.install(ws, pblk, data);
+        Ok(())
+    }
+
+    /// The first block of a new directory: "." and "..".
+    pub(crate) fn init_dir_block(&self, dir: &Inode, parent: u32) -> Vec<u8> {
+        let mut data = self.fresh_block();
+        let ft = if self.has_filetype() { odir::ftype::DIR } else { 0 };
+        write_entry(&mut data, 0, dir.ino, 12, ft, b".");
+        write_entry(&mut data, 12, parent, self.leaf_space() - 12, ft, b"..");
+        self.finish_leaf(dir, &mut data);
+        data
+    }
+
+    /// Whether a directory holds only "." and "..".
+    pub(crate) fn dir_is_empty(&self, dir: &Inode) -> Result<bool> {
+        let mut empty = true;
+        self.read_dir(dir, 0, &mut |e| {
+            if e.name != b"." && e.name != b".." {
+                empty = false;
+                return false;
+            }
+            true
+        })?;
+        Ok(empty)
+    }
+}
+
+/// Where to split hash-sorted records: the middle, moved so that equal hashes
+/// stay together when possible.
+fn split_point(recs: &[Rec]) -> usize {
+    let mid = recs.len() / 2;
+    let mut s = mid;
+    while s > 1 && s < recs.len() && recs[s].hash == recs[s - 1].hash {
+        s -= 1;
+    }
+    if s <= 1 {
+        s = mid.max(1);
+    }
+    s.min(recs.len())
+}

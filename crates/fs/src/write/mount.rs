@@ -1,0 +1,97 @@
+//! Turning a volume read-write: recovery to disk, the clean/dirty state, orphans.
+
+use super::WriteState;
+use crate::error::{FsError, Result};
+use crate::volume::Volume;
+use blockdev::IoClass;
+use ondisk::superblock::{feature, STATE_VALID};
+
+impl Volume {
+    /// Called by `open` for a read-write volume.
+    pub(crate) fn start_writing(&mut self) -> Result<()> {
+        if self.sb.has_ro_compat(!SUPPORTED_RO_COMPAT_WRITE) {
+            let unknown = self.sb.f.feature_ro_compat & !SUPPORTED_RO_COMPAT_WRITE;
+            return Err(FsError::Unsupported(format!("writing volumes with ro_compat features {unknown:#x} (mount read-only)")));
+        }
+        if self.sb.f.state & ondisk::superblock::STATE_ERROR != 0 {
+            return Err(FsError::Unsupported("the volume has errors recorded: run e2fsck before mounting read-write".into()));
+        }
+        if !self.overlay.is_empty() {
+            self.replay_to_disk()?;
+        }
+        let mut ws = WriteState::new(self.sb.clone());
+        // While mounted read-write the volume is not known clean: a crash leaves
+        // it flagged for a full e2fsck (the journal's recovery flag takes this
+        // role once commits go through jbd2).
+        ws.sb.f.state &= !STATE_VALID;
+        ws.sb.f.mnt_count = ws.sb.f.mnt_count.wrapping_add(1);
+        ws.sb.f.mtime = super::now().sec as u32;
+        self.write = Some(parking_lot::Mutex::new(ws));
+        let mut guard = self.write.as_ref().expect("just set").lock();
+        self.free_orphans(&mut guard)?;
+        self.commit(&mut guard)
+    }
+
+    /// Write every block the journal replay produced to its home, then mark the journal empty.
+    fn replay_to_disk(&mut self) -> Result<()> {
+        let bs = u64::from(self.block_size());
+        let blocks: Vec<u64> = self.overlay.blocks().collect();
+        for blk in blocks {
+            let data = self.meta(blk)?;
+            self.dev.write_at(blk * bs, &data, IoClass::Metadata).map_err(|e| FsError::io(format!("replaying block {blk}"), e))?;
+        }
+        self.dev.flush().map_err(|e| FsError::io("flushing the replay", e))?;
+        let j = self.journal.as_mut().expect("an overlay comes from a journal");
+        let mut jsb = j.superblock.clone();
+        jsb.start = 0;
+        jsb.sequence = j.next_sequence;
+        let mut buf = vec![0u8; bs as usize];
+        let phys0 = j.phys(0).ok_or_else(|| FsError::Unsupported("journal block 0 unmapped".into()))?;
+        self.dev.read_at(phys0 * bs, &mut buf, IoClass::Journal).map_err(|e| FsError::io("reading the journal superblock", e))?;
+        jsb.write_to(&mut buf)?;
+        self.dev.write_at(phys0 * bs, &buf, IoClass::Journal).map_err(|e| FsError::io("writing the journal superblock", e))?;
+        self.dev.flush().map_err(|e| FsError::io("flushing the journal superblock", e))?;
+        j.superblock = jsb;
+        self.overlay = Default::default();
+        self.sb.f.feature_incompat &= !feature::incompat::RECOVER;
+        Ok(())
+    }
+
+    pub(crate) fn free_if_orphan(&self, ino: u32) -> Result<()> {
+        let Some(w) = self.write.as_ref() else { return Ok(()) };
+        let mut ws = w.lock();
+        let inode = self.inode(ino)?;
+        if inode.links_count() != 0 {
+            return Ok(());
+        }
+        // Unlink it from the orphan list, then free it.
+        let mut prev: Option<u32> = None;
+        let mut cur = ws.sb.f.last_orphan;
+        let mut n = 0;
+        while cur != 0 && cur != ino && n < self.sb.f.inodes_count {
+            prev = Some(cur);
+            cur = self.inode(cur)?.base.dtime;
+            n += 1;
+        }
+        if cur == ino {
+            match prev {
+                None => ws.sb.f.last_orphan = inode.base.dtime,
+                Some(p) => {
+                    let mut pi = self.inode(p)?;
+                    pi.base.dtime = inode.base.dtime;
+                    self.write_inode(&mut ws, &pi)?;
+                }
+            }
+        }
+        self.free_file(&mut ws, inode)
+    }
+}
+
+/// ro_compat features whose structures the write path keeps correct.
+const SUPPORTED_RO_COMPAT_WRITE: u32 = feature::ro_compat::SPARSE_SUPER
+    | feature::ro_compat::LARGE_FILE
+    | feature::ro_compat::HUGE_FILE
+    | feature::ro_compat::GDT_CSUM
+    | feature::ro_compat::DIR_NLINK
+    | feature::ro_compat::EXTRA_ISIZE
+    | feature::ro_compat::METADATA_CSUM;

@@ -1,0 +1,641 @@
+//! Namespace and file operations, as the VFS would call them. Each runs under
+//! the write lock and leaves every structure (bitmaps, counts, checksums,
+//! link counts, times) consistent at its end.
+
+use super::{now, WriteState};
+use crate::error::{FsError, Result};
+use crate::volume::Volume;
+use blockdev::IoClass;
+use ondisk::dir::ftype;
+use ondisk::extent::{ExtentHeader, ExtentNode};
+use ondisk::inode::{flags, mode, Inode, InodeBase, InodeExtra, Timestamp, GOOD_OLD_INODE_SIZE, I_BLOCK_SIZE, ROOT_INO};
+use ondisk::superblock::feature;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// What `create` makes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CreateKind {
+    File,
+    Dir,
+    Symlink(Vec<u8>),
+    Fifo,
+    Socket,
+    Char(u32),
+    Block(u32),
+}
+
+impl CreateKind {
+    fn type_bits(&self) -> u16 {
+        match self {
+            CreateKind::File => mode::S_IFREG,
+            CreateKind::Dir => mode::S_IFDIR,
+            CreateKind::Symlink(_) => mode::S_IFLNK,
+            CreateKind::Fifo => mode::S_IFIFO,
+            CreateKind::Socket => mode::S_IFSOCK,
+            CreateKind::Char(_) => mode::S_IFCHR,
+            CreateKind::Block(_) => mode::S_IFBLK,
+        }
+    }
+}
+
+/// Directory-entry file type of an inode mode.
+pub fn dirent_type(m: u16) -> u8 {
+    match m & mode::S_IFMT {
+        mode::S_IFREG => ftype::REG,
+        mode::S_IFDIR => ftype::DIR,
+        mode::S_IFLNK => ftype::SYMLINK,
+        mode::S_IFCHR => ftype::CHR,
+        mode::S_IFBLK => ftype::BLK,
+        mode::S_IFIFO => ftype::FIFO,
+        mode::S_IFSOCK => ftype::SOCK,
+        _ => ftype::UNKNOWN,
+    }
+}
+
+/// Attribute changes (setattr); `None` leaves a field alone.
+#[derive(Clone, Debug, Default)]
+pub struct SetAttr {
+    pub mode: Option<u16>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<Timestamp>,
+    pub mtime: Option<Timestamp>,
+    pub ctime: Option<Timestamp>,
+}
+
+/// Link count at which a directory's count stops meaning anything (dir_nlink).
+const DIR_NLINK_MAX: u16 = 65000;
+const LINK_MAX: u16 = 65000;
+
+static GENERATION: AtomicU32 = AtomicU32::new(0);
+
+fn next_generation() -> u32 {
+    let t = now();
+    GENERATION.fetch_add(0x9E37_79B9, Ordering::Relaxed) ^ (t.nsec.rotate_left(13) ^ t.sec as u32)
+}
+
+fn set_time(inode: &mut Inode, which: &str, t: Timestamp) {
+    let (base, extra) = t.encode();
+    match which {
+        "a" => inode.base.atime = base,
+        "m" => inode.base.mtime = base,
+        "c" => inode.base.ctime = base,
+        _ => unreachable!(),
+    }
+    if let Some(e) = inode.extra.as_mut() {
+        if usize::from(e.extra_isize) >= 16 {
+            match which {
+                "a" => e.atime_extra = extra,
+                "m" => e.mtime_extra = extra,
+                _ => e.ctime_extra = extra,
+            }
+        }
+    }
+}
+
+fn touch(inode: &mut Inode, mtime: bool) {
+    let t = now();
+    set_time(inode, "c", t);
+    if mtime {
+        set_time(inode, "m", t);
+    }
+}
+
+fn set_size(inode: &mut Inode, size: u64) {
+    inode.base.size_lo = size as u32;
+    inode.base.size_hi = (size >> 32) as u32;
+}
+
+impl Volume {
+    fn writer(&self) -> Result<parking_lot::MutexGuard<'_, WriteState>> {
+        self.write.as_ref().map(|m| m.lock()).ok_or(FsError::ReadOnly)
+    }
+
+    /// A fresh in-memory inode record of the given mode.
+    fn new_inode(&self, ino: u32, mode_bits: u16, uid: u32, gid: u32) -> Inode {
+        let size = usize::from(self.sb.inode_size());
+        let t = now();
+        let mut base = InodeBase { mode: mode_bits, links_count: 1, generation: next_generation(), ..Default::default() };
+        base.uid_lo = uid as u16;
+        base.uid_hi = (uid >> 16) as u16;
+        base.gid_lo = gid as u16;
+        base.gid_hi = (gid >> 16) as u16;
+        let extra = (size > GOOD_OLD_INODE_SIZE).then(|| {
+            let want = if self.sb.f.want_extra_isize >= 32 { self.sb.f.want_extra_isize } else { 32 };
+            InodeExtra { extra_isize: want.min((size - GOOD_OLD_INODE_SIZE) as u16), ..Default::default() }
+        });
+        let mut inode = Inode { ino, base, extra, raw: vec![0u8; size] };
+        for w in ["a", "m", "c"] {
+            set_time(&mut inode, w, t);
+        }
+        if let Some(e) = inode.extra.as_mut() {
+            if usize::from(e.extra_isize) >= 24 {
+                let (b, x) = t.encode();
+                e.crtime = b;
+                e.crtime_extra = x;
+            }
+        }
+        inode
+    }
+
+    fn init_extent_root(&self, inode: &mut Inode) {
+        if self.sb.has_incompat(feature::incompat::EXTENTS) {
+            inode.base.flags |= flags::EXTENTS;
+            let mut root = [0u8; I_BLOCK_SIZE];
+            ExtentNode::Leaf(ExtentHeader { entries: 0, max: 4, depth: 0, generation: 0 }, vec![]).write(&mut root);
+            inode.base.block = root;
+        }
+    }
+
+    fn dir_inode(&self, ino: u32) -> Result<Inode> {
+        let d = self.inode(ino)?;
+        if !d.is_dir() {
+            return Err(FsError::NotDir);
+        }
+        Ok(d)
+    }
+
+    fn check_new_name(&self, dir: &Inode, name: &[u8]) -> Result<()> {
+        if name.len() > ondisk::dir::MAX_NAME_LEN {
+            return Err(FsError::NameTooLong);
+        }
+        if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
+            return Err(FsError::Invalid("bad file name".into()));
+        }
+        if dir.links_count() == 0 {
+            return Err(FsError::NotFound); // the directory was removed
+        }
+        if self.lookup(dir, name)?.is_some() {
+            return Err(FsError::Exists);
+        }
+        Ok(())
+    }
+
+    fn inc_dir_links(&self, dir: &mut Inode) {
+        let n = dir.base.links_count;
+        // With dir_nlink, a directory past the limit keeps 1: "many".
+        dir.base.links_count = if n == 1 || n >= DIR_NLINK_MAX { 1 } else { n + 1 };
+    }
+
+    fn dec_dir_links(&self, dir: &mut Inode) {
+        let n = dir.base.links_count;
+        if n > 2 {
+            dir.base.links_count = n - 1;
+        }
+    }
+
+    /// Create `name` in directory `parent`.
+    pub fn create(&self, parent: u32, name: &[u8], kind: CreateKind, perm: u16, uid: u32, gid: u32) -> Result<Inode> {
+        let mut ws = self.writer()?;
+        let ws = &mut *ws;
+        let mut dir = self.dir_inode(parent)?;
+        self.check_new_name(&dir, name)?;
+        let is_dir = kind == CreateKind::Dir;
+        if is_dir && dir.links_count() >= DIR_NLINK_MAX && !self.sb.has_ro_compat(feature::ro_compat::DIR_NLINK) {
+            return Err(FsError::TooManyLinks);
+        }
+        let ino = self.alloc_inode(ws, parent, is_dir)?;
+        let mut inode = self.new_inode(ino, kind.type_bits() | (perm & 0o7777), uid, gid);
+        match &kind {
+            CreateKind::File => self.init_extent_root(&mut inode),
+            CreateKind::Dir => {
+                self.init_extent_root(&mut inode);
+                inode.base.links_count = 2;
+                let runs = self.ensure_mapped(ws, &mut inode, 0, 1)?;
+                let block = self.init_dir_block(&inode, parent);
+                self.install(ws, runs[0].1, block);
+                set_size(&mut inode, u64::from(self.block_size()));
+            }
+            CreateKind::Symlink(target) => {
+                if target.is_empty() || target.len() >= self.block_size() as usize {
+                    self.free_inode(ws, ino, false)?;
+                    return Err(FsError::NameTooLong);
+                }
+                if target.len() < I_BLOCK_SIZE {
+                    inode.base.block[..target.len()].copy_from_slice(target);
+                } else {
+                    self.init_extent_root(&mut inode);
+                    let runs = self.ensure_mapped(ws, &mut inode, 0, 1)?;
+                    let mut data = self.fresh_block();
+                    data[..target.len()].copy_from_slice(target);
+                    self.write_data(runs[0].1, &data)?;
+                }
+                set_size(&mut inode, target.len() as u64);
+            }
+            CreateKind::Char(rdev) | CreateKind::Block(rdev) => {
+                let (major, minor) = ((rdev >> 8) & 0xfff, (rdev & 0xff) | ((rdev >> 12) & 0xfff00));
+                if major < 256 && minor < 256 {
+                    ondisk::bytes::put_le32(&mut inode.base.block, 0, (major << 8) | minor);
+                } else {
+                    ondisk::bytes::put_le32(&mut inode.base.block, 4, *rdev);
+                }
+            }
+            CreateKind::Fifo | CreateKind::Socket => {}
+        }
+        self.write_inode(ws, &inode)?;
+        self.add_entry(ws, &mut dir, name, ino, dirent_type(inode.base.mode))?;
+        if is_dir {
+            self.inc_dir_links(&mut dir);
+        }
+        touch(&mut dir, true);
+        self.write_inode(ws, &dir)?;
+        Ok(inode)
+    }
+
+    /// Write a whole data block at physical block `pblk`.
+    fn write_data(&self, pblk: u64, data: &[u8]) -> Result<()> {
+        let bs = u64::from(self.block_size());
+        self.dev.write_at(pblk * bs, data, IoClass::Data).map_err(|e| FsError::io(format!("writing data block {pblk}"), e))
+    }
+
+    /// Hard link: a new name for inode `ino` in `parent`.
+    pub fn link(&self, ino: u32, parent: u32, name: &[u8]) -> Result<Inode> {
+        let mut ws = self.writer()?;
+        let ws = &mut *ws;
+        let mut inode = self.inode(ino)?;
+        if inode.is_dir() {
+            return Err(FsError::NotPermitted);
+        }
+        if inode.links_count() >= LINK_MAX {
+            return Err(FsError::TooManyLinks);
+        }
+        let mut dir = self.dir_inode(parent)?;
+        self.check_new_name(&dir, name)?;
+        self.add_entry(ws, &mut dir, name, ino, dirent_type(inode.base.mode))?;
+        inode.base.links_count += 1;
+        touch(&mut inode, false);
+        self.write_inode(ws, &inode)?;
+        touch(&mut dir, true);
+        self.write_inode(ws, &dir)?;
+        Ok(inode)
+    }
+
+    /// Remove a non-directory name.
+    pub fn unlink(&self, parent: u32, name: &[u8]) -> Result<()> {
+        let mut ws = self.writer()?;
+        let ws = &mut *ws;
+        let mut dir = self.dir_inode(parent)?;
+        let (ino, _) = self.lookup(&dir, name)?.ok_or(FsError::NotFound)?;
+        let mut inode = self.inode(ino)?;
+        if inode.is_dir() {
+            return Err(FsError::IsDir);
+        }
+        self.remove_entry(ws, &dir, name)?;
+        touch(&mut dir, true);
+        self.write_inode(ws, &dir)?;
+        inode.base.links_count = inode.base.links_count.saturating_sub(1);
+        touch(&mut inode, false);
+        self.drop_if_unlinked(ws, inode)
+    }
+
+    /// Remove an empty directory.
+    pub fn rmdir(&self, parent: u32, name: &[u8]) -> Result<()> {
+        let mut ws = self.writer()?;
+        let ws = &mut *ws;
+        if name == b"." {
+            return Err(FsError::Invalid("rmdir of .".into()));
+        }
+        if name == b".." {
+            return Err(FsError::NotEmpty);
+        }
+        let mut dir = self.dir_inode(parent)?;
+        let (ino, _) = self.lookup(&dir, name)?.ok_or(FsError::NotFound)?;
+        let mut inode = self.inode(ino)?;
+        if !inode.is_dir() {
+            return Err(FsError::NotDir);
+        }
+        if !self.dir_is_empty(&inode)? {
+            return Err(FsError::NotEmpty);
+        }
+        self.remove_entry(ws, &dir, name)?;
+        self.dec_dir_links(&mut dir);
+        touch(&mut dir, true);
+        self.write_inode(ws, &dir)?;
+        inode.base.links_count = 0;
+        touch(&mut inode, false);
+        self.drop_if_unlinked(ws, inode)
+    }
+
+    /// An inode whose last name is gone: free it now, or, while it is still
+    /// open, put it on the orphan list so a crash cannot leak it.
+    fn drop_if_unlinked(&self, ws: &mut WriteState, mut inode: Inode) -> Result<()> {
+        if inode.links_count() > 0 {
+            return self.write_inode(ws, &inode);
+        }
+        if self.is_open(inode.ino) {
+            inode.base.dtime = ws.sb.f.last_orphan;
+            ws.sb.f.last_orphan = inode.ino;
+            return self.write_inode(ws, &inode);
+        }
+        self.free_file(ws, inode)
+    }
+
+    /// Release every block and the inode itself.
+    pub(crate) fn free_file(&self, ws: &mut WriteState, mut inode: Inode) -> Result<()> {
+        let is_dir = inode.is_dir();
+        let has_data = !(inode.is_symlink() && inode.size() < I_BLOCK_SIZE as u64 && !inode.has_flag(flags::EXTENTS))
+            && !inode.has_flag(flags::INLINE_DATA)
+            && matches!(inode.file_type(), mode::S_IFREG | mode::S_IFDIR | mode::S_IFLNK);
+        if has_data {
+            self.truncate_blocks(ws, &mut inode, 0)?;
+        }
+        let acl = inode.file_acl();
+        if acl != 0 {
+            self.release_xattr_block(ws, acl)?;
+            inode.base.file_acl_lo = 0;
+            inode.base.file_acl_hi = 0;
+        }
+        inode.base.dtime = now().sec as u32;
+        inode.base.links_count = 0;
+        set_size(&mut inode, 0);
+        self.write_inode(ws, &inode)?;
+        self.free_inode(ws, inode.ino, is_dir)
+    }
+
+    /// Drop one reference to a shared xattr block; free it with the last.
+    fn release_xattr_block(&self, ws: &mut WriteState, blk: u64) -> Result<()> {
+        self.check_block(blk, "xattr block")?;
+        let data = self.meta(blk)?;
+        let refs = ondisk::bytes::le32(&data, 4);
+        if refs <= 1 {
+            return self.free_meta_block(ws, blk);
+        }
+        let seed = self.sb.csum_seed();
+        let csum = self.sb.has_metadata_csum();
+        self.modify(ws, blk, |b| {
+            ondisk::bytes::put_le32(b, 4, refs - 1);
+            if csum {
+                ondisk::xattr::set_block_checksum(b, blk, seed);
+            }
+            Ok(())
+        })
+    }
+
+    /// Whether `ancestor` is `dir` or one of its ancestors (walking "..").
+    fn is_ancestor(&self, ancestor: u32, dir: u32) -> Result<bool> {
+        let mut cur = dir;
+        for _ in 0..65536 {
+            if cur == ancestor {
+                return Ok(true);
+            }
+            if cur == ROOT_INO {
+                return Ok(false);
+            }
+            let d = self.dir_inode(cur)?;
+            cur = self.lookup(&d, b"..")?.ok_or(FsError::NotFound)?.0;
+        }
+        Err(FsError::Loop)
+    }
+
+    /// rename(2), with RENAME_NOREPLACE and RENAME_EXCHANGE.
+    pub fn rename(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, exchange: bool) -> Result<()> {
+        let mut ws = self.writer()?;
+        let ws = &mut *ws;
+        if newname.len() > ondisk::dir::MAX_NAME_LEN {
+            return Err(FsError::NameTooLong);
+        }
+        for n in [name, newname] {
+            if n == b"." || n == b".." || n.is_empty() {
+                return Err(FsError::Invalid("cannot rename . or ..".into()));
+            }
+        }
+        let mut src_dir = self.dir_inode(parent)?;
+        let (src_ino, _) = self.lookup(&src_dir, name)?.ok_or(FsError::NotFound)?;
+        let mut src = self.inode(src_ino)?;
+        let mut dst_dir = if newparent == parent { src_dir.clone() } else { self.dir_inode(newparent)? };
+        let dst = self.lookup(&dst_dir, newname)?;
+        if src.is_dir() && newparent != parent && self.is_ancestor(src_ino, newparent)? {
+            return Err(FsError::InvalidMove);
+        }
+        if exchange {
+            let (dst_ino, _) = dst.ok_or(FsError::NotFound)?;
+            let mut other = self.inode(dst_ino)?;
+            if other.is_dir() && newparent != parent && self.is_ancestor(dst_ino, parent)? {
+                return Err(FsError::InvalidMove);
+            }
+            self.retarget_entry(ws, &src_dir, name, dst_ino, dirent_type(other.base.mode))?;
+            self.retarget_entry(ws, &dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
+            if newparent != parent {
+                if src.is_dir() {
+                    self.retarget_entry(ws, &src, b"..", newparent, ftype::DIR)?;
+                }
+                if other.is_dir() {
+                    self.retarget_entry(ws, &other, b"..", parent, ftype::DIR)?;
+                }
+                if src.is_dir() != other.is_dir() {
+                    let (into_dst, into_src) = if src.is_dir() { (&mut dst_dir, &mut src_dir) } else { (&mut src_dir, &mut dst_dir) };
+                    self.inc_dir_links(into_dst);
+                    self.dec_dir_links(into_src);
+                }
+            }
+            touch(&mut src, false);
+            touch(&mut other, false);
+            self.write_inode(ws, &src)?;
+            self.write_inode(ws, &other)?;
+            return self.finish_rename(ws, parent, newparent, src_dir, dst_dir);
+        }
+        if let Some((dst_ino, _)) = dst {
+            if noreplace {
+                return Err(FsError::Exists);
+            }
+            if dst_ino == src_ino {
+                return Ok(()); // two names of one inode: nothing to do
+            }
+            let mut victim = self.inode(dst_ino)?;
+            match (src.is_dir(), victim.is_dir()) {
+                (true, false) => return Err(FsError::NotDir),
+                (false, true) => return Err(FsError::IsDir),
+                (true, true) if !self.dir_is_empty(&victim)? => return Err(FsError::NotEmpty),
+                _ => {}
+            }
+            self.retarget_entry(ws, &dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
+            if victim.is_dir() {
+                victim.base.links_count = 0;
+                self.dec_dir_links(&mut dst_dir);
+            } else {
+                victim.base.links_count = victim.base.links_count.saturating_sub(1);
+            }
+            touch(&mut victim, false);
+            self.drop_if_unlinked(ws, victim)?;
+        } else {
+            self.add_entry(ws, &mut dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
+        }
+        if newparent == parent {
+            // Same directory: the entry add above may have changed the dir inode (size).
+            src_dir = dst_dir.clone();
+        }
+        self.remove_entry(ws, &src_dir, name)?;
+        if src.is_dir() && newparent != parent {
+            self.retarget_entry(ws, &src, b"..", newparent, ftype::DIR)?;
+            self.dec_dir_links(&mut src_dir);
+            self.inc_dir_links(&mut dst_dir);
+        }
+        touch(&mut src, false);
+        self.write_inode(ws, &src)?;
+        self.finish_rename(ws, parent, newparent, src_dir, dst_dir)
+    }
+
+    fn finish_rename(&self, ws: &mut WriteState, parent: u32, newparent: u32, mut src_dir: Inode, mut dst_dir: Inode) -> Result<()> {
+        touch(&mut dst_dir, true);
+        if parent == newparent {
+            return self.write_inode(ws, &dst_dir);
+        }
+        touch(&mut src_dir, true);
+        self.write_inode(ws, &src_dir)?;
+        self.write_inode(ws, &dst_dir)
+    }
+
+    /// Write `data` at `offset` of a regular file; returns the bytes written.
+    pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let mut ws = self.writer()?;
+        let ws = &mut *ws;
+        let mut inode = self.inode(ino)?;
+        if inode.is_dir() {
+            return Err(FsError::IsDir);
+        }
+        if inode.has_flag(flags::INLINE_DATA) {
+            return Err(FsError::Unsupported("writing inline-data files".into()));
+        }
+        let bs = u64::from(self.block_size());
+        let end = offset.checked_add(data.len() as u64).ok_or_else(|| FsError::Invalid("offset overflow".into()))?;
+        let first = offset / bs;
+        let last = (end - 1) / bs;
+        let runs = self.ensure_mapped(ws, &mut inode, first, last - first + 1)?;
+        for (lblk, pblk, len, fresh) in runs {
+            // Bytes of `data` that fall into this run.
+            let run_start = lblk * bs;
+            let run_end = (lblk + len) * bs;
+            let lo = offset.max(run_start);
+            let hi = end.min(run_end);
+            let mut buf = vec![0u8; (run_end - run_start) as usize];
+            let head_partial = lo > run_start;
+            let tail_partial = hi < run_end;
+            if !fresh && (head_partial || tail_partial) {
+                // Read-modify-write of the partial first/last blocks only.
+                if head_partial {
+                    self.dev.read_at(pblk * bs, &mut buf[..bs as usize], IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
+                }
+                if tail_partial {
+                    let o = buf.len() - bs as usize;
+                    self.dev.read_at((pblk + len - 1) * bs, &mut buf[o..], IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
+                }
+            }
+            buf[(lo - run_start) as usize..(hi - run_start) as usize].copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
+            self.dev.write_at(pblk * bs, &buf, IoClass::Data).map_err(|e| FsError::io(format!("writing data at block {pblk}"), e))?;
+        }
+        if end > inode.size() {
+            set_size(&mut inode, end);
+        }
+        touch(&mut inode, true);
+        self.write_inode(ws, &inode)?;
+        Ok(data.len())
+    }
+
+    /// Change attributes; a size change truncates or extends (sparsely).
+    pub fn setattr(&self, ino: u32, attr: &SetAttr) -> Result<Inode> {
+        let mut ws = self.writer()?;
+        let ws = &mut *ws;
+        let mut inode = self.inode(ino)?;
+        if let Some(m) = attr.mode {
+            inode.base.mode = (inode.base.mode & mode::S_IFMT) | (m & 0o7777);
+        }
+        if let Some(uid) = attr.uid {
+            inode.base.uid_lo = uid as u16;
+            inode.base.uid_hi = (uid >> 16) as u16;
+        }
+        if let Some(gid) = attr.gid {
+            inode.base.gid_lo = gid as u16;
+            inode.base.gid_hi = (gid >> 16) as u16;
+        }
+        if let Some(size) = attr.size {
+            if inode.is_dir() {
+                return Err(FsError::IsDir);
+            }
+            if inode.has_flag(flags::INLINE_DATA) {
+                return Err(FsError::Unsupported("truncating inline-data files".into()));
+            }
+            self.resize(ws, &mut inode, size)?;
+            if attr.mtime.is_none() {
+                touch(&mut inode, true);
+            }
+        }
+        if let Some(t) = attr.atime {
+            set_time(&mut inode, "a", t);
+        }
+        if let Some(t) = attr.mtime {
+            set_time(&mut inode, "m", t);
+        }
+        set_time(&mut inode, "c", attr.ctime.unwrap_or_else(now));
+        self.write_inode(ws, &inode)?;
+        Ok(inode)
+    }
+
+    fn resize(&self, ws: &mut WriteState, inode: &mut Inode, size: u64) -> Result<()> {
+        let bs = u64::from(self.block_size());
+        let old = inode.size();
+        if size < old {
+            self.truncate_blocks(ws, inode, size.div_ceil(bs))?;
+            // Zero the rest of a partial last block, so a later extension reads zeros.
+            if size % bs != 0 {
+                if let crate::bmap::Mapping::Mapped { pblk, unwritten: false, .. } = self.map_block(inode, size / bs, 1)? {
+                    let mut buf = vec![0u8; bs as usize];
+                    self.dev.read_at(pblk * bs, &mut buf, IoClass::Data).map_err(|e| FsError::io("reading the last block", e))?;
+                    buf[(size % bs) as usize..].fill(0);
+                    self.write_data(pblk, &buf)?;
+                }
+            }
+        }
+        set_size(inode, size);
+        Ok(())
+    }
+
+    /// Make everything written so far durable (fsync, sync, unmount).
+    pub fn sync(&self) -> Result<()> {
+        let mut ws = self.writer()?;
+        self.commit(&mut ws)
+    }
+
+    /// Final flush at unmount: free orphans, commit, write everything home, mark clean.
+    pub fn shutdown(&self) -> Result<()> {
+        let mut ws = self.writer()?;
+        let ws = &mut *ws;
+        self.free_orphans(ws)?;
+        ws.sb.f.state |= ondisk::superblock::STATE_VALID;
+        self.commit(ws)?;
+        self.write_back(ws)
+    }
+
+    /// Free every inode on the orphan list (unlinked while open).
+    pub(crate) fn free_orphans(&self, ws: &mut WriteState) -> Result<()> {
+        let mut next = ws.sb.f.last_orphan;
+        let mut n = 0;
+        while next != 0 && n < self.sb.f.inodes_count {
+            let inode = self.inode(next)?;
+            next = inode.base.dtime;
+            ws.sb.f.last_orphan = next;
+            if inode.links_count() == 0 {
+                self.free_file(ws, inode)?;
+            }
+            n += 1;
+        }
+        ws.sb.f.last_orphan = 0;
+        Ok(())
+    }
+}
+
+/// Keep `InodeBase::zeroed` reachable for tests of fresh inodes.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dirent_types() {
+        assert_eq!(dirent_type(mode::S_IFDIR | 0o755), ftype::DIR);
+        assert_eq!(dirent_type(mode::S_IFLNK), ftype::SYMLINK);
+        assert_eq!(dirent_type(0), ftype::UNKNOWN);
+    }
+}
