@@ -10,7 +10,7 @@ GROUPS = {
     "blocks": ["blocks"],
     "times": ["atime", "mtime", "ctime"],
     "symlinks": ["target"],
-    "content": ["content"],
+    "content": ["content", "preads"],
     "xattrs": ["xattrs"],
     "hardlinks": ["links"],
 }

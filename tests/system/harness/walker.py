@@ -42,6 +42,28 @@ def file_hash(p, bufsize=1 << 20):
     return f"{n}:{h.hexdigest()}"
 
 
+def pread_sig(p, size):
+    """sha256 of 12 reads at pseudo-random (offset, length) pairs, some unaligned, some across EOF: catches
+    offset bugs that sequential reads miss.  Deterministic per (path basename, size)."""
+    import random
+    rnd = random.Random(hashlib.sha256(os.path.basename(p) + str(size).encode()).digest())
+    h = hashlib.sha256()
+    with open(p, "rb", buffering=0) as f:
+        fd = f.fileno()
+        for i in range(12):
+            if size == 0 or i == 11:
+                off = size + rnd.randrange(0, 5000)        # at or past EOF: must return b""
+            elif i % 3 == 0:
+                off = rnd.randrange(0, size) & ~4095        # block aligned
+            else:
+                off = rnd.randrange(0, size)
+            n = rnd.choice([1, 17, 511, 4096, 4097, 65536 + 3, 300000])
+            b = os.pread(fd, n, off)
+            h.update(b"%d:%d:%d;" % (off, n, len(b)))
+            h.update(b)
+    return h.hexdigest()[:32]
+
+
 def record(p, content=True):
     r = {}
     try:
@@ -71,6 +93,10 @@ def record(p, content=True):
             r["content"] = file_hash(p)
         except OSError as e:
             r["content"] = err(e)
+        try:
+            r["preads"] = pread_sig(p, st.st_size)
+        except OSError as e:
+            r["preads"] = err(e)
     try:
         names = sorted(os.listxattr(p, follow_symlinks=False))
         xa = {}
