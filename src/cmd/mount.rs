@@ -107,11 +107,15 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     if !mnt.is_dir() {
         bail!("mount point {} is not a directory", mnt.display());
     }
-    let dev = FileDevice::open(&image, !opts.read_only).with_context(|| format!("{}", image.display()))?;
-    let lock = dev.file().try_clone().context("duplicating the image descriptor")?;
+    let lock = File::open(&image).with_context(|| format!("cannot open {}", image.display()))?;
     lock_exclusive(&lock, &image)?;
+    let dev: Arc<dyn blockdev::BlockDevice> = match &opts.device {
+        None => Arc::new(FileDevice::open(&image, !opts.read_only).with_context(|| format!("{}", image.display()))?),
+        Some(model) => diskmodel::open_model_device(model, &image, &opts.model)
+            .map_err(|e| anyhow::anyhow!("{}: disk model {model}: {e}", image.display()))?,
+    };
     let vopts = VolumeOptions { read_only: opts.read_only, cache_bytes: opts.cache_mb << 20, ..Default::default() };
-    let vol = Volume::open(Arc::new(dev), vopts).with_context(|| format!("{} is not a usable ext4 volume", image.display()))?;
+    let vol = Volume::open(dev, vopts).with_context(|| format!("{} is not a usable ext4 volume", image.display()))?;
     let ttl = Duration::from_secs(if opts.read_only { 3600 } else { 1 });
     let vol = Arc::new(vol);
     let fs = fuse::Ext4Fuse::new(vol.clone(), fuse::CachePolicy { ttl });

@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct MountOptions {
     pub read_only: bool,
     pub allow_other: bool,
@@ -10,11 +10,23 @@ pub struct MountOptions {
     pub cache_mb: usize,
     /// Worker threads serving FUSE requests.
     pub threads: usize,
+    /// Run on a disk model (`device=cmr|smr-seagate|smr-wd`) instead of the image directly.
+    pub device: Option<String>,
+    /// Options for the disk model (speed=, trace=, bucket=, param.NAME=...).
+    pub model: diskmodel::ModelOptions,
 }
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { read_only: true, allow_other: false, foreground: false, cache_mb: 256, threads: 8 }
+        MountOptions {
+            read_only: true,
+            allow_other: false,
+            foreground: false,
+            cache_mb: 256,
+            threads: 8,
+            device: None,
+            model: diskmodel::ModelOptions::default(),
+        }
     }
 }
 
@@ -41,8 +53,28 @@ impl MountOptions {
                 "foreground" => o.foreground = true,
                 "cache_mb" => o.cache_mb = number(value)?.max(1),
                 "threads" => o.threads = number(value)?.clamp(1, 64),
-                _ => bail!("unknown mount option {opt:?}"),
+                "device" => {
+                    let m = value.context("mount option device needs a model name (device=MODEL)")?;
+                    if m != "file" {
+                        if !diskmodel::MODEL_NAMES.contains(&m) {
+                            bail!("unknown device model {m:?} (models: file, {})", diskmodel::MODEL_NAMES.join(", "));
+                        }
+                        o.device = Some(m.to_string());
+                    }
+                }
+                _ => {
+                    let owned = match value {
+                        Some(v) => o.model.set(key, v).map_err(|e| anyhow::anyhow!("mount option {opt:?}: {e}"))?,
+                        None => false,
+                    };
+                    if !owned {
+                        bail!("unknown mount option {opt:?}");
+                    }
+                }
             }
+        }
+        if o.device.is_none() && o.model.trace.is_some() {
+            bail!("mount option trace= needs device=MODEL");
         }
         if rw {
             o.read_only = false;
@@ -64,6 +96,15 @@ mod tests {
         let o = p("ro,allow_other,default_permissions,cache_mb=64,threads=4").unwrap();
         assert!(o.read_only && o.allow_other && !o.foreground);
         assert_eq!((o.cache_mb, o.threads), (64, 4));
+    }
+
+    #[test]
+    fn device_model_options() {
+        let o = p("ro,device=smr-seagate,speed=10,param.idle_delay_s=2").unwrap();
+        assert_eq!(o.device.as_deref(), Some("smr-seagate"));
+        assert_eq!(o.model.speed, Some(10.0));
+        assert!(p("device=floppy").is_err());
+        assert!(p("device=cmr,speed=-1").is_err());
     }
 
     #[test]
