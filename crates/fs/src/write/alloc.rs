@@ -185,11 +185,17 @@ impl Volume {
         Ok(())
     }
 
-    /// Free a block that held metadata: it must also leave the cache and be revoked.
-    pub(crate) fn free_meta_block(&self, ws: &mut WriteState, blk: u64) -> Result<()> {
+    /// A block stops being metadata: no cached or pending copy of it may ever
+    /// be written over what it holds next, and the journal must not replay it.
+    pub(crate) fn forget_meta(&self, ws: &mut WriteState, blk: u64) {
         self.cache.remove(blk);
         ws.unwritten.remove(&blk);
         ws.running.revoke(blk);
+    }
+
+    /// Free a block that held metadata.
+    pub(crate) fn free_meta_block(&self, ws: &mut WriteState, blk: u64) -> Result<()> {
+        self.forget_meta(ws, blk);
         self.free_blocks(ws, blk, 1)
     }
 }

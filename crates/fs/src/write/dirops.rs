@@ -206,15 +206,27 @@ impl Volume {
 
     fn add_entry_htree(&self, ws: &mut WriteState, dir: &mut Inode, name: &[u8], ino: u32, ft: u8) -> Result<()> {
         let pblk0 = self.dir_pblk(dir, 0)?;
-        let root_data = self.meta(pblk0)?;
-        let mut root = DxNode::parse_root(&root_data, Location::Block(pblk0))?;
-        if root.indirect_levels > 0 {
-            return Err(FsError::Unsupported("adding to a multi-level hashed directory".into()));
-        }
+        let root = DxNode::parse_root(&self.meta(pblk0)?, Location::Block(pblk0))?;
         let version = root.hash_version;
         let h = self.name_hash(version, name).ok_or_else(|| FsError::Unsupported(format!("directory hash version {version}")))?;
-        let i = root.find(h.major);
-        let leaf_lblk = u64::from(root.entries[i].block);
+        // Path of index nodes from the root down: (logical block, node, chosen position).
+        let mut path: Vec<(u64, DxNode, usize)> = Vec::new();
+        let levels = usize::from(root.indirect_levels);
+        let mut node = root;
+        let mut lblk = 0u64;
+        loop {
+            let i = node.find(h.major);
+            let child = u64::from(node.entries[i].block);
+            path.push((lblk, node, i));
+            if path.len() > levels {
+                break;
+            }
+            let cp = self.dir_pblk(dir, child)?;
+            node = DxNode::parse_node(&self.meta(cp)?, Location::Block(cp))?;
+            lblk = child;
+        }
+        let (_, parent, pos) = path.last().expect("root");
+        let leaf_lblk = u64::from(parent.entries[*pos].block);
         let leaf_pblk = self.dir_pblk(dir, leaf_lblk)?;
         let mut data = self.meta(leaf_pblk)?.to_vec();
         if self.insert_into_leaf(&mut data, ino, ft, name)? {
@@ -223,9 +235,6 @@ impl Volume {
             return Ok(());
         }
         // Split the full leaf by hash into itself and a new block.
-        if root.entries.len() >= usize::from(root.limit) {
-            return Err(FsError::Unsupported("directory index full (multi-level htree growth not implemented)".into()));
-        }
         let mut recs = self.leaf_records(&data, version)?;
         recs.push(Rec { ino, ft, name: name.to_vec(), hash: h.major });
         recs.sort_by_key(|r| r.hash);
@@ -238,13 +247,71 @@ impl Volume {
         self.install(ws, new_p, hi_block);
         let continued = lo.last().map(|r| r.hash) == hi.first().map(|r| r.hash);
         let hi_hash = hi.first().map_or(h.major, |r| r.hash) | u32::from(continued);
-        root.entries.insert(i + 1, DxEntry { hash: hi_hash, block: new_l as u32 });
-        let mut rd = root_data.to_vec();
-        root.write_entries(&mut rd);
-        if let Some(seed) = self.dir_csum_seed(dir) {
-            htree::set_tail(&mut rd, htree::ROOT_OFFSET, seed);
+        let level = path.len() - 1;
+        let at = path[level].2 + 1;
+        self.insert_index(ws, dir, &mut path, level, at, DxEntry { hash: hi_hash, block: new_l as u32 })
+    }
+
+    /// Insert `entry` at position `at` of index node `path[level]`, splitting
+    /// full nodes upward and deepening the tree when the root is full.
+    fn insert_index(&self, ws: &mut WriteState, dir: &mut Inode, path: &mut Vec<(u64, DxNode, usize)>, level: usize, at: usize, entry: DxEntry) -> Result<()> {
+        let node = &mut path[level].1;
+        if node.entries.len() < usize::from(node.limit) {
+            node.entries.insert(at, entry);
+            let (l, n, _) = &path[level];
+            return self.write_index(ws, dir, *l, n);
         }
-        self.install(ws, pblk0, rd);
+        if level == 0 {
+            let max_levels = if self.sb.has_incompat(feature::incompat::LARGEDIR) { 3 } else { 2 };
+            if usize::from(path[0].1.indirect_levels) + 1 >= max_levels {
+                return Err(FsError::NoSpace); // as the kernel: "Directory index full"
+            }
+            // Deepen: the root's entries move to a new node; the root points at it.
+            let (new_l, _) = self.grow_dir(ws, dir)?;
+            let bs = self.block_size() as usize;
+            let limit = ((bs - htree::NODE_OFFSET - if self.sb.has_metadata_csum() { 8 } else { 0 }) / 8) as u16;
+            let mut child = DxNode { hash_version: 0, indirect_levels: 0, limit, entries: std::mem::take(&mut path[0].1.entries), entries_offset: htree::NODE_OFFSET };
+            child.entries.insert(at, entry);
+            path[0].1.entries = vec![DxEntry { hash: 0, block: new_l as u32 }];
+            path[0].1.indirect_levels += 1;
+            self.write_index(ws, dir, new_l, &child)?;
+            let root = path[0].1.clone();
+            return self.write_index(ws, dir, 0, &root);
+        }
+        // Split this node: the upper half moves to a new node indexed by the parent.
+        let (new_l, _) = self.grow_dir(ws, dir)?;
+        let node = &mut path[level].1;
+        node.entries.insert(at, entry);
+        let mid = node.entries.len() / 2;
+        let upper: Vec<DxEntry> = node.entries.split_off(mid);
+        let key = upper[0].hash;
+        let sibling = DxNode { hash_version: 0, indirect_levels: 0, limit: node.limit, entries: upper, entries_offset: htree::NODE_OFFSET };
+        let (l, n, _) = &path[level];
+        self.write_index(ws, dir, *l, n)?;
+        self.write_index(ws, dir, new_l, &sibling)?;
+        let pat = path[level - 1].2 + 1;
+        self.insert_index(ws, dir, path, level - 1, pat, DxEntry { hash: key, block: new_l as u32 })
+    }
+
+    /// Write an index node: the root keeps its dirents and info; other nodes
+    /// get a fresh block with the fake empty entry.
+    fn write_index(&self, ws: &mut WriteState, dir: &Inode, lblk: u64, node: &DxNode) -> Result<()> {
+        let pblk = self.dir_pblk(dir, lblk)?;
+        let bs = self.block_size() as usize;
+        let mut data = if lblk == 0 {
+            let mut d = self.meta(pblk)?.to_vec();
+            d[0x18 + 6] = node.indirect_levels;
+            d
+        } else {
+            let mut d = self.fresh_block();
+            ondisk::bytes::put_le16(&mut d, 4, odir::rec_len_to_disk(bs, bs));
+            d
+        };
+        node.write_entries(&mut data);
+        if let Some(seed) = self.dir_csum_seed(dir) {
+            htree::set_tail(&mut data, node.entries_offset, seed);
+        }
+        self.install(ws, pblk, data);
         Ok(())
     }
 

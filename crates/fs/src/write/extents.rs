@@ -55,32 +55,48 @@ impl Volume {
         }
     }
 
-    /// Every extent of the file, in order.
-    pub(crate) fn collect_extents(&self, inode: &Inode) -> Result<Vec<Extent>> {
-        let mut out = Vec::new();
-        let mut lblk = 0u64;
-        // Walk with map_block's hole skipping; bounded by the 2^32 logical blocks.
-        loop {
-            let path = self.extent_path(inode, lblk)?;
-            let ExtentNode::Leaf(_, exts) = &path.last().expect("leaf").node else { unreachable!() };
-            for e in exts.iter().filter(|e| u64::from(e.block) >= lblk) {
-                out.push(*e);
-            }
-            // Next leaf: the smallest index key above this leaf's range.
-            let mut next = None;
-            for lvl in path.iter().rev().skip(1) {
-                if let ExtentNode::Index(_, idx) = &lvl.node {
-                    if let Some(e) = idx.iter().find(|e| u64::from(e.block) > lblk) {
-                        next = Some(u64::from(e.block));
-                        break;
+    /// Visit the tree in order: `on_block` for every index/leaf block, `on_leaf`
+    /// for every leaf's extents. Depth must drop by one per level (no loops).
+    fn walk_tree(&self, inode: &Inode, on_block: &mut dyn FnMut(u64), on_leaf: &mut dyn FnMut(&[Extent])) -> Result<()> {
+        let seed = self.inode_seed(inode);
+        let root = ExtentNode::parse(&inode.base.block, Location::Inode(u64::from(inode.ino)))?;
+        let mut stack = vec![root];
+        let mut visited = 0usize;
+        // Depth-first, children pushed in reverse so they pop in order.
+        while let Some(node) = stack.pop() {
+            match node {
+                ExtentNode::Leaf(_, exts) => on_leaf(&exts),
+                ExtentNode::Index(h, idx) => {
+                    let mut children = Vec::with_capacity(idx.len());
+                    for e in idx {
+                        visited += 1;
+                        if visited > 1 << 22 {
+                            return Err(corrupt(inode, "extent tree too large"));
+                        }
+                        on_block(e.leaf);
+                        let data = self.meta(e.leaf)?;
+                        if let Some(seed) = seed {
+                            extent::verify_block_checksum(&data, seed, Location::Block(e.leaf))?;
+                        }
+                        let child = ExtentNode::parse(&data, Location::Block(e.leaf))?;
+                        if child.header().depth + 1 != h.depth {
+                            return Err(corrupt(inode, "extent depth"));
+                        }
+                        children.push(child);
                     }
+                    stack.extend(children.into_iter().rev());
                 }
             }
-            // Keys strictly increase, so this ends after at most one step per index entry.
-            match next {
-                Some(n) if n > lblk => lblk = n,
-                _ => break,
-            }
+        }
+        Ok(())
+    }
+
+    /// Every extent of the file, in logical order.
+    pub(crate) fn collect_extents(&self, inode: &Inode) -> Result<Vec<Extent>> {
+        let mut out: Vec<Extent> = Vec::new();
+        self.walk_tree(inode, &mut |_| {}, &mut |exts| out.extend_from_slice(exts))?;
+        if out.windows(2).any(|w| w[0].end() > u64::from(w[1].block)) {
+            return Err(corrupt(inode, "extents overlap or are out of order"));
         }
         Ok(out)
     }
@@ -88,19 +104,7 @@ impl Volume {
     /// Every block of the tree itself (index and leaf blocks, not data).
     fn tree_blocks(&self, inode: &Inode) -> Result<Vec<u64>> {
         let mut out = Vec::new();
-        let mut stack = vec![(ExtentNode::parse(&inode.base.block, Location::Inode(u64::from(inode.ino)))?)];
-        while let Some(node) = stack.pop() {
-            if let ExtentNode::Index(h, idx) = node {
-                for e in idx {
-                    out.push(e.leaf);
-                    let child = ExtentNode::parse(&self.meta(e.leaf)?, Location::Block(e.leaf))?;
-                    if child.header().depth + 1 != h.depth || out.len() > 1 << 20 {
-                        return Err(corrupt(inode, "extent depth"));
-                    }
-                    stack.push(child);
-                }
-            }
-        }
+        self.walk_tree(inode, &mut |b| out.push(b), &mut |_| {})?;
         Ok(out)
     }
 
@@ -296,7 +300,14 @@ impl Volume {
             }
             let cut = from.max(u64::from(e.block));
             let freed = e.end() - cut;
-            self.free_blocks(ws, e.start + (cut - u64::from(e.block)), freed)?;
+            let first = e.start + (cut - u64::from(e.block));
+            if inode.is_dir() {
+                // Directory blocks are metadata: drop cached/journalled copies and revoke them.
+                for b in first..first + freed {
+                    self.forget_meta(ws, b);
+                }
+            }
+            self.free_blocks(ws, first, freed)?;
             self.adjust_blocks(inode, -(freed as i64));
             if cut > u64::from(e.block) {
                 e.len = (cut - u64::from(e.block)) as u16;

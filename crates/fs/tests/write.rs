@@ -1,0 +1,264 @@
+//! The write path against oracles: random namespace and data operations
+//! applied both to a volume and to an in-memory model; then the volume must
+//! pass `e2fsck -fn` and read back exactly as the model says.
+
+mod common;
+
+use blockdev::FileDevice;
+use fs::{CreateKind, SetAttr, Volume, VolumeOptions, ROOT_INO};
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::Arc;
+
+#[derive(Clone, Debug, PartialEq)]
+enum Node {
+    File(Vec<u8>),
+    Dir,
+    Link(Vec<u8>),
+}
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn open_rw(img: &std::path::Path) -> Volume {
+    let dev = Arc::new(FileDevice::open(img, true).unwrap());
+    Volume::open(dev, VolumeOptions { read_only: false, ..Default::default() }).unwrap()
+}
+
+fn e2fsck_clean(img: &std::path::Path) {
+    let out = Command::new("e2fsck").args(["-fn"]).arg(img).output().expect("run e2fsck");
+    assert!(
+        out.status.success(),
+        "e2fsck -fn found problems:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Resolve a model path ("a/b") to its inode on the volume.
+fn resolve(vol: &Volume, path: &str) -> u32 {
+    let mut ino = ROOT_INO;
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        let dir = vol.inode(ino).unwrap();
+        ino = vol.lookup(&dir, part.as_bytes()).unwrap().unwrap_or_else(|| panic!("{path}: {part} missing")).0;
+    }
+    ino
+}
+
+fn parent_and_name(path: &str) -> (&str, &str) {
+    match path.rsplit_once('/') {
+        Some((p, n)) => (p, n),
+        None => ("", path),
+    }
+}
+
+/// Compare the whole volume with the model.
+fn check(vol: &Volume, model: &BTreeMap<String, Node>) {
+    for (path, node) in model {
+        let ino = resolve(vol, path);
+        let inode = vol.inode(ino).unwrap();
+        match node {
+            Node::File(data) => {
+                assert!(inode.is_reg(), "{path}");
+                assert_eq!(inode.size(), data.len() as u64, "{path} size");
+                let got = vol.read(&inode, 0, data.len() + 10).unwrap();
+                assert!(got == *data, "{path}: contents differ");
+            }
+            Node::Dir => {
+                assert!(inode.is_dir(), "{path}");
+                let mut names = Vec::new();
+                vol.read_dir(&inode, 0, &mut |e| {
+                    if e.name != b"." && e.name != b".." {
+                        names.push(String::from_utf8(e.name).unwrap());
+                    }
+                    true
+                })
+                .unwrap();
+                names.sort();
+                let prefix = if path.is_empty() { String::new() } else { format!("{path}/") };
+                let mut want: Vec<String> = model
+                    .keys()
+                    .filter(|k| k.starts_with(&prefix) && !k.is_empty() && k.len() > prefix.len() && !k[prefix.len()..].contains('/'))
+                    .map(|k| k[prefix.len()..].to_string())
+                    .collect();
+                if path.is_empty() {
+                    want.push("lost+found".into());
+                }
+                want.sort();
+                assert_eq!(names, want, "listing of {path:?}");
+                let subdirs = model.iter().filter(|(k, v)| **v == Node::Dir && k.starts_with(&prefix) && !k.is_empty() && k.len() > prefix.len() && !k[prefix.len()..].contains('/')).count();
+                let extra = if path.is_empty() { 1 } else { 0 }; // lost+found
+                assert_eq!(u32::from(inode.links_count()), 2 + subdirs as u32 + extra, "link count of {path:?}");
+            }
+            Node::Link(t) => assert_eq!(&vol.read_link(&inode).unwrap(), t, "{path}"),
+        }
+    }
+}
+
+#[test]
+fn random_operations_match_model_and_pass_e2fsck() {
+    if !common::have_mkfs() {
+        eprintln!("SKIPPED: mkfs.ext4 not installed");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let empty = work.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    for (variant, opts, seed) in [
+        ("default", vec![], 1u64),
+        ("1k", vec!["-b", "1024"], 2),
+        ("nocsum-32bit", vec!["-O", "^metadata_csum,^64bit"], 3),
+        ("nojournal", vec!["-O", "^has_journal"], 4),
+    ] {
+        let img = common::make_image(work.path(), &format!("{variant}.img"), 64, &opts, &empty);
+        let mut model: BTreeMap<String, Node> = BTreeMap::new();
+        model.insert(String::new(), Node::Dir);
+        let mut rng = Lcg(seed);
+        let vol = open_rw(&img);
+        let mut counter = 0;
+        for step in 0..1500 {
+            let dirs: Vec<String> = model.iter().filter(|(_, v)| **v == Node::Dir).map(|(k, _)| k.clone()).collect();
+            let files: Vec<String> = model.iter().filter(|(_, v)| matches!(v, Node::File(_))).map(|(k, _)| k.clone()).collect();
+            let parent = dirs[rng.below(dirs.len())].clone();
+            counter += 1;
+            let name = format!("n{counter}-{}", "x".repeat(rng.below(40)));
+            let child = if parent.is_empty() { name.clone() } else { format!("{parent}/{name}") };
+            let pino = resolve(&vol, &parent);
+            match rng.below(10) {
+                0 | 1 => {
+                    vol.create(pino, name.as_bytes(), CreateKind::Dir, 0o755, 0, 0).unwrap();
+                    model.insert(child, Node::Dir);
+                }
+                2 | 3 => {
+                    vol.create(pino, name.as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap();
+                    model.insert(child, Node::File(Vec::new()));
+                }
+                4 if !files.is_empty() => {
+                    // Write somewhere in or past the file (sparse), sometimes large.
+                    let f = &files[rng.below(files.len())];
+                    let Node::File(data) = model.get_mut(f).unwrap() else { unreachable!() };
+                    let off = rng.below(data.len() + 70_000);
+                    let len = if rng.below(8) == 0 { 300_000 } else { 1 + rng.below(9000) };
+                    let bytes: Vec<u8> = (0..len).map(|i| (i as u64 * 31 + step) as u8).collect();
+                    let ino = resolve(&vol, f);
+                    if std::env::var("DEBUG_EXT").is_ok() {
+                        let i = vol.inode(ino).unwrap();
+                        eprintln!("step {step} write ino {ino} off {off} len {len} size {} root {:?}", i.size(), ondisk::extent::ExtentNode::parse(&i.base.block, ondisk::Location::Unknown));
+                    }
+                    vol.write(ino, off as u64, &bytes).unwrap();
+                    if data.len() < off + len {
+                        data.resize(off + len, 0);
+                    }
+                    data[off..off + len].copy_from_slice(&bytes);
+                }
+                5 if !files.is_empty() => {
+                    let f = files[rng.below(files.len())].clone();
+                    let (p, n) = parent_and_name(&f);
+                    vol.unlink(resolve(&vol, p), n.as_bytes()).unwrap();
+                    model.remove(&f);
+                }
+                6 if !files.is_empty() => {
+                    let f = &files[rng.below(files.len())];
+                    let Node::File(data) = model.get_mut(f).unwrap() else { unreachable!() };
+                    let size = rng.below(data.len() + 5000);
+                    if std::env::var("DEBUG_EXT").is_ok() {
+                        eprintln!("step {step} truncate {f} to {size}");
+                    }
+                    vol.setattr(resolve(&vol, f), &SetAttr { size: Some(size as u64), ..Default::default() }).unwrap();
+                    data.resize(size, 0);
+                }
+                7 if !files.is_empty() => {
+                    // Rename a file into a random directory (maybe over nothing).
+                    let f = files[rng.below(files.len())].clone();
+                    let (p, n) = parent_and_name(&f);
+                    vol.rename(resolve(&vol, p), n.as_bytes(), pino, name.as_bytes(), false, false).unwrap();
+                    let node = model.remove(&f).unwrap();
+                    model.insert(child, node);
+                }
+                8 => {
+                    let target = format!("target-{}", "t".repeat(rng.below(120)));
+                    vol.create(pino, name.as_bytes(), CreateKind::Symlink(target.clone().into_bytes()), 0o777, 0, 0).unwrap();
+                    model.insert(child, Node::Link(target.into_bytes()));
+                }
+                _ => {
+                    // Remove an empty directory if there is one.
+                    let empty_dirs: Vec<&String> = dirs
+                        .iter()
+                        .filter(|d| !d.is_empty() && !model.keys().any(|k| k.len() > d.len() && k.starts_with(&format!("{d}/"))))
+                        .collect();
+                    if let Some(d) = empty_dirs.first().map(|d| (*d).clone()) {
+                        let (p, n) = parent_and_name(&d);
+                        vol.rmdir(resolve(&vol, p), n.as_bytes()).unwrap();
+                        model.remove(&d);
+                    }
+                }
+            }
+            if step % 500 == 499 {
+                vol.sync().unwrap();
+            }
+            if std::env::var("DEBUG_EXT").is_ok() {
+                for (path, node) in model.iter() {
+                    if let Node::File(data) = node {
+                        let inode = vol.inode(resolve(&vol, path)).unwrap();
+                        let got = vol.read(&inode, 0, data.len() + 10).unwrap();
+                        if got != *data {
+                            let first = got.iter().zip(data.iter()).position(|(a, b)| a != b);
+                            panic!("step {step}: {path} (ino {}) differs at {first:?}, len got {} want {}", inode.ino, got.len(), data.len());
+                        }
+                    }
+                }
+            }
+        }
+        check(&vol, &model);
+        vol.shutdown().unwrap();
+        drop(vol);
+        e2fsck_clean(&img);
+        // A fresh read-only open sees the same tree.
+        let ro = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
+        check(&ro, &model);
+        eprintln!("{variant}: {} entries verified", model.len());
+    }
+}
+
+#[test]
+fn big_directory_grows_an_htree_and_stays_consistent() {
+    if !common::have_mkfs() {
+        eprintln!("SKIPPED: mkfs.ext4 not installed");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let empty = work.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let img = common::make_image(work.path(), "big.img", 256, &[], &empty);
+    let vol = open_rw(&img);
+    let d = vol.create(ROOT_INO, b"big", CreateKind::Dir, 0o755, 0, 0).unwrap();
+    for i in 0..20_000 {
+        vol.create(d.ino, format!("file-with-a-longish-name-{i:06}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap();
+    }
+    for i in (0..20_000).step_by(3) {
+        vol.unlink(d.ino, format!("file-with-a-longish-name-{i:06}").as_bytes()).unwrap();
+    }
+    let dir = vol.inode(d.ino).unwrap();
+    assert!(dir.has_flag(ondisk::inode::flags::INDEX), "directory became hashed");
+    let root_blk = match vol.map_block(&dir, 0, 1).unwrap() {
+        fs::Mapping::Mapped { pblk, .. } => pblk,
+        m => panic!("{m:?}"),
+    };
+    let root = ondisk::htree::DxNode::parse_root(&vol.meta(root_blk).unwrap(), ondisk::Location::Unknown).unwrap();
+    assert_eq!(root.indirect_levels, 1, "20,000 long names need a two-level index");
+    for i in 0..20_000 {
+        let found = vol.lookup(&dir, format!("file-with-a-longish-name-{i:06}").as_bytes()).unwrap().is_some();
+        assert_eq!(found, i % 3 != 0, "entry {i}");
+    }
+    vol.shutdown().unwrap();
+    drop(vol);
+    e2fsck_clean(&img);
+}
