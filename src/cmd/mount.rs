@@ -79,7 +79,24 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
         let _ = r.write_all(b"OK");
     }
     let vol = session.vol.clone();
-    session.run().context("serving FUSE requests")?;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ticker = (!vol.is_read_only()).then(|| {
+        let (vol, stop) = (vol.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(250));
+                if let Err(e) = vol.background_tick() {
+                    eprintln!("ext4lazy: background commit/write-back failed: {e}");
+                }
+            }
+        })
+    });
+    let served = session.run().context("serving FUSE requests");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(t) = ticker {
+        let _ = t.join();
+    }
+    served?;
     // The kernel has let go: write everything home and mark the volume clean.
     if !vol.is_read_only() {
         vol.shutdown().context("final write-back")?;
@@ -114,7 +131,13 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
         Some(model) => diskmodel::open_model_device(model, &image, &opts.model)
             .map_err(|e| anyhow::anyhow!("{}: disk model {model}: {e}", image.display()))?,
     };
-    let vopts = VolumeOptions { read_only: opts.read_only, cache_bytes: opts.cache_mb << 20, ..Default::default() };
+    let vopts = VolumeOptions {
+        read_only: opts.read_only,
+        cache_bytes: opts.cache_mb << 20,
+        commit_interval: Duration::from_secs(opts.commit_s),
+        dirty_expire: Duration::from_secs(opts.dirty_expire_s),
+        ..Default::default()
+    };
     let vol = Volume::open(dev, vopts).with_context(|| format!("{} is not a usable ext4 volume", image.display()))?;
     let ttl = Duration::from_secs(if opts.read_only { 3600 } else { 1 });
     let vol = Arc::new(vol);

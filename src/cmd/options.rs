@@ -10,6 +10,10 @@ pub struct MountOptions {
     pub cache_mb: usize,
     /// Worker threads serving FUSE requests.
     pub threads: usize,
+    /// Seconds between commits (`commit=`, as ext4).
+    pub commit_s: u64,
+    /// Seconds before committed metadata is written home (`dirty_expire=`).
+    pub dirty_expire_s: u64,
     /// Run on a disk model (`device=cmr|smr-seagate|smr-wd`) instead of the image directly.
     pub device: Option<String>,
     /// Options for the disk model (speed=, trace=, bucket=, param.NAME=...).
@@ -26,6 +30,8 @@ impl Default for MountOptions {
             threads: 8,
             device: None,
             model: diskmodel::ModelOptions::default(),
+            commit_s: 5,
+            dirty_expire_s: 30,
         }
     }
 }
@@ -53,6 +59,13 @@ impl MountOptions {
                 "foreground" => o.foreground = true,
                 "cache_mb" => o.cache_mb = number(value)?.max(1),
                 "threads" => o.threads = number(value)?.clamp(1, 64),
+                "commit" => o.commit_s = (number(value)? as u64).max(1),
+                "dirty_expire" => o.dirty_expire_s = number(value)? as u64,
+                "journal" | "data" => match value {
+                    Some("ordered") => {}
+                    Some(v) => bail!("mount option {key}={v}: only ordered journaling is available so far"),
+                    None => bail!("mount option {key} needs a value ({key}=ordered)"),
+                },
                 "device" => {
                     let m = value.context("mount option device needs a model name (device=MODEL)")?;
                     if m != "file" {

@@ -22,6 +22,10 @@ pub struct VolumeOptions {
     pub inode_readahead_blocks: u32,
     /// Directory blocks read at once when a directory is scanned.
     pub dir_readahead_blocks: u32,
+    /// Commit the running transaction at least this often (`commit=`, 5 s).
+    pub commit_interval: std::time::Duration,
+    /// Write committed metadata home after this long (`dirty_expire=`, 30 s).
+    pub dirty_expire: std::time::Duration,
 }
 
 impl Default for VolumeOptions {
@@ -31,6 +35,8 @@ impl Default for VolumeOptions {
             cache_bytes: 256 << 20,
             inode_readahead_blocks: 32,
             dir_readahead_blocks: 16,
+            commit_interval: std::time::Duration::from_secs(5),
+            dirty_expire: std::time::Duration::from_secs(30),
         }
     }
 }

@@ -191,6 +191,10 @@ impl Volume {
         self.cache.remove(blk);
         ws.unwritten.remove(&blk);
         ws.running.revoke(blk);
+        if let Some(j) = ws.journal.as_mut() {
+            // Older committed copies must never be checkpointed over the block's next use.
+            j.forget(blk);
+        }
     }
 
     /// Free a block that held metadata.

@@ -29,18 +29,60 @@ use ondisk::inode::{Inode, Timestamp};
 use ondisk::superblock::Superblock;
 use std::sync::Arc;
 
+/// Journal errors as the engine reports them.
+pub(crate) fn journal_err(e: journal::Error) -> FsError {
+    match e {
+        journal::Error::Format(f) => FsError::Format(f),
+        journal::Error::Io { jblock, source } => FsError::io(format!("journal block {jblock}"), source),
+        journal::Error::NoSpace { needed, available } => {
+            FsError::Unsupported(format!("journal full: {needed} blocks needed, {available} free"))
+        }
+        other => FsError::io(format!("journal: {other}"), std::io::Error::other("journal failure")),
+    }
+}
+
+/// A committed block not yet written to its home location.
+pub struct Unwritten {
+    pub data: Block,
+    pub since: std::time::Instant,
+}
+
+/// The journal as the write path drives it.
+pub type Jbd2 = journal::Journal<Arc<dyn blockdev::BlockDevice>>;
+
 /// State owned by the write lock.
 pub struct WriteState {
     /// The superblock as it will next be written (free counts, state, times).
     pub sb: Superblock,
     pub running: Txn,
+    /// When the running transaction got its first block.
+    pub running_since: Option<std::time::Instant>,
     /// Blocks committed but not yet written home, with the version committed.
-    pub unwritten: std::collections::BTreeMap<u64, Block>,
+    pub unwritten: std::collections::BTreeMap<u64, Unwritten>,
+    /// The jbd2 journal, on volumes that have one.
+    pub journal: Option<Jbd2>,
+    pub stats: WriteStats,
+}
+
+/// Counters for the stats file and benchmarks.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriteStats {
+    pub commits: u64,
+    pub journal_blocks_logged: u64,
+    pub checkpoints: u64,
+    pub blocks_written_home: u64,
 }
 
 impl WriteState {
     pub fn new(sb: Superblock) -> Self {
-        WriteState { sb, running: Txn::default(), unwritten: Default::default() }
+        WriteState {
+            sb,
+            running: Txn::default(),
+            running_since: None,
+            unwritten: Default::default(),
+            journal: None,
+            stats: WriteStats::default(),
+        }
     }
 }
 
@@ -65,6 +107,7 @@ impl Volume {
         let b: Block = Arc::from(data);
         self.cache.insert_dirty(blk, b.clone());
         ws.running.add(blk, b);
+        ws.running_since.get_or_insert_with(std::time::Instant::now);
     }
 
     /// A block that will be entirely rewritten: no need to read its old contents.
@@ -84,33 +127,123 @@ impl Volume {
 
     /// Commit the running transaction: make every change in it durable.
     pub(crate) fn commit(&self, ws: &mut WriteState) -> Result<()> {
-        self.write_super(ws)?;
-        let txn = std::mem::take(&mut ws.running);
-        if txn.is_empty() {
+        if ws.running.is_empty() {
             return Ok(());
         }
-        // Ordered mode: file data is written before the metadata that points to it.
-        self.dev.flush().map_err(|e| FsError::io("flushing data before commit", e))?;
+        self.write_super(ws)?;
+        let txn = std::mem::take(&mut ws.running);
+        ws.running_since = None;
+        let now = std::time::Instant::now();
+        if ws.journal.is_none() {
+            // No journal: flush data, then write the metadata home directly.
+            self.dev.flush().map_err(|e| FsError::io("flushing data before commit", e))?;
+            for (blk, data) in txn.blocks() {
+                ws.unwritten.insert(blk, Unwritten { data: data.clone(), since: now });
+            }
+            return self.write_back(ws, None);
+        }
+        let mut t = journal::Transaction::new(self.block_size());
         for (blk, data) in txn.blocks() {
-            ws.unwritten.insert(blk, data.clone());
+            t.log(blk, data).map_err(journal_err)?;
         }
-        self.write_back(ws)
+        for blk in txn.revoked() {
+            t.revoke(blk);
+        }
+        let (need, space, max) = {
+            let j = ws.journal.as_ref().expect("checked above");
+            (t.journal_blocks(j.layout()), j.space_left(), j.max_transaction_blocks())
+        };
+        if need > max {
+            return Err(FsError::Unsupported(format!("transaction of {need} journal blocks exceeds the journal's limit of {max}")));
+        }
+        if need > space {
+            self.checkpoint(ws, journal::CheckpointGoal::Space(need))?;
+        }
+        // jbd2 ordering: copies, flush (which also makes earlier data writes
+        // durable: ordered mode), commit block, flush.
+        let info = ws.journal.as_mut().expect("checked above").commit(&t).map_err(journal_err)?;
+        ws.stats.commits += 1;
+        ws.stats.journal_blocks_logged += info.map_or(0, |i| i.journal_blocks);
+        for (blk, data) in txn.blocks() {
+            ws.unwritten.insert(blk, Unwritten { data: data.clone(), since: now });
+        }
+        Ok(())
     }
 
-    /// Write every committed block home and flush.
-    pub(crate) fn write_back(&self, ws: &mut WriteState) -> Result<()> {
+    /// Write committed blocks home as the journal's checkpoint asks, and move its tail.
+    pub(crate) fn checkpoint(&self, ws: &mut WriteState, goal: journal::CheckpointGoal) -> Result<()> {
+        let WriteState { journal, unwritten, stats, .. } = ws;
+        let Some(j) = journal.as_mut() else { return Ok(()) };
+        let mut written = Vec::new();
+        j.checkpoint(goal, |blk, buf| match unwritten.get(&blk) {
+            Some(u) => {
+                buf.copy_from_slice(&u.data);
+                written.push(blk);
+                Ok(true)
+            }
+            // Not pending: already home, or no longer metadata.
+            None => Ok(false),
+        })
+        .map_err(journal_err)?;
+        stats.checkpoints += 1;
+        stats.blocks_written_home += written.len() as u64;
+        for blk in written {
+            if let Some(u) = unwritten.remove(&blk) {
+                self.cache.unpin(blk, &u.data);
+            }
+        }
+        Ok(())
+    }
+
+    /// Write committed blocks home (all, or those committed before `older_than`),
+    /// flush, and let the journal reuse their space.
+    pub(crate) fn write_back(&self, ws: &mut WriteState, older_than: Option<std::time::Instant>) -> Result<()> {
         let bs = u64::from(self.block_size());
-        for (blk, data) in std::mem::take(&mut ws.unwritten) {
-            self.dev
-                .write_at(blk * bs, &data, IoClass::Metadata)
-                .map_err(|e| FsError::io(format!("writing block {blk} home"), e))?;
-            self.cache.unpin(blk, &data);
+        let due: Vec<u64> = ws
+            .unwritten
+            .iter()
+            .filter(|(_, u)| older_than.map_or(true, |t| u.since <= t))
+            .map(|(&b, _)| b)
+            .collect();
+        if due.is_empty() {
+            return Ok(());
         }
-        self.dev.flush().map_err(|e| FsError::io("flushing metadata", e))
+        for blk in &due {
+            let u = &ws.unwritten[blk];
+            self.dev
+                .write_at(blk * bs, &u.data, IoClass::Metadata)
+                .map_err(|e| FsError::io(format!("writing block {blk} home"), e))?;
+        }
+        self.dev.flush().map_err(|e| FsError::io("flushing metadata", e))?;
+        ws.stats.blocks_written_home += due.len() as u64;
+        for blk in &due {
+            if let Some(u) = ws.unwritten.remove(blk) {
+                self.cache.unpin(*blk, &u.data);
+            }
+        }
+        if let Some(j) = ws.journal.as_mut() {
+            j.written_home(due);
+            j.advance_tail().map_err(journal_err)?;
+        }
+        Ok(())
     }
 
-    /// Put the in-memory superblock (free counts, times) into the running transaction.
-    pub(crate) fn write_super(&self, ws: &mut WriteState) -> Result<()> {
+    /// Periodic work (about once a second): commit a transaction older than
+    /// `commit=`, write home blocks committed longer than `dirty_expire=` ago.
+    pub fn background_tick(&self) -> Result<()> {
+        let Some(w) = self.write.as_ref() else { return Ok(()) };
+        let mut ws = w.lock();
+        if ws.running_since.is_some_and(|t| t.elapsed() >= self.opts.commit_interval) {
+            self.commit(&mut ws)?;
+        }
+        if let Some(cutoff) = std::time::Instant::now().checked_sub(self.opts.dirty_expire) {
+            self.write_back(&mut ws, Some(cutoff))?;
+        }
+        Ok(())
+    }
+
+    /// The superblock's block and its bytes with current free counts and write time.
+    fn super_bytes(&self, ws: &mut WriteState) -> (u64, usize, [u8; ondisk::superblock::SUPERBLOCK_SIZE]) {
         let (bfree, ifree) = {
             let groups = self.groups.read();
             (
@@ -124,11 +257,32 @@ impl Volume {
         let bs = self.block_size() as usize;
         let off = (ondisk::superblock::SUPERBLOCK_OFFSET as usize) % bs;
         let blk = ondisk::superblock::SUPERBLOCK_OFFSET / bs as u64;
-        let bytes = ws.sb.to_bytes();
+        (blk, off, ws.sb.to_bytes())
+    }
+
+    /// Put the in-memory superblock (free counts, times) into the running transaction.
+    pub(crate) fn write_super(&self, ws: &mut WriteState) -> Result<()> {
+        let (blk, off, bytes) = self.super_bytes(ws);
         self.modify(ws, blk, |b| {
             b[off..off + bytes.len()].copy_from_slice(&bytes);
             Ok(())
         })
+    }
+
+    /// Write the superblock straight to its home and flush (mount and clean
+    /// unmount: the needs_recovery flag itself must not wait for the journal).
+    pub(crate) fn write_super_home(&self, ws: &mut WriteState) -> Result<()> {
+        let (blk, off, bytes) = self.super_bytes(ws);
+        let mut data = self.meta(blk)?.to_vec();
+        data[off..off + bytes.len()].copy_from_slice(&bytes);
+        let bs = u64::from(self.block_size());
+        self.dev.write_at(blk * bs, &data, IoClass::Metadata).map_err(|e| FsError::io("writing the superblock", e))?;
+        self.dev.flush().map_err(|e| FsError::io("flushing the superblock", e))?;
+        if !ws.unwritten.contains_key(&blk) && ws.running.blocks().all(|(b, _)| b != blk) {
+            self.cache.remove(blk);
+            self.cache.insert(blk, Arc::from(data));
+        }
+        Ok(())
     }
 
     /// Write group `g`'s descriptor (with checksum) into its descriptor block and the mirror.

@@ -20,14 +20,28 @@ impl Volume {
             self.replay_to_disk()?;
         }
         let mut ws = WriteState::new(self.sb.clone());
-        // While mounted read-write the volume is not known clean: a crash leaves
-        // it flagged for a full e2fsck (the journal's recovery flag takes this
-        // role once commits go through jbd2).
-        ws.sb.f.state &= !STATE_VALID;
+        if let Some(info) = &self.journal {
+            let map = journal::JournalMap::new(info.runs.clone(), info.len_blocks, self.block_size()).map_err(super::journal_err)?;
+            let mut j = journal::Journal::load(self.dev.clone(), map).map_err(super::journal_err)?;
+            if j.needs_recovery() {
+                let rec = j.recover().map_err(super::journal_err)?;
+                j.replay_to_disk(&rec).map_err(super::journal_err)?;
+            }
+            let (compat, incompat) = journal::ext4_features(self.sb.has_metadata_csum(), self.sb.is_64bit());
+            j.set_features(compat, incompat).map_err(super::journal_err)?;
+            ws.journal = Some(j);
+            // As the kernel does: the flag says the journal may hold committed
+            // transactions; stock tools replay it after a crash.
+            ws.sb.f.feature_incompat |= feature::incompat::RECOVER;
+        } else {
+            // No journal: a crash leaves the volume flagged for a full e2fsck.
+            ws.sb.f.state &= !STATE_VALID;
+        }
         ws.sb.f.mnt_count = ws.sb.f.mnt_count.wrapping_add(1);
         ws.sb.f.mtime = super::now().sec as u32;
         self.write = Some(parking_lot::Mutex::new(ws));
         let mut guard = self.write.as_ref().expect("just set").lock();
+        self.write_super_home(&mut guard)?;
         self.free_orphans(&mut guard)?;
         self.commit(&mut guard)
     }

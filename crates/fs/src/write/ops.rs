@@ -108,8 +108,16 @@ fn set_size(inode: &mut Inode, size: u64) {
 }
 
 impl Volume {
+    /// Take the write lock; first commit the running transaction if it has
+    /// grown to a quarter of what the journal accepts (operations are atomic:
+    /// a commit never splits one).
     fn writer(&self) -> Result<parking_lot::MutexGuard<'_, WriteState>> {
-        self.write.as_ref().map(|m| m.lock()).ok_or(FsError::ReadOnly)
+        let mut ws = self.write.as_ref().map(|m| m.lock()).ok_or(FsError::ReadOnly)?;
+        let limit = ws.journal.as_ref().map_or(4096, |j| (j.max_transaction_blocks() / 4).max(16));
+        if ws.running.len() as u64 >= limit {
+            self.commit(&mut ws)?;
+        }
+        Ok(ws)
     }
 
     /// A fresh in-memory inode record of the given mode.
@@ -599,14 +607,20 @@ impl Volume {
         self.commit(&mut ws)
     }
 
-    /// Final flush at unmount: free orphans, commit, write everything home, mark clean.
+    /// Final flush at unmount: free orphans, commit, write everything home,
+    /// empty the journal, mark the volume clean.
     pub fn shutdown(&self) -> Result<()> {
         let mut ws = self.writer()?;
         let ws = &mut *ws;
         self.free_orphans(ws)?;
-        ws.sb.f.state |= ondisk::superblock::STATE_VALID;
         self.commit(ws)?;
-        self.write_back(ws)
+        self.write_back(ws, None)?;
+        if let Some(j) = ws.journal.as_mut() {
+            j.empty().map_err(super::journal_err)?;
+        }
+        ws.sb.f.state |= ondisk::superblock::STATE_VALID;
+        ws.sb.f.feature_incompat &= !feature::incompat::RECOVER;
+        self.write_super_home(ws)
     }
 
     /// Free every inode on the orphan list (unlinked while open).
