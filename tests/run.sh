@@ -16,6 +16,8 @@ if [ "$cargo_rc" != 0 ]; then
     echo "tests/run.sh: cargo failed (rc=$cargo_rc); running the system tests anyway, the run will fail" >&2
 fi
 export EXT4LAZY_ADAPTER="${EXT4LAZY_ADAPTER:-ext4lazy}"
+# Honour a relocated cargo target directory.
+export EXT4LAZY_BIN="${EXT4LAZY_BIN:-${CARGO_TARGET_DIR:-$PWD/target}/release/ext4lazy}"
 if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ]; then
     echo "tests/run.sh: system tests need root and /dev/fuse; pytest will report them as skipped" >&2
 fi
