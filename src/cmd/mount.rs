@@ -47,7 +47,8 @@ fn spawn_daemon(option_args: &[String], image: &Path, mountpoint: &Path) -> Resu
     }
     cmd.arg(image).arg(mountpoint);
     cmd.env(READY_FD_ENV, wr.as_raw_fd().to_string());
-    cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    // The child reports errors through the pipe (and later its log file), never on our stderr.
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     let mut child = cmd.spawn().context("cannot start the ext4lazy daemon")?;
     drop(wr); // only the child holds the write end now: EOF means it is gone
     let mut msg = String::new();
