@@ -266,6 +266,25 @@ def test_mount_foreground(ext4lazy, small):
         util.force_unmount(mnt)
 
 
+def test_double_mount_refused(ext4lazy, small):
+    """A second daemon on an image that is already served must refuse (xfstests' helper rule), cleanly."""
+    mnt1 = os.path.join(small["dir"], "dbl1")
+    mnt2 = os.path.join(small["dir"], "dbl2")
+    os.makedirs(mnt1, exist_ok=True)
+    os.makedirs(mnt2, exist_ok=True)
+    try:
+        p = cli(ext4lazy, "mount", "-o", "ro", small["image"], mnt1)
+        assert p.returncode == 0, f"first mount failed: {p.stderr.strip()}"
+        q = cli(ext4lazy, "mount", "-o", "ro", small["image"], mnt2)
+        assert not util.in_proc_mounts(mnt2), "the same image got mounted twice"
+        assert_clean_error(q, "second mount of the same image")
+        assert sorted(os.listdir(mnt1)) == small["root_names"], "first mount damaged by the refused second one"
+        assert cli(ext4lazy, "umount", mnt1).returncode == 0
+    finally:
+        util.force_unmount(mnt2)
+        util.force_unmount(mnt1)
+
+
 def test_stat_human(ext4lazy, small):
     p = cli(ext4lazy, "stat", small["image"])
     assert p.returncode == 0, f"stat failed rc={p.returncode}: {p.stderr.strip()}"
@@ -319,6 +338,11 @@ def test_stat_json_matches_dumpe2fs(ext4lazy, small):
             norm = (lambda x: str(x).lower().replace("-", "")) if field == "Filesystem UUID" else (lambda x: str(x).lower())
             if norm(v) != norm(want):
                 problems.append(f"{where}={v!r} but dumpe2fs {field}={want}")
+    nr = _find_keys(doc, ("needs_recovery",))
+    want_nr = "needs_recovery" in images.features(info)
+    for where, v in nr:
+        if v is not want_nr:
+            problems.append(f"{where}={v!r} but dumpe2fs says needs_recovery={want_nr}")
     assert not problems, "; ".join(problems)
 
 

@@ -82,3 +82,36 @@ def test_statfs_matches_kernel(variant, store, impl_walks, adapter_id):
     i = _impl(impl_walks, variant)["walk"]["statfs"]
     bad = [f"{f}: kernel={k.get(f)} {adapter_id}={i.get(f)}" for f in STATFS_FIELDS if k.get(f) != i.get(f)]
     assert not bad, f"[{variant}] statfs differs: " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("variant", ["default"])
+def test_concurrent_walks_match_kernel(variant, store, adapter, adapter_id, mounts, workdir):
+    """Three walkers at once on one mount (the FUSE daemon serves on several threads): each sees the kernel's tree."""
+    import subprocess
+    import sys
+    kernel = store.kernel_walk(images.VARIANTS[variant])["records"]
+    m = mounts.mount(adapter, store.image(images.VARIANTS[variant]), label=f"conc-{variant}")
+    procs = []
+    for i in range(3):
+        out = os.path.join(workdir, f"conc-{variant}-{i}.json")
+        procs.append((out, subprocess.Popen([sys.executable, compare.WALKER, m.mnt, out],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
+    problems = []
+    for out, p in procs:
+        try:
+            _, errs = p.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            for _, q in procs:
+                q.kill()
+            pytest.fail("concurrent walks did not finish within 600 s", pytrace=False)
+        if p.returncode != 0:
+            problems.append(f"walker rc={p.returncode}: {errs[-500:]}")
+            continue
+        with open(out) as f:
+            recs = json.load(f)["records"]
+        diffs = [d for g in compare.GROUPS if g != "times" for d in compare.diff(kernel, recs, g)]
+        if diffs:
+            problems.append(compare.report(diffs, "kernel", adapter_id, per_field=3))
+    assert m.alive(), "daemon died during concurrent walks"
+    if problems:
+        pytest.fail(f"[{variant}] concurrent walks: " + "\n".join(problems), pytrace=False)
