@@ -84,12 +84,21 @@ atexit.register(_emergency_cleanup)
 
 
 @pytest.fixture(scope="session")
-def workdir():
+def workdir(request):
     d = tempfile.mkdtemp(prefix="ext4lazy-systest-", dir="/var/tmp")
     _WORKDIRS.append(d)
     yield d
     _emergency_cleanup()
     shutil.rmtree(d, ignore_errors=True)
+    # ext4lazy daemons log to /run/ext4lazy/<mountpoint with / as _>.log: keep them only when something failed
+    if request.session.testsfailed == 0 and os.path.isdir("/run/ext4lazy"):
+        prefix = d.strip("/").replace("/", "_")
+        for f in os.listdir("/run/ext4lazy"):
+            if f.startswith(prefix):
+                try:
+                    os.unlink(os.path.join("/run/ext4lazy", f))
+                except OSError:
+                    pass
 
 
 @pytest.fixture(scope="session")
