@@ -157,3 +157,51 @@ def test_corrupt_superblock_refuses_to_mount(case, bases, adapter, adapter_id, w
             if any("panicked" in line for line in lines):
                 problems.append("panic instead of an error")
         _conclude(adapter_id, problems, {"rc": e.rc, "stderr": lines[:3]})
+
+
+@pytest.mark.parametrize("flavour", ["csum", "nocsum"])
+def test_damaged_htree_index_gives_eio_or_the_right_answer(flavour, bases, adapter, adapter_id, workdir, mounts):
+    """Damaged htree root (count/limit and the first index entries): an implementation may refuse (EIO) or
+    fall back to scanning the leaf blocks, but it must never return wrong names, and it must survive."""
+    base, base_recs = bases[flavour]
+    img = images.copy_image(base, os.path.join(workdir, "corrupt", f"htree-{flavour}.img"))
+    assert images.htree_levels(img, "/hdir") >= 0, "fixture: /hdir is not an htree"
+    images.xor_bytes(img, images.first_block(img, "/hdir") * images.block_size(img) + 0x20, 16)
+    kref = _kernel_errno(images.copy_image(img, img + ".k"), "hdir", "listdir", workdir)
+    os.unlink(img + ".k")
+    want = sorted(p.split("/", 1)[1] for p in base_recs if p.startswith("hdir/"))
+    problems, observed = [], {"kernel listdir": kref}
+    try:
+        m = mounts.mount(adapter, img)
+    except adapters.MountFailed as e:
+        _conclude(adapter_id, [f"mount failed (must succeed): {e}"], observed)
+        return
+    d = os.path.join(m.mnt, "hdir")
+    try:
+        got = sorted(os.listdir(d))
+        observed["listdir"] = f"{len(got)} names"
+        if got != want:
+            problems.append(f"listdir returned wrong names: {len(got)} vs {len(want)}, "
+                            f"missing {sorted(set(want) - set(got))[:3]} extra {sorted(set(got) - set(want))[:3]}")
+    except OSError as e:
+        observed["listdir"] = errno.errorcode.get(e.errno, e.errno)
+        if e.errno != errno.EIO:
+            problems.append(f"listdir: expected EIO or the right names, got {observed['listdir']}")
+    bad_lookups = []
+    for name in want[::97] + ["h99999_not_there"]:
+        try:
+            st = os.lstat(os.path.join(d, name))
+            if name not in want or st.st_size != base_recs["hdir/" + name]["size"]:
+                bad_lookups.append(f"{name}: found, wrongly")
+        except OSError as e:
+            if e.errno not in (errno.EIO, errno.ENOENT) or (e.errno == errno.ENOENT and name in want):
+                bad_lookups.append(f"{name}: {errno.errorcode.get(e.errno, e.errno)}")
+    if bad_lookups:
+        problems.append("lookups: " + "; ".join(bad_lookups[:5]))
+    if not m.alive():
+        problems.append("daemon/mount died")
+    else:
+        for p in ("other/o5", "victimfile", "sib03"):
+            if _op("read", os.path.join(m.mnt, p)) is not None:
+                problems.append(f"untouched {p} unreadable afterwards")
+    _conclude(adapter_id, problems, observed)

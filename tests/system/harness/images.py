@@ -554,6 +554,9 @@ def build_small(image, workdir, opts=(), size=256 * MiB):
         os.mkdir(J(root, "victimdir"))
         for i in range(60):
             _write(J(root, "victimdir", "entry%02d" % i), b"v%d" % i)
+        os.mkdir(J(root, "hdir"))
+        for i in range(3000):
+            _write(J(root, "hdir", "h%05d_%s" % (i, "p" * (i % 30))), b"")
         _write(J(root, "victimfile"), b"victim content\n")
         for i in range(15):
             _write(J(root, "sib%02d" % i), b"sibling %d\n" % i)
