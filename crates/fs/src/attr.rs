@@ -26,6 +26,9 @@ impl Volume {
     pub fn stat(&self, inode: &Inode) -> Stat {
         let ft = inode.file_type();
         let rdev = if ft == mode::S_IFCHR || ft == mode::S_IFBLK { inode.rdev() } else { 0 };
+        // As the kernel (ext4_file_getattr, regular files only): inline data counts its bytes as used sectors, so tools
+        // (tar, rsync) do not take a small inline file for a sparse one.
+        let inline = if inode.is_reg() && inode.has_flag(ondisk::inode::flags::INLINE_DATA) { inode.size().div_ceil(512) } else { 0 };
         Stat {
             ino: inode.ino,
             mode: inode.base.mode,
@@ -33,7 +36,7 @@ impl Volume {
             uid: inode.uid(),
             gid: inode.gid(),
             size: inode.size(),
-            blocks: inode.blocks_512(&self.sb),
+            blocks: inode.blocks_512(&self.sb) + inline,
             atime: inode.atime(),
             mtime: inode.mtime(),
             ctime: inode.ctime(),

@@ -59,6 +59,27 @@ pub fn to_file_attr(s: &Stat, ino: INodeNo) -> FileAttr {
     }
 }
 
+/// Attributes for an entry whose inode cannot be read (used with a zero TTL).
+pub fn placeholder(ino: INodeNo, dirent_type: u8) -> FileAttr {
+    FileAttr {
+        ino,
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: dirent_kind(dirent_type),
+        perm: 0,
+        nlink: 1,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
 /// The classic permission check (used when the kernel does not check for us).
 /// Supplementary groups are not known here, so only the primary group counts.
 pub fn may_access(s: &Stat, uid: u32, gid: u32, mask: AccessFlags) -> bool {

@@ -288,21 +288,26 @@ impl fuser::Filesystem for Ext4Fuse {
             Ok(d) => d,
             Err(e) => return reply.error(e),
         };
-        let mut failed = None;
-        let r = self.vol.read_dir(&dir, offset, &mut |e| match self.vol.inode(e.ino) {
-            Ok(child) => {
-                let attr = self.attr(&child);
-                let generation = Generation(u64::from(child.base.generation));
-                !reply.add(fuse_ino(e.ino), e.next, OsStr::from_bytes(&e.name), &self.policy.ttl, &attr, generation)
-            }
-            Err(err) => {
-                failed = Some(err);
-                false
-            }
+        let r = self.vol.read_dir(&dir, offset, &mut |e| {
+            let generation;
+            let (attr, ttl) = match self.vol.inode(e.ino) {
+                Ok(child) => {
+                    generation = Generation(u64::from(child.base.generation));
+                    (self.attr(&child), self.policy.ttl)
+                }
+                // A damaged child must not hide its siblings: list it with an
+                // attribute that expires at once, so stat asks again and gets EIO.
+                Err(err) => {
+                    errno(&err);
+                    generation = Generation(0);
+                    (attr::placeholder(fuse_ino(e.ino), e.file_type), Duration::ZERO)
+                }
+            };
+            !reply.add(fuse_ino(e.ino), e.next, OsStr::from_bytes(&e.name), &ttl, &attr, generation)
         });
-        match (r, failed) {
-            (Ok(()), None) => reply.ok(),
-            (Err(e), _) | (Ok(()), Some(e)) => reply.error(errno(&e)),
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
