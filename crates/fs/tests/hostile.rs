@@ -87,13 +87,7 @@ impl Lcg {
 
 #[test]
 fn corrupted_images_give_errors_not_panics() {
-    if !common::have_mkfs() {
-        eprintln!("SKIPPED: mkfs.ext4 not installed");
-        return;
-    }
-    let work = tempfile::tempdir().unwrap();
-    let src = work.path().join("src");
-    common::populate(&src);
+    let Some((work, src)) = common::setup() else { return };
     for (variant, opts) in [("default", vec![]), ("1k-inline", vec!["-b", "1024", "-O", "inline_data"]), ("ext3", vec!["-t", "ext3"])] {
         let img = common::make_image(work.path(), &format!("{variant}.img"), 16, &opts, &src);
         let pristine = std::fs::read(&img).unwrap();
@@ -129,13 +123,7 @@ fn corrupted_images_give_errors_not_panics() {
 
 #[test]
 fn truncated_image_is_refused_clearly() {
-    if !common::have_mkfs() {
-        eprintln!("SKIPPED: mkfs.ext4 not installed");
-        return;
-    }
-    let work = tempfile::tempdir().unwrap();
-    let src = work.path().join("src");
-    common::populate(&src);
+    let Some((work, src)) = common::setup() else { return };
     let img = common::make_image(work.path(), "t.img", 16, &[], &src);
     let f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
     f.set_len(8 << 20).unwrap();
@@ -147,13 +135,7 @@ fn truncated_image_is_refused_clearly() {
 /// counts agree with the descriptors' (computed bitmaps of uninitialised groups included).
 #[test]
 fn bitmaps_match_descriptors_on_real_images() {
-    if !common::have_mkfs() {
-        eprintln!("SKIPPED: mkfs.ext4 not installed");
-        return;
-    }
-    let work = tempfile::tempdir().unwrap();
-    let src = work.path().join("src");
-    common::populate(&src);
+    let Some((work, src)) = common::setup() else { return };
     for (variant, opts) in [("default", vec![]), ("1k", vec!["-b", "1024"]), ("nocsum", vec!["-O", "^metadata_csum,^64bit"])] {
         let img = common::make_image(work.path(), &format!("{variant}.img"), 64, &opts, &src);
         let vol = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();

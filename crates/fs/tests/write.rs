@@ -7,7 +7,6 @@ mod common;
 use blockdev::FileDevice;
 use fs::{CreateKind, SetAttr, Volume, VolumeOptions, ROOT_INO};
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::Arc;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -31,16 +30,6 @@ impl Lcg {
 fn open_rw(img: &std::path::Path) -> Volume {
     let dev = Arc::new(FileDevice::open(img, true).unwrap());
     Volume::open(dev, VolumeOptions { read_only: false, ..Default::default() }).unwrap()
-}
-
-fn e2fsck_clean(img: &std::path::Path) {
-    let out = Command::new("e2fsck").args(["-fn"]).arg(img).output().expect("run e2fsck");
-    assert!(
-        out.status.success(),
-        "e2fsck -fn found problems:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Resolve a model path ("a/b") to its inode on the volume.
@@ -105,11 +94,7 @@ fn check(vol: &Volume, model: &BTreeMap<String, Node>) {
 
 #[test]
 fn random_operations_match_model_and_pass_e2fsck() {
-    if !common::have_mkfs() {
-        eprintln!("SKIPPED: mkfs.ext4 not installed");
-        return;
-    }
-    let work = tempfile::tempdir().unwrap();
+    let Some((work, _)) = common::setup() else { return };
     let empty = work.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
     for (variant, opts, seed) in [
@@ -220,7 +205,7 @@ fn random_operations_match_model_and_pass_e2fsck() {
         check(&vol, &model);
         vol.shutdown().unwrap();
         drop(vol);
-        e2fsck_clean(&img);
+        common::e2fsck_clean(&img);
         // A fresh read-only open sees the same tree.
         let ro = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
         check(&ro, &model);
@@ -230,11 +215,7 @@ fn random_operations_match_model_and_pass_e2fsck() {
 
 #[test]
 fn big_directory_grows_an_htree_and_stays_consistent() {
-    if !common::have_mkfs() {
-        eprintln!("SKIPPED: mkfs.ext4 not installed");
-        return;
-    }
-    let work = tempfile::tempdir().unwrap();
+    let Some((work, _)) = common::setup() else { return };
     let empty = work.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
     let img = common::make_image(work.path(), "big.img", 256, &[], &empty);
@@ -260,5 +241,5 @@ fn big_directory_grows_an_htree_and_stays_consistent() {
     }
     vol.shutdown().unwrap();
     drop(vol);
-    e2fsck_clean(&img);
+    common::e2fsck_clean(&img);
 }

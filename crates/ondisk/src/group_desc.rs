@@ -122,6 +122,23 @@ impl GroupDesc {
     pub fn has_flag(&self, flag: u16) -> bool {
         self.lo.flags & flag != 0
     }
+    pub fn set_free_blocks_count(&mut self, n: u32) {
+        (self.lo.free_blocks_count_lo, self.hi.free_blocks_count_hi) = split16(n);
+    }
+    pub fn set_free_inodes_count(&mut self, n: u32) {
+        (self.lo.free_inodes_count_lo, self.hi.free_inodes_count_hi) = split16(n);
+    }
+    pub fn set_used_dirs_count(&mut self, n: u32) {
+        (self.lo.used_dirs_count_lo, self.hi.used_dirs_count_hi) = split16(n);
+    }
+    pub fn set_itable_unused(&mut self, n: u32) {
+        (self.lo.itable_unused_lo, self.hi.itable_unused_hi) = split16(n);
+    }
+}
+
+/// A 32-bit count as the (low, high) 16-bit halves descriptors store.
+fn split16(n: u32) -> (u16, u16) {
+    (n as u16, (n >> 16) as u16)
 }
 
 /// The descriptor checksum the volume's features call for, or None without one.

@@ -266,6 +266,14 @@ impl Inode {
     pub fn gid(&self) -> u32 {
         u32::from(self.base.gid_lo) | (u32::from(self.base.gid_hi) << 16)
     }
+    pub fn set_uid(&mut self, uid: u32) {
+        self.base.uid_lo = uid as u16;
+        self.base.uid_hi = (uid >> 16) as u16;
+    }
+    pub fn set_gid(&mut self, gid: u32) {
+        self.base.gid_lo = gid as u16;
+        self.base.gid_hi = (gid >> 16) as u16;
+    }
     pub fn links_count(&self) -> u16 {
         self.base.links_count
     }

@@ -55,19 +55,16 @@ impl Volume {
             bitmap::set_checksum(&self.sb, &mut gd, &bits, Kind::Inode);
             gd.lo.flags &= !BG_INODE_UNINIT;
             let free = gd.free_inodes_count() - 1;
-            gd.lo.free_inodes_count_lo = free as u16;
-            gd.hi.free_inodes_count_hi = (free >> 16) as u16;
+            gd.set_free_inodes_count(free);
             if is_dir {
                 let dirs = gd.used_dirs_count() + 1;
-                gd.lo.used_dirs_count_lo = dirs as u16;
-                gd.hi.used_dirs_count_hi = (dirs >> 16) as u16;
+                gd.set_used_dirs_count(dirs);
             }
             // Keep `itable_unused` below every inode in use (e2fsck checks it).
             let used_end = idx as u32 + 1;
             if ipg - gd.itable_unused() < used_end {
                 let unused = ipg - used_end;
-                gd.lo.itable_unused_lo = unused as u16;
-                gd.hi.itable_unused_hi = (unused >> 16) as u16;
+                gd.set_itable_unused(unused);
             }
             let bitmap_blk = gd.inode_bitmap();
             self.install(ws, bitmap_blk, bits);
@@ -107,12 +104,10 @@ impl Volume {
         bitmap::clear(&mut bits, idx);
         bitmap::set_checksum(&self.sb, &mut gd, &bits, Kind::Inode);
         let free = gd.free_inodes_count() + 1;
-        gd.lo.free_inodes_count_lo = free as u16;
-        gd.hi.free_inodes_count_hi = (free >> 16) as u16;
+        gd.set_free_inodes_count(free);
         if was_dir {
             let dirs = gd.used_dirs_count().saturating_sub(1);
-            gd.lo.used_dirs_count_lo = dirs as u16;
-            gd.hi.used_dirs_count_hi = (dirs >> 16) as u16;
+            gd.set_used_dirs_count(dirs);
         }
         self.install(ws, gd.inode_bitmap(), bits);
         self.write_group(ws, g, gd)
@@ -148,8 +143,7 @@ impl Volume {
             bitmap::set_checksum(&self.sb, &mut gd, &bits, Kind::Block);
             gd.lo.flags &= !BG_BLOCK_UNINIT;
             let free = gd.free_blocks_count() - run as u32;
-            gd.lo.free_blocks_count_lo = free as u16;
-            gd.hi.free_blocks_count_hi = (free >> 16) as u16;
+            gd.set_free_blocks_count(free);
             self.install(ws, gd.block_bitmap(), bits);
             self.write_group(ws, g, gd)?;
             let first = self.group_first_block(g) + at as u64;
@@ -176,8 +170,7 @@ impl Volume {
             bitmap::set_checksum(&self.sb, &mut gd, &bits, Kind::Block);
             gd.lo.flags &= !BG_BLOCK_UNINIT;
             let free = gd.free_blocks_count() + (gend - b) as u32;
-            gd.lo.free_blocks_count_lo = free as u16;
-            gd.hi.free_blocks_count_hi = (free >> 16) as u16;
+            gd.set_free_blocks_count(free);
             self.install(ws, gd.block_bitmap(), bits);
             self.write_group(ws, g, gd)?;
             b = gend;

@@ -124,16 +124,14 @@ impl Volume {
     fn new_inode(&self, ino: u32, mode_bits: u16, uid: u32, gid: u32) -> Inode {
         let size = usize::from(self.sb.inode_size());
         let t = now();
-        let mut base = InodeBase { mode: mode_bits, links_count: 1, generation: next_generation(), ..Default::default() };
-        base.uid_lo = uid as u16;
-        base.uid_hi = (uid >> 16) as u16;
-        base.gid_lo = gid as u16;
-        base.gid_hi = (gid >> 16) as u16;
+        let base = InodeBase { mode: mode_bits, links_count: 1, generation: next_generation(), ..Default::default() };
         let extra = (size > GOOD_OLD_INODE_SIZE).then(|| {
             let want = if self.sb.f.want_extra_isize >= 32 { self.sb.f.want_extra_isize } else { 32 };
             InodeExtra { extra_isize: want.min((size - GOOD_OLD_INODE_SIZE) as u16), ..Default::default() }
         });
         let mut inode = Inode { ino, base, extra, raw: vec![0u8; size] };
+        inode.set_uid(uid);
+        inode.set_gid(gid);
         for w in ["a", "m", "c"] {
             set_time(&mut inode, w, t);
         }
@@ -552,12 +550,10 @@ impl Volume {
             inode.base.mode = (inode.base.mode & mode::S_IFMT) | (m & 0o7777);
         }
         if let Some(uid) = attr.uid {
-            inode.base.uid_lo = uid as u16;
-            inode.base.uid_hi = (uid >> 16) as u16;
+            inode.set_uid(uid);
         }
         if let Some(gid) = attr.gid {
-            inode.base.gid_lo = gid as u16;
-            inode.base.gid_hi = (gid >> 16) as u16;
+            inode.set_gid(gid);
         }
         if let Some(size) = attr.size {
             if inode.is_dir() {

@@ -38,3 +38,27 @@ pub fn make_image(work: &Path, name: &str, size_mb: u64, extra: &[&str], src: &P
     assert!(out.status.success(), "mkfs.ext4 {extra:?}: {}", String::from_utf8_lossy(&out.stderr));
     img
 }
+
+/// A temp dir with a populated source tree in `src/`, or None (with a
+/// message) where mkfs.ext4 is missing.
+pub fn setup() -> Option<(tempfile::TempDir, PathBuf)> {
+    if !have_mkfs() {
+        eprintln!("SKIPPED: mkfs.ext4 not installed");
+        return None;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let src = work.path().join("src");
+    populate(&src);
+    Some((work, src))
+}
+
+/// The oracle: `e2fsck -fn` must find nothing.
+pub fn e2fsck_clean(img: &Path) {
+    let out = Command::new("e2fsck").args(["-fn"]).arg(img).output().expect("run e2fsck");
+    assert!(
+        out.status.success(),
+        "e2fsck -fn found problems:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
