@@ -164,6 +164,7 @@ class ImplWalks:
 
     def _walk(self, name):
         v = images.VARIANTS[name]
+        self.store.kernel_walk(v)          # oracle first, kept in memory: both walks see the same image build
         img = self.store.image(v)
         res = {"image": img, "error": None, "alive_after_walk": None}
         before = util.sparse_sha256(img)

@@ -441,6 +441,7 @@ class ImageStore:
         self.root, self.persistent = root, persistent
         os.makedirs(root, exist_ok=True)
         self.timings = {}
+        self._kernel = {}     # in memory: the oracle must describe the very image the implementation reads
 
     def _base(self, variant):
         k = hashlib.sha256((variant.key() + str(BUILDER_VERSION)).encode()).hexdigest()[:10]
@@ -458,6 +459,8 @@ class ImageStore:
     def kernel_walk(self, variant):
         """The kernel's view of the image: {"statfs": ..., "records": ...} (walked once, cached)."""
         from . import compare
+        if variant.name in self._kernel:
+            return self._kernel[variant.name]
         img = self.image(variant)
         out = self._base(variant) + f".kernel-{walker_hash()}.json"
         if not os.path.exists(out):
@@ -466,7 +469,8 @@ class ImageStore:
                 compare.walk(mnt, out + ".tmp")
             os.rename(out + ".tmp", out)
         with open(out) as f:
-            return json.load(f)
+            self._kernel[variant.name] = json.load(f)
+        return self._kernel[variant.name]
 
     def cleanup(self):
         if not self.persistent:
