@@ -122,7 +122,7 @@ fn random_operations_match_model_and_pass_e2fsck() {
                     vol.create(pino, name.as_bytes(), CreateKind::Dir, 0o755, 0, 0).unwrap();
                     model.insert(child, Node::Dir);
                 }
-                2 | 3 => {
+                2 => {
                     vol.create(pino, name.as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap();
                     model.insert(child, Node::File(Vec::new()));
                 }
@@ -167,6 +167,18 @@ fn random_operations_match_model_and_pass_e2fsck() {
                     vol.rename(resolve(&vol, p), n.as_bytes(), pino, name.as_bytes(), false, false).unwrap();
                     let node = model.remove(&f).unwrap();
                     model.insert(child, node);
+                }
+                3 if !files.is_empty() && rng.below(2) == 0 => {
+                    // Preallocate (maybe past EOF, maybe keeping the size): reads stay zeros.
+                    let f = &files[rng.below(files.len())];
+                    let Node::File(data) = model.get_mut(f).unwrap() else { unreachable!() };
+                    let off = rng.below(data.len() + 30_000);
+                    let len = 1 + rng.below(40_000);
+                    let keep = rng.below(2) == 0;
+                    vol.fallocate(resolve(&vol, f), off as u64, len as u64, keep).unwrap();
+                    if !keep && data.len() < off + len {
+                        data.resize(off + len, 0);
+                    }
                 }
                 8 => {
                     let target = format!("target-{}", "t".repeat(rng.below(120)));

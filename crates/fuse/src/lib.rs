@@ -311,6 +311,18 @@ impl fuser::Filesystem for Ext4Fuse {
         }
     }
 
+    fn fallocate(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+        // Plain preallocation and KEEP_SIZE; punch hole, zero range, collapse and insert are not implemented.
+        if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
+        let keep = mode & libc::FALLOC_FL_KEEP_SIZE != 0;
+        match ext4_ino(ino).and_then(|i| self.vol.fallocate(i, offset, length, keep).map_err(|e| errno(&e))) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let s = self.vol.statfs();
         reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize);

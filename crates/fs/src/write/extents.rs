@@ -240,8 +240,14 @@ impl Volume {
     }
 
     /// Make logical blocks [lblk, lblk + count) of `inode` mapped, allocating
-    /// what is missing; returns the runs (lblk, pblk, len, newly allocated).
+    /// what is missing; returns the runs (lblk, pblk, len, reads as zeros:
+    /// newly allocated or preallocated). With `unwritten`, new blocks are
+    /// preallocated (fallocate): they read as zeros until written.
     pub(crate) fn ensure_mapped(&self, ws: &mut WriteState, inode: &mut Inode, lblk: u64, count: u64) -> Result<Vec<(u64, u64, u64, bool)>> {
+        self.map_or_allocate(ws, inode, lblk, count, false)
+    }
+
+    pub(crate) fn map_or_allocate(&self, ws: &mut WriteState, inode: &mut Inode, lblk: u64, count: u64, unwritten: bool) -> Result<Vec<(u64, u64, u64, bool)>> {
         if !inode.has_flag(flags::EXTENTS) {
             return Err(FsError::Unsupported("writing block-mapped (ext2/ext3-style) files".into()));
         }
@@ -253,22 +259,52 @@ impl Volume {
         }
         while l < end {
             match self.map_block(inode, l, end - l)? {
-                Mapping::Mapped { pblk, len, .. } => {
-                    out.push((l, pblk, len, false));
+                Mapping::Mapped { pblk, len, unwritten: was_unwritten } => {
+                    out.push((l, pblk, len, was_unwritten));
                     l += len;
                 }
                 Mapping::Hole { len } => {
-                    let want = len.min(end - l).min(u64::from(MAX_INIT_LEN));
+                    let cap = u64::from(MAX_INIT_LEN) - u64::from(unwritten);
+                    let want = len.min(end - l).min(cap);
                     let goal = self.alloc_goal(inode, l)?;
                     let (pblk, got) = self.alloc_blocks(ws, goal, want)?;
                     self.adjust_blocks(inode, got as i64);
-                    self.insert_extent(ws, inode, Extent { block: l as u32, len: got as u16, start: pblk, uninit: false })?;
+                    self.insert_extent(ws, inode, Extent { block: l as u32, len: got as u16, start: pblk, uninit: unwritten })?;
                     out.push((l, pblk, got, true));
                     l += got;
                 }
             }
         }
         Ok(out)
+    }
+
+    /// Blocks [lblk, lblk + len) now hold written data: preallocated extents
+    /// covering them become initialised (split where the range ends inside one).
+    pub(crate) fn mark_written(&self, ws: &mut WriteState, inode: &mut Inode, lblk: u64, len: u64) -> Result<()> {
+        let end = lblk + len;
+        let exts = self.collect_extents(inode)?;
+        if !exts.iter().any(|e| e.uninit && e.end() > lblk && u64::from(e.block) < end) {
+            return Ok(());
+        }
+        let mut out = Vec::with_capacity(exts.len() + 2);
+        for e in exts {
+            let (b, x) = (u64::from(e.block), e.end());
+            if !e.uninit || x <= lblk || b >= end {
+                out.push(e);
+                continue;
+            }
+            // Up to three pieces: unwritten before, written middle, unwritten after.
+            let (lo, hi) = (b.max(lblk), x.min(end));
+            let piece = |from: u64, to: u64, uninit: bool| Extent { block: from as u32, len: (to - from) as u16, start: e.start + (from - b), uninit };
+            if b < lo {
+                out.push(piece(b, lo, true));
+            }
+            out.push(piece(lo, hi, false));
+            if hi < x {
+                out.push(piece(hi, x, true));
+            }
+        }
+        self.rebuild_tree(ws, inode, &out)
     }
 
     /// Where to look for blocks for logical block `lblk`: right after the block

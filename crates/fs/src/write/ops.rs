@@ -511,7 +511,11 @@ impl Volume {
         let first = offset / bs;
         let last = (end - 1) / bs;
         let runs = self.ensure_mapped(ws, &mut inode, first, last - first + 1)?;
+        let mut preallocated = Vec::new();
         for (lblk, pblk, len, fresh) in runs {
+            if fresh {
+                preallocated.push((lblk, len));
+            }
             // Bytes of `data` that fall into this run.
             let run_start = lblk * bs;
             let run_end = (lblk + len) * bs;
@@ -533,12 +537,42 @@ impl Volume {
             buf[(lo - run_start) as usize..(hi - run_start) as usize].copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
             self.dev.write_at(pblk * bs, &buf, IoClass::Data).map_err(|e| FsError::io(format!("writing data at block {pblk}"), e))?;
         }
+        // Data is on disk: preallocated extents under it now read as written.
+        for (lblk, len) in preallocated {
+            self.mark_written(ws, &mut inode, lblk, len)?;
+        }
         if end > inode.size() {
             set_size(&mut inode, end);
         }
         touch(&mut inode, true);
         self.write_inode(ws, &inode)?;
         Ok(data.len())
+    }
+
+    /// fallocate(2) modes 0 and FALLOC_FL_KEEP_SIZE: preallocate blocks that
+    /// read as zeros (unwritten extents); others are refused by the caller.
+    pub fn fallocate(&self, ino: u32, offset: u64, len: u64, keep_size: bool) -> Result<()> {
+        let mut ws = self.writer()?;
+        let ws = &mut *ws;
+        let mut inode = self.inode(ino)?;
+        if !inode.is_reg() {
+            return Err(if inode.is_dir() { FsError::IsDir } else { FsError::Invalid("not a regular file".into()) });
+        }
+        if inode.has_flag(flags::INLINE_DATA) || !inode.has_flag(flags::EXTENTS) {
+            return Err(FsError::Unsupported("fallocate needs an extent-mapped file".into()));
+        }
+        let end = offset.checked_add(len).filter(|&e| len > 0 && e <= (1u64 << 32) * u64::from(self.block_size())).ok_or_else(|| FsError::Invalid("bad range".into()))?;
+        let bs = u64::from(self.block_size());
+        let first = offset / bs;
+        let last = (end - 1) / bs;
+        self.map_or_allocate(ws, &mut inode, first, last - first + 1, true)?;
+        if !keep_size && end > inode.size() {
+            set_size(&mut inode, end);
+            touch(&mut inode, true);
+        } else {
+            touch(&mut inode, false);
+        }
+        self.write_inode(ws, &inode)
     }
 
     /// Change attributes; a size change truncates or extends (sparsely).
