@@ -79,7 +79,7 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
         detach(mountpoint)?;
         let _ = r.write_all(b"OK");
     }
-    let vol = session.vol.clone();
+    let Prepared { session, vol, lock } = session;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let ticker = (!vol.is_read_only()).then(|| {
         let (vol, stop) = (vol.clone(), stop.clone());
@@ -99,24 +99,19 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
     }
     served?;
     // The kernel has let go: write everything home and mark the volume clean.
+    // Only then release the image lock: `umount` waits on it.
     if !vol.is_read_only() {
         vol.shutdown().context("final write-back")?;
     }
+    drop(lock);
     Ok(())
 }
 
 struct Prepared {
     session: fuser::Session<fuse::Ext4Fuse>,
     vol: Arc<Volume>,
-    // Held until the daemon exits: see the module comment.
-    _lock: File,
-}
-
-impl Prepared {
-    fn run(self) -> std::io::Result<()> {
-        let Prepared { session, _lock, .. } = self;
-        session.run()
-    }
+    /// Held until the daemon has written everything: see the module comment.
+    lock: File,
 }
 
 fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepared> {
@@ -158,7 +153,7 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     config.clone_fd = true;
     let session =
         fuser::Session::new(fs, &mnt, &config).with_context(|| format!("cannot mount on {}", mnt.display()))?;
-    Ok(Prepared { session, vol, _lock: lock })
+    Ok(Prepared { session, vol, lock })
 }
 
 fn lock_exclusive(f: &File, image: &Path) -> Result<()> {
