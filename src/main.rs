@@ -33,6 +33,10 @@ enum Command {
         json: bool,
         image: PathBuf,
     },
+    /// Install the binary in /usr/local/bin and the mount(8) helper /sbin/mount.fuse.ext4lazy.
+    Install,
+    /// Remove what `install` put in place.
+    Uninstall,
     /// Disk models: random-write runs, an image server for kernel file systems, reports.
     Emu {
         #[command(subcommand)]
@@ -41,12 +45,28 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    if let Some(h) = cmd::helper::invoked_as() {
+        let (name, r) = match h {
+            cmd::helper::Helper::Mount => ("mount.fuse.ext4lazy", cmd::helper::run_helper()),
+            cmd::helper::Helper::Umount => ("umount.fuse.ext4lazy", cmd::helper::run_umount_helper()),
+        };
+        return match r {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{name}: {e:#}");
+                // mount(8)'s "mount failure" status (umount(8) also takes any non-zero).
+                ExitCode::from(32)
+            }
+        };
+    }
     let cli = Cli::parse();
     let result = match cli.cmd {
         Command::Mount { options, image, mountpoint } => cmd::mount::run(&options, &image, &mountpoint),
         Command::Umount { mountpoint } => cmd::umount::run(&mountpoint),
         Command::Stat { json, image } => cmd::stat::run(&image, json),
         Command::Emu { cmd } => diskmodel::cli::run(cmd),
+        Command::Install => cmd::install::install(),
+        Command::Uninstall => cmd::install::uninstall(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,3 +1,6 @@
+pub mod fusemount;
+pub mod helper;
+pub mod install;
 pub mod mount;
 pub mod options;
 pub mod stat;

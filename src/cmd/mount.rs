@@ -120,6 +120,9 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     if !mnt.is_dir() {
         bail!("mount point {} is not a directory", mnt.display());
     }
+    if let Some(at) = super::helper::mounted_at(&image)? {
+        bail!("{} is already mounted on {}", image.display(), at.display());
+    }
     let lock = File::open(&image).with_context(|| format!("cannot open {}", image.display()))?;
     lock_exclusive(&lock, &image)?;
     let dev: Arc<dyn blockdev::BlockDevice> = match &opts.device {
@@ -138,29 +141,38 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     let ttl = Duration::from_secs(if opts.read_only { 3600 } else { 1 });
     let vol = Arc::new(vol);
     let fs = fuse::Ext4Fuse::new(vol.clone(), fuse::CachePolicy { ttl });
-    let mut mount_options = vec![
-        fuser::MountOption::FSName(image.display().to_string()),
-        fuser::MountOption::Subtype("ext4lazy".into()),
-        fuser::MountOption::DefaultPermissions,
-        fuser::MountOption::Dev,
-        fuser::MountOption::Suid,
-    ];
-    mount_options.push(if opts.read_only { fuser::MountOption::RO } else { fuser::MountOption::RW });
+    let km = super::fusemount::KernelMount {
+        read_only: opts.read_only,
+        allow_other: opts.allow_other,
+        no_subtype: opts.no_subtype,
+        flags: opts.kernel_flags,
+    };
+    let fd = super::fusemount::mount(&image, &mnt, &km)?;
     let mut config = fuser::Config::default();
-    config.mount_options = mount_options;
-    config.acl = if opts.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
     config.n_threads = Some(opts.threads);
     config.clone_fd = true;
-    let session =
-        fuser::Session::new(fs, &mnt, &config).with_context(|| format!("cannot mount on {}", mnt.display()))?;
+    let acl = if opts.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
+    // The handshake (FUSE INIT) happens here: once it returns, the mount serves requests.
+    let session = match fuser::Session::from_fd(fs, fd, acl, config) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = super::umount::detach(&mnt);
+            return Err(e).with_context(|| format!("FUSE handshake on {}", mnt.display()));
+        }
+    };
     Ok(Prepared { session, vol, lock })
 }
 
+/// Take the image's lock, waiting up to 30 s for a previous daemon that is
+/// still writing back after its unmount.
 fn lock_exclusive(f: &File, image: &Path) -> Result<()> {
+    let start = std::time::Instant::now();
     // SAFETY: flock on a descriptor we own.
-    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if r != 0 {
-        bail!("{} is in use by another ext4lazy daemon (already mounted?)", image.display());
+    while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        if start.elapsed() > Duration::from_secs(30) {
+            bail!("{} is in use by another ext4lazy daemon", image.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
     Ok(())
 }

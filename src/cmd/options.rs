@@ -18,6 +18,10 @@ pub struct MountOptions {
     pub device: Option<String>,
     /// Options for the disk model (speed=, trace=, bucket=, param.NAME=...).
     pub model: diskmodel::ModelOptions,
+    /// Show the mount as type `fuse` (no subtype).
+    pub no_subtype: bool,
+    /// MS_* flags for the kernel (nosuid, nodev, noatime, sync, ...).
+    pub kernel_flags: libc::c_ulong,
 }
 
 impl Default for MountOptions {
@@ -32,6 +36,8 @@ impl Default for MountOptions {
             model: diskmodel::ModelOptions::default(),
             commit_s: 5,
             dirty_expire_s: 30,
+            no_subtype: false,
+            kernel_flags: 0,
         }
     }
 }
@@ -61,6 +67,19 @@ impl MountOptions {
                 "threads" => o.threads = number(value)?.clamp(1, 64),
                 "commit" => o.commit_s = (number(value)? as u64).max(1),
                 "dirty_expire" => o.dirty_expire_s = number(value)? as u64,
+                "nosubtype" => o.no_subtype = true,
+                // errors=: the write path turns the volume read-only on an I/O error in every case.
+                "errors" => match value {
+                    Some("remount-ro" | "continue" | "panic") => {}
+                    _ => bail!("mount option errors= takes remount-ro, continue or panic"),
+                },
+                // Options meant for mount(8), fstab or systemd, not for the file system.
+                "_netdev" | "nofail" | "auto" | "noauto" | "user" | "users" | "nouser" | "owner" | "group" | "defaults"
+                | "comment" | "loop" => {}
+                k if k.starts_with("x-") => {}
+                k if value.is_none() && super::fusemount::flag_option(k).is_some() => {
+                    o.kernel_flags |= super::fusemount::flag_option(k).unwrap_or(0);
+                }
                 "journal" | "data" => match value {
                     Some("ordered") => {}
                     Some(v) => bail!("mount option {key}={v}: only ordered journaling is available so far"),

@@ -22,25 +22,39 @@ pub fn run(mountpoint: &Path) -> Result<()> {
     wait_for_daemon(&source)
 }
 
+/// Lazily detach a mount (cleanup after a failed handshake).
+pub fn detach(mnt: &Path) -> Result<()> {
+    let c = CString::new(mnt.as_os_str().as_bytes())?;
+    // SAFETY: umount2 with a valid C string.
+    unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    Ok(())
+}
+
 /// The source (image path) of the FUSE mount at `mnt`, if there is one.
 pub fn fuse_mount_source(mnt: &Path) -> Result<Option<PathBuf>> {
+    Ok(mounts()?.into_iter().rev().find(|m| m.target == mnt && m.fstype.starts_with("fuse")).map(|m| PathBuf::from(m.source)))
+}
+
+/// One line of /proc/self/mountinfo.
+pub struct MountEntry {
+    pub target: PathBuf,
+    pub fstype: String,
+    pub source: String,
+}
+
+pub fn mounts() -> Result<Vec<MountEntry>> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
-    let mut found = None;
+    let mut out = Vec::new();
     for line in info.lines() {
         // fields: id parent maj:min root mountpoint opts [optional...] - fstype source superopts
-        let (left, right) = match line.split_once(" - ") {
-            Some(x) => x,
-            None => continue,
-        };
-        let mp = left.split(' ').nth(4).map(unescape);
+        let Some((left, right)) = line.split_once(" - ") else { continue };
+        let Some(mp) = left.split(' ').nth(4).map(unescape) else { continue };
         let mut r = right.split(' ');
-        let fstype = r.next().unwrap_or("");
-        let source = r.next().map(unescape);
-        if mp.as_deref() == Some(mnt.as_os_str().to_str().unwrap_or("")) && fstype.starts_with("fuse") {
-            found = source.map(PathBuf::from); // the last (top) mount wins
-        }
+        let fstype = r.next().unwrap_or("").to_string();
+        let source = r.next().map(unescape).unwrap_or_default();
+        out.push(MountEntry { target: PathBuf::from(mp), fstype, source });
     }
-    Ok(found)
+    Ok(out)
 }
 
 /// mountinfo escapes space, tab, newline and backslash as \ooo.
