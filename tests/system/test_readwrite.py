@@ -1,0 +1,198 @@
+"""Read-write mounts against the real tools: mount(8) and fstab through the
+installed helper, data written by ext4lazy read back by the kernel, e2fsck -fn
+clean after every unmount, and a kill -9 of the daemon replayed by the kernel
+with everything fsync'd intact."""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from harness import util
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/fuse"), reason="needs root and /dev/fuse")
+
+
+@pytest.fixture
+def ext4lazy_bin(adapter_id, adapter):
+    if adapter_id != "ext4lazy":
+        pytest.skip("read-write tests are for ext4lazy")
+    return adapter.bin
+
+
+@pytest.fixture
+def installed(ext4lazy_bin):
+    """`ext4lazy install` (idempotent), undone after the test."""
+    util.run([ext4lazy_bin, "install"])
+    yield "/usr/local/bin/ext4lazy"
+    util.run([ext4lazy_bin, "uninstall"], check=False)
+
+
+def fresh_image(workdir, name, size="256M", opts=()):
+    img = os.path.join(workdir, name)
+    if os.path.exists(img):
+        os.unlink(img)
+    util.run(["truncate", "-s", size, img])
+    util.run(["mkfs.ext4", "-F", "-q", *opts, img])
+    return img
+
+
+def e2fsck_clean(img):
+    p = subprocess.run(["e2fsck", "-fn", img], capture_output=True, text=True)
+    assert p.returncode == 0, f"e2fsck -fn {img}:\n{p.stdout}{p.stderr}"
+
+
+def kernel_read(img, workdir, fn):
+    """Mount img with the kernel (replaying its journal if needed), call fn(mnt), unmount."""
+    mnt = os.path.join(workdir, "kmnt")
+    os.makedirs(mnt, exist_ok=True)
+    util.run(["mount", "-o", "loop", img, mnt])
+    try:
+        return fn(mnt)
+    finally:
+        util.run(["umount", mnt])
+        util.detach_loops(img)
+
+
+def findmnt(mnt):
+    p = subprocess.run(["findmnt", "-n", "-o", "SOURCE,FSTYPE", mnt], capture_output=True, text=True)
+    return p.stdout.split() if p.returncode == 0 else None
+
+
+def test_mount8_helper_and_umount_by_image(installed, workdir):
+    img = fresh_image(workdir, "helper.img")
+    mnt = os.path.join(workdir, "helper-mnt")
+    os.makedirs(mnt, exist_ok=True)
+    util.run(["mount", "-t", "fuse.ext4lazy", img, mnt, "-o", "allow_other"])
+    try:
+        assert findmnt(mnt) == [img, "fuse.ext4lazy"]
+        with open(os.path.join(mnt, "hello"), "w") as f:
+            f.write("written through mount(8)\n")
+        # A second mount of the same image is refused, nothing mounted.
+        other = os.path.join(workdir, "helper-mnt2")
+        os.makedirs(other, exist_ok=True)
+        p = subprocess.run(["mount", "-t", "fuse.ext4lazy", img, other], capture_output=True, text=True)
+        assert p.returncode != 0 and "already mounted" in p.stderr
+        assert not util.in_proc_mounts(other)
+    finally:
+        # umount(8) by image runs our umount helper, which waits for the write-back.
+        util.run(["umount", img])
+    e2fsck_clean(img)
+    assert kernel_read(img, workdir, lambda m: open(os.path.join(m, "hello")).read()) == "written through mount(8)\n"
+
+
+def test_fstab_entry_with_systemd_options(installed, workdir):
+    img = fresh_image(workdir, "fstab.img")
+    mnt = os.path.join(workdir, "fstab-mnt")
+    os.makedirs(mnt, exist_ok=True)
+    line = f"{img} {mnt} fuse.ext4lazy rw,allow_other,noatime,_netdev,nofail,x-systemd.automount 0 0\n"
+    with open("/etc/fstab", "a") as f:
+        f.write(line)
+    try:
+        util.run(["mount", mnt])
+        assert findmnt(mnt) == [img, "fuse.ext4lazy"]
+        os.mkdir(os.path.join(mnt, "dir"))
+        util.run(["umount", mnt])
+        util.run(["mount", "-a", "-t", "fuse.ext4lazy"])
+        assert os.path.isdir(os.path.join(mnt, "dir"))
+        util.run(["umount", mnt])
+    finally:
+        with open("/etc/fstab") as f:
+            kept = [l for l in f if l != line]
+        with open("/etc/fstab", "w") as f:
+            f.writelines(kept)
+        if util.in_proc_mounts(mnt):
+            util.force_unmount(mnt)
+    e2fsck_clean(img)
+
+
+def test_bad_option_mounts_nothing(installed, workdir):
+    img = fresh_image(workdir, "badopt.img")
+    mnt = os.path.join(workdir, "badopt-mnt")
+    os.makedirs(mnt, exist_ok=True)
+    p = subprocess.run(["mount", "-t", "fuse.ext4lazy", "-o", "no_such_option", img, mnt], capture_output=True, text=True)
+    assert p.returncode != 0
+    assert "no_such_option" in p.stderr
+    assert not util.in_proc_mounts(mnt)
+
+
+def write_tree(root, n):
+    """A small tree of known contents; returns {relative path: bytes}."""
+    want = {}
+    for i in range(n):
+        d = os.path.join(root, f"d{i % 7}", f"e{i % 3}")
+        os.makedirs(d, exist_ok=True)
+        data = (f"file {i} " * (i % 300 + 1)).encode()
+        with open(os.path.join(d, f"f{i}"), "wb") as f:
+            f.write(data)
+        want[os.path.relpath(os.path.join(d, f"f{i}"), root)] = data
+    return want
+
+
+@pytest.mark.parametrize("mkfs", [(), ("-b", "1024"), ("-O", "^has_journal")], ids=["default", "1k", "nojournal"])
+def test_written_tree_reads_back_in_the_kernel(ext4lazy_bin, workdir, mkfs):
+    img = fresh_image(workdir, "rw.img", opts=mkfs)
+    mnt = os.path.join(workdir, "rw-mnt")
+    os.makedirs(mnt, exist_ok=True)
+    util.run([ext4lazy_bin, "mount", "-o", "rw", img, mnt])
+    try:
+        want = write_tree(mnt, 600)
+        os.rename(os.path.join(mnt, "d0"), os.path.join(mnt, "d6", "moved"))
+        want = {(("d6/moved/" + k[3:]) if k.startswith("d0/") else k): v for k, v in want.items()}
+        for k in [k for k in want if k.endswith("5")][:40]:
+            os.unlink(os.path.join(mnt, k))
+            del want[k]
+    finally:
+        util.run([ext4lazy_bin, "umount", mnt])
+    e2fsck_clean(img)
+
+    def check(m):
+        got = {}
+        for dirpath, _, files in os.walk(m):
+            for f in files:
+                p = os.path.join(dirpath, f)
+                if "lost+found" not in p:
+                    got[os.path.relpath(p, m)] = open(p, "rb").read()
+        return got
+
+    assert kernel_read(img, workdir, check) == want
+
+
+def test_kill9_is_replayed_by_the_kernel(ext4lazy_bin, workdir):
+    img = fresh_image(workdir, "crash.img")
+    mnt = os.path.join(workdir, "crash-mnt")
+    os.makedirs(mnt, exist_ok=True)
+    util.run([ext4lazy_bin, "mount", "-o", "rw,commit=1", img, mnt])
+    pids = util.pids_holding(img)
+    assert pids, "no daemon holds the image"
+    synced = os.path.join(mnt, "synced")
+    data = os.urandom(200_000)
+    fd = os.open(synced, os.O_CREAT | os.O_WRONLY, 0o644)
+    os.write(fd, data)
+    os.fsync(fd)
+    os.close(fd)
+    dfd = os.open(mnt, os.O_RDONLY)
+    os.fsync(dfd)
+    os.close(dfd)
+    write_tree(mnt, 200)  # not synced: may or may not survive, but must stay consistent
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    for pid in pids:
+        util.wait_pid_gone(pid)
+    util.force_unmount(mnt)
+    # The stock tools see a journal to replay; the kernel replays it.
+    out = subprocess.run(["dumpe2fs", "-h", img], capture_output=True, text=True).stdout
+    assert "needs_recovery" in out
+    copy = img + ".copy"
+    util.run(["cp", "--sparse=always", img, copy])
+    assert kernel_read(img, workdir, lambda m: open(os.path.join(m, "synced"), "rb").read()) == data
+    e2fsck_clean(img)
+    # ext4lazy replays the same crash itself on a read-write mount.
+    util.run([ext4lazy_bin, "mount", "-o", "rw", copy, mnt])
+    try:
+        assert open(synced, "rb").read() == data
+    finally:
+        util.run([ext4lazy_bin, "umount", mnt])
+    e2fsck_clean(copy)
