@@ -91,6 +91,16 @@ impl fuser::Filesystem for Ext4Fuse {
         use fuser::InitFlags;
         // readdirplus lets `ls -l` get every attribute with the listing.
         let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
+        // Round trips dominate a cold traversal: directories need no OPENDIR /
+        // RELEASEDIR (we keep no per-handle state for them); on a read-only
+        // volume files need no OPEN / RELEASE either (read-write mounts count
+        // open handles, for unlinked-but-open files). Symlink targets are cached;
+        // lookups and readdirs in one directory may run in parallel.
+        let mut caps = InitFlags::FUSE_NO_OPENDIR_SUPPORT | InitFlags::FUSE_CACHE_SYMLINKS | InitFlags::FUSE_PARALLEL_DIROPS;
+        if self.vol.is_read_only() {
+            caps |= InitFlags::FUSE_NO_OPEN_SUPPORT;
+        }
+        let _ = config.add_capabilities(caps);
         let _ = config.set_max_readahead(1 << 20);
         Ok(())
     }
@@ -117,8 +127,10 @@ impl fuser::Filesystem for Ext4Fuse {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        if self.vol.is_read_only() && flags.acc_mode() != OpenAccMode::O_RDONLY {
-            return reply.error(Errno::EROFS);
+        if self.vol.is_read_only() {
+            // The kernel refuses writes on a read-only mount itself; ENOSYS (with
+            // FUSE_NO_OPEN_SUPPORT) stops OPEN/RELEASE round trips for good.
+            return reply.error(Errno::ENOSYS);
         }
         match self.inode(ino) {
             Ok(i) if i.is_dir() => reply.error(Errno::EISDIR),
@@ -261,12 +273,10 @@ impl fuser::Filesystem for Ext4Fuse {
         }
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.inode(ino) {
-            Ok(i) if i.is_dir() => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR),
-            Ok(_) => reply.error(Errno::ENOTDIR),
-            Err(e) => reply.error(e),
-        }
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        // With FUSE_NO_OPENDIR_SUPPORT, ENOSYS tells the kernel to stop sending
+        // OPENDIR and RELEASEDIR altogether (readdir checks the inode itself).
+        reply.error(Errno::ENOSYS)
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
