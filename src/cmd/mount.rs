@@ -140,7 +140,7 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     let vol = Volume::open(dev, vopts).with_context(|| format!("{} is not a usable ext4 volume", image.display()))?;
     let ttl = Duration::from_secs(if opts.read_only { 3600 } else { 1 });
     let vol = Arc::new(vol);
-    let fs = fuse::Ext4Fuse::new(vol.clone(), fuse::CachePolicy { ttl });
+    let fs = fuse::Ext4Fuse::new(vol.clone(), fuse::CachePolicy { ttl, atime: opts.atime });
     let km = super::fusemount::KernelMount {
         read_only: opts.read_only,
         allow_other: opts.allow_other,

@@ -22,6 +22,8 @@ pub struct MountOptions {
     pub no_subtype: bool,
     /// MS_* flags for the kernel (nosuid, nodev, noatime, sync, ...).
     pub kernel_flags: libc::c_ulong,
+    /// noatime / relatime (default) / strictatime.
+    pub atime: fuse::AtimePolicy,
 }
 
 impl Default for MountOptions {
@@ -38,6 +40,7 @@ impl Default for MountOptions {
             dirty_expire_s: 30,
             no_subtype: false,
             kernel_flags: 0,
+            atime: fuse::AtimePolicy::RelAtime,
         }
     }
 }
@@ -78,6 +81,12 @@ impl MountOptions {
                 | "comment" | "loop" => {}
                 k if k.starts_with("x-") => {}
                 k if value.is_none() && super::fusemount::flag_option(k).is_some() => {
+                    match k {
+                        "noatime" => o.atime = fuse::AtimePolicy::NoAtime,
+                        "relatime" => o.atime = fuse::AtimePolicy::RelAtime,
+                        "strictatime" => o.atime = fuse::AtimePolicy::StrictAtime,
+                        _ => {}
+                    }
                     o.kernel_flags |= super::fusemount::flag_option(k).unwrap_or(0);
                 }
                 "journal" | "data" => match value {

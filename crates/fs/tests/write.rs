@@ -255,3 +255,63 @@ fn big_directory_grows_an_htree_and_stays_consistent() {
     drop(vol);
     common::e2fsck_clean(&img);
 }
+
+#[test]
+fn xattrs_spill_to_a_block_and_come_back() {
+    let Some((work, _)) = common::setup() else { return };
+    let empty = work.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    for (variant, opts, n) in [("4k", vec!["-b", "4096"], 40usize), ("i128-1k", vec!["-I", "128", "-b", "1024"], 14)] {
+        let img = common::make_image(work.path(), &format!("x-{variant}.img"), 32, &opts, &empty);
+        let vol = open_rw(&img);
+        let f = vol.create(ROOT_INO, b"f", CreateKind::File, 0o644, 0, 0).unwrap();
+        let mut want = std::collections::BTreeMap::new();
+        // More than a block holds is refused with ENOSPC, as the kernel does.
+        let huge = vec![0u8; vol.block_size() as usize];
+        assert!(matches!(vol.set_xattr(f.ino, b"user.huge", &huge, fs::XattrMode::Any), Err(fs::FsError::NoSpace)));
+        for i in 0..n {
+            let name = format!("user.attr-{i:02}");
+            let value = vec![b'a' + (i % 26) as u8; 10 + i * 3];
+            vol.set_xattr(f.ino, name.as_bytes(), &value, fs::XattrMode::Create).unwrap_or_else(|e| panic!("{variant} attr {i}: {e:?}"));
+            want.insert(name.into_bytes(), value);
+        }
+        assert!(matches!(vol.set_xattr(f.ino, b"user.attr-00", b"x", fs::XattrMode::Create), Err(fs::FsError::Exists)));
+        assert!(matches!(vol.set_xattr(f.ino, b"user.none", b"x", fs::XattrMode::Replace), Err(fs::FsError::NoXattr)));
+        vol.set_xattr(f.ino, b"user.attr-05", b"replaced", fs::XattrMode::Replace).unwrap();
+        want.insert(b"user.attr-05".to_vec(), b"replaced".to_vec());
+        for i in (0..n).step_by(4) {
+            let name = format!("user.attr-{i:02}");
+            vol.remove_xattr(f.ino, name.as_bytes()).unwrap();
+            want.remove(name.as_bytes());
+        }
+        // An ACL goes in in the VFS form and comes back the same.
+        let mut acl = 2u32.to_le_bytes().to_vec();
+        for (tag, perm, id) in [(1u16, 6u16, u32::MAX), (2, 4, 1000), (4, 4, u32::MAX), (0x10, 4, u32::MAX), (0x20, 0, u32::MAX)] {
+            acl.extend_from_slice(&tag.to_le_bytes());
+            acl.extend_from_slice(&perm.to_le_bytes());
+            acl.extend_from_slice(&id.to_le_bytes());
+        }
+        vol.set_xattr(f.ino, b"system.posix_acl_access", &acl, fs::XattrMode::Any).unwrap();
+        want.insert(b"system.posix_acl_access".to_vec(), acl);
+        let inode = vol.inode(f.ino).unwrap();
+        assert_ne!(inode.file_acl(), 0, "{variant}: {n} attributes need a block");
+        let got: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = vol.xattrs(&inode, true).unwrap().into_iter().collect();
+        assert_eq!(got, want, "{variant}");
+        vol.shutdown().unwrap();
+        drop(vol);
+        common::e2fsck_clean(&img);
+        let ro = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
+        let got: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = ro.xattrs(&ro.inode(f.ino).unwrap(), true).unwrap().into_iter().collect();
+        assert_eq!(got, want, "{variant} after reopen");
+        // Removing everything frees the block.
+        drop(ro);
+        let vol = open_rw(&img);
+        for name in want.keys() {
+            vol.remove_xattr(f.ino, name).unwrap();
+        }
+        assert_eq!(vol.inode(f.ino).unwrap().file_acl(), 0);
+        vol.shutdown().unwrap();
+        drop(vol);
+        common::e2fsck_clean(&img);
+    }
+}

@@ -25,6 +25,28 @@ pub use attr::to_file_attr;
 pub struct CachePolicy {
     /// Entries and attributes (a read-only volume cannot change under us).
     pub ttl: Duration,
+    /// How reads update access times.
+    pub atime: AtimePolicy,
+}
+
+/// The mount's access-time option (FUSE leaves atime to the file system).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtimePolicy {
+    NoAtime,
+    RelAtime,
+    StrictAtime,
+}
+
+impl Ext4Fuse {
+    /// Update an accessed inode's atime as the policy says; failures only log.
+    fn accessed(&self, ino: u32) {
+        if self.vol.is_read_only() || self.policy.atime == AtimePolicy::NoAtime {
+            return;
+        }
+        if let Err(e) = self.vol.touch_atime(ino, self.policy.atime == AtimePolicy::StrictAtime) {
+            errno(&e);
+        }
+    }
 }
 
 pub struct Ext4Fuse {
@@ -267,8 +289,11 @@ impl fuser::Filesystem for Ext4Fuse {
         _lock: Option<fuser::LockOwner>,
         reply: ReplyData,
     ) {
-        match self.inode(ino).and_then(|i| self.vol.read(&i, offset, size as usize).map_err(|e| errno(&e))) {
-            Ok(data) => reply.data(&data),
+        match self.inode(ino).and_then(|i| self.vol.read(&i, offset, size as usize).map(|d| (i.ino, d)).map_err(|e| errno(&e))) {
+            Ok((ino, data)) => {
+                reply.data(&data);
+                self.accessed(ino);
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -284,6 +309,9 @@ impl fuser::Filesystem for Ext4Fuse {
             Ok(d) => d,
             Err(e) => return reply.error(e),
         };
+        if offset == 0 {
+            self.accessed(dir.ino);
+        }
         let r = self.vol.read_dir(&dir, offset, &mut |e| {
             !reply.add(fuse_ino(e.ino), e.next, attr::dirent_kind(e.file_type), OsStr::from_bytes(&e.name))
         });
@@ -298,6 +326,9 @@ impl fuser::Filesystem for Ext4Fuse {
             Ok(d) => d,
             Err(e) => return reply.error(e),
         };
+        if offset == 0 {
+            self.accessed(dir.ino);
+        }
         let r = self.vol.read_dir(&dir, offset, &mut |e| {
             let generation;
             let (attr, ttl) = match self.vol.inode(e.ino) {
@@ -341,6 +372,26 @@ impl fuser::Filesystem for Ext4Fuse {
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let r = self.inode(ino).and_then(|i| self.vol.get_xattr(&i, name.as_bytes(), req.uid() == 0).map_err(|e| errno(&e)));
         reply_xattr(r, size, reply);
+    }
+
+    fn setxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
+        let mode = match flags {
+            0 => fs::XattrMode::Any,
+            libc::XATTR_CREATE => fs::XattrMode::Create,
+            libc::XATTR_REPLACE => fs::XattrMode::Replace,
+            _ => return reply.error(Errno::EINVAL),
+        };
+        match ext4_ino(ino).and_then(|i| self.vol.set_xattr(i, name.as_bytes(), value, mode).map_err(|e| errno(&e))) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match ext4_ino(ino).and_then(|i| self.vol.remove_xattr(i, name.as_bytes()).map_err(|e| errno(&e))) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {

@@ -229,3 +229,159 @@ mod tests {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Writing.
+
+const ENTRY_ROUND: usize = 3;
+
+fn entry_len(x: &Xattr) -> usize {
+    (ENTRY_HEADER + x.suffix.len() + ENTRY_ROUND) & !ENTRY_ROUND
+}
+
+fn value_len(x: &Xattr) -> usize {
+    (x.value.len() + ENTRY_ROUND) & !ENTRY_ROUND
+}
+
+/// Bytes an attribute takes in an area: its entry and its padded value.
+pub fn footprint(x: &Xattr) -> usize {
+    entry_len(x) + value_len(x)
+}
+
+/// The entry hash e2fsck checks (e2fsprogs' `ext2fs_ext_attr_hash_entry`,
+/// unsigned-char variant as current kernels compute it).
+pub fn entry_hash(x: &Xattr) -> u32 {
+    let mut h = 0u32;
+    for &c in &x.suffix {
+        h = (h << 5) ^ (h >> 27) ^ u32::from(c);
+    }
+    if x.value_inum == 0 && !x.value.is_empty() {
+        let mut padded = x.value.clone();
+        padded.resize(value_len(x), 0);
+        for w in padded.chunks(4) {
+            h = (h << 16) ^ (h >> 16) ^ le32(w, 0);
+        }
+    }
+    h
+}
+
+/// Order the kernel keeps entries in (it stops its search at the first entry
+/// sorting after the name): by index, then name length, then name.
+pub fn sort_entries(v: &mut [Xattr]) {
+    v.sort_by(|a, b| (a.name_index, a.suffix.len(), &a.suffix).cmp(&(b.name_index, b.suffix.len(), &b.suffix)));
+}
+
+/// Lay entries out in `area`: entry table from `entries_start`, values packed
+/// from the end, offsets relative to `values_base`. None if they do not fit.
+fn write_entries(area: &mut [u8], entries_start: usize, values_base: usize, entries: &[Xattr]) -> Option<()> {
+    let mut pos = entries_start;
+    let mut vend = area.len();
+    for x in entries {
+        let (el, vl) = (entry_len(x), value_len(x));
+        // Room for this entry plus the 4-byte terminator, below the values.
+        if pos + el + 4 > vend.checked_sub(vl)? {
+            return None;
+        }
+        vend -= vl;
+        area[vend..vend + x.value.len()].copy_from_slice(&x.value);
+        area[vend + x.value.len()..vend + vl].fill(0);
+        area[pos] = x.suffix.len() as u8;
+        area[pos + 1] = x.name_index;
+        crate::bytes::put_le16(area, pos + 2, if x.value.is_empty() { 0 } else { (vend - values_base) as u16 });
+        put_le32(area, pos + 4, 0);
+        put_le32(area, pos + 8, x.value.len() as u32);
+        put_le32(area, pos + 12, entry_hash(x));
+        area[pos + ENTRY_HEADER..pos + ENTRY_HEADER + x.suffix.len()].copy_from_slice(&x.suffix);
+        area[pos + ENTRY_HEADER + x.suffix.len()..pos + el].fill(0);
+        pos += el;
+    }
+    put_le32(area, pos, 0); // end of entries
+    Some(())
+}
+
+/// The in-inode attribute area (bytes after the extra fields) holding `entries`
+/// (empty: all zeros, no magic). None if they do not fit in `len` bytes.
+pub fn build_inode_area(entries: &[Xattr], len: usize) -> Option<Vec<u8>> {
+    let mut area = vec![0u8; len];
+    if entries.is_empty() {
+        return Some(area);
+    }
+    if len < 8 {
+        return None;
+    }
+    put_le32(&mut area, 0, XATTR_MAGIC);
+    write_entries(&mut area, 4, 4, entries)?;
+    Some(area)
+}
+
+/// An external attribute block with `entries` (sorted by the caller), its
+/// header hash and, with a seed, its checksum. None if they do not fit.
+pub fn build_block(entries: &[Xattr], block_size: usize, block_nr: u64, csum_seed: Option<u32>) -> Option<Vec<u8>> {
+    let mut b = vec![0u8; block_size];
+    put_le32(&mut b, 0, XATTR_MAGIC);
+    put_le32(&mut b, 4, 1); // refcount
+    put_le32(&mut b, 8, 1); // blocks
+    write_entries(&mut b, BLOCK_HEADER_SIZE, 0, entries)?;
+    // Header hash over the entry hashes (e2fsprogs' ext2fs_ext_attr_block_rehash).
+    let mut h = 0u32;
+    for x in entries {
+        h = (h << 16) ^ (h >> 16) ^ entry_hash(x);
+    }
+    put_le32(&mut b, 12, h);
+    if let Some(seed) = csum_seed {
+        set_block_checksum(&mut b, block_nr, seed);
+    }
+    Some(b)
+}
+
+/// Convert an ACL from the VFS xattr form (version 2) to ext4's compact form.
+pub fn acl_xattr_to_disk(x: &[u8]) -> Result<Vec<u8>> {
+    const S: &str = "posix acl";
+    let bad = |v: u64| FormatError::corrupt(S, Location::Unknown, Corruption::BadField { field: "acl entry", value: v });
+    need(S, x, 4)?;
+    if le32(x, 0) != 2 || (x.len() - 4) % 8 != 0 {
+        return Err(bad(u64::from(le32(x, 0))));
+    }
+    let mut out = 1u32.to_le_bytes().to_vec();
+    for e in x[4..].chunks(8) {
+        let tag = le16(e, 0);
+        out.extend_from_slice(&e[..4]);
+        match tag {
+            0x01 | 0x04 | 0x10 | 0x20 => {}
+            0x02 | 0x08 => out.extend_from_slice(&e[4..8]),
+            t => return Err(bad(u64::from(t))),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod write_tests {
+    use super::*;
+
+    fn x(idx: u8, n: &str, v: &[u8]) -> Xattr {
+        Xattr { name_index: idx, suffix: n.as_bytes().to_vec(), value: v.to_vec(), value_inum: 0 }
+    }
+
+    #[test]
+    fn inode_area_and_block_round_trip() {
+        let mut v = vec![x(1, "zeta", b"1"), x(6, "selinux", b"ctx"), x(1, "a", b""), x(1, "beta", &[7u8; 50])];
+        sort_entries(&mut v);
+        let area = build_inode_area(&v, 156).unwrap();
+        assert_eq!(parse_inode_area(&area, Location::Unknown).unwrap(), v);
+        let blk = build_block(&v, 1024, 9, Some(3)).unwrap();
+        assert_eq!(parse_block(&blk, 9, Some(3)).unwrap(), v);
+        assert!(build_inode_area(&v, 60).is_none(), "too small an area is refused");
+        assert_eq!(build_inode_area(&[], 100).unwrap(), vec![0u8; 100]);
+    }
+
+    #[test]
+    fn acl_round_trip() {
+        let mut disk = 1u32.to_le_bytes().to_vec();
+        disk.extend_from_slice(&[1, 0, 6, 0]);
+        disk.extend_from_slice(&[2, 0, 4, 0, 0xe8, 3, 0, 0]);
+        disk.extend_from_slice(&[0x20, 0, 4, 0]);
+        let vfs = acl_disk_to_xattr(&disk).unwrap();
+        assert_eq!(acl_xattr_to_disk(&vfs).unwrap(), disk);
+    }
+}

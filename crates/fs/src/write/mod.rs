@@ -17,9 +17,11 @@ mod extents;
 mod mount;
 mod ops;
 mod txn;
+mod xattrops;
 
 pub use ops::{CreateKind, SetAttr};
 pub use txn::Txn;
+pub use xattrops::XattrMode;
 
 use crate::cache::Block;
 use crate::error::{FsError, Result};

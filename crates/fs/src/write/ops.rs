@@ -360,7 +360,7 @@ impl Volume {
     }
 
     /// Drop one reference to a shared xattr block; free it with the last.
-    fn release_xattr_block(&self, ws: &mut WriteState, blk: u64) -> Result<()> {
+    pub(crate) fn release_xattr_block(&self, ws: &mut WriteState, blk: u64) -> Result<()> {
         self.check_block(blk, "xattr block")?;
         let data = self.meta(blk)?;
         let refs = ondisk::bytes::le32(&data, 4);
@@ -629,6 +629,24 @@ impl Volume {
         }
         set_size(inode, size);
         Ok(())
+    }
+
+    /// Record an access (read of a file, listing of a directory) under the
+    /// mount's atime policy: `relatime` (the default) updates when atime is not
+    /// newer than mtime or ctime, or is more than a day old; `strict` always.
+    pub fn touch_atime(&self, ino: u32, strict: bool) -> Result<()> {
+        let Some(w) = self.write.as_ref() else { return Ok(()) };
+        let inode = self.inode(ino)?;
+        let (a, m, c) = (inode.atime(), inode.mtime(), inode.ctime());
+        let t = now();
+        let due = strict || a <= m || a <= c || t.sec - a.sec >= 24 * 3600;
+        if !due {
+            return Ok(());
+        }
+        let mut ws = w.lock();
+        let mut inode = self.inode(ino)?; // re-read under the lock
+        set_time(&mut inode, "a", t);
+        self.write_inode(&mut ws, &inode)
     }
 
     /// Make everything written so far durable (fsync, sync, unmount).

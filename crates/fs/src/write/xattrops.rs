@@ -1,0 +1,163 @@
+//! Setting and removing extended attributes. The whole set is re-laid out on
+//! every change (few attributes per inode): in-inode first, as the kernel
+//! prefers, the rest in one external block; a block shared with other inodes
+//! is copied before it is changed.
+
+use super::{now, WriteState};
+use crate::error::{FsError, Result};
+use crate::volume::Volume;
+use ondisk::inode::{Inode, GOOD_OLD_INODE_SIZE};
+use ondisk::xattr::{self, Xattr};
+use ondisk::Location;
+
+/// setxattr(2) flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XattrMode {
+    /// Create or replace.
+    Any,
+    /// XATTR_CREATE: fail if it exists.
+    Create,
+    /// XATTR_REPLACE: fail unless it exists.
+    Replace,
+}
+
+/// Name index and suffix of a user-visible attribute name.
+fn split_name(name: &[u8]) -> Result<(u8, Vec<u8>)> {
+    let (idx, prefix): (u8, &[u8]) = if name.starts_with(b"user.") {
+        (1, b"user.")
+    } else if name.starts_with(b"trusted.") {
+        (4, b"trusted.")
+    } else if name.starts_with(b"security.") {
+        (6, b"security.")
+    } else if name == b"system.posix_acl_access" {
+        (2, name)
+    } else if name == b"system.posix_acl_default" {
+        (3, name)
+    } else {
+        return Err(FsError::Unsupported(format!("attribute namespace of {:?}", String::from_utf8_lossy(name))));
+    };
+    let suffix = name[prefix.len()..].to_vec();
+    if suffix.is_empty() && prefix != name || suffix.len() > 255 {
+        return Err(FsError::Invalid("attribute name".into()));
+    }
+    Ok((idx, suffix))
+}
+
+impl Volume {
+    /// Every attribute of the inode, including internal ones (system.data).
+    fn all_xattrs(&self, inode: &Inode) -> Result<Vec<Xattr>> {
+        let mut all = xattr::parse_inode_area(inode.inline_xattr_area(), Location::Inode(u64::from(inode.ino)))?;
+        let blk = inode.file_acl();
+        if blk != 0 {
+            self.check_block(blk, "xattr block")?;
+            let seed = self.sb.has_metadata_csum().then(|| self.sb.csum_seed());
+            all.extend(xattr::parse_block(&self.meta(blk)?, blk, seed)?);
+        }
+        if all.iter().any(|x| x.value_inum != 0) {
+            return Err(FsError::Unsupported("xattr values stored in inodes (ea_inode)".into()));
+        }
+        Ok(all)
+    }
+
+    pub fn set_xattr(&self, ino: u32, name: &[u8], value: &[u8], mode: XattrMode) -> Result<()> {
+        let (idx, suffix) = split_name(name)?;
+        let value = if idx == 2 || idx == 3 { xattr::acl_xattr_to_disk(value).map_err(|_| FsError::Invalid("ACL".into()))? } else { value.to_vec() };
+        let mut ws = self.write.as_ref().map(|m| m.lock()).ok_or(FsError::ReadOnly)?;
+        let mut inode = self.inode(ino)?;
+        let mut all = self.all_xattrs(&inode)?;
+        let pos = all.iter().position(|x| x.name_index == idx && x.suffix == suffix);
+        match (pos, mode) {
+            (Some(_), XattrMode::Create) => return Err(FsError::Exists),
+            (None, XattrMode::Replace) => return Err(FsError::NoXattr),
+            (Some(i), _) => all[i].value = value,
+            (None, _) => all.push(Xattr { name_index: idx, suffix, value, value_inum: 0 }),
+        }
+        self.store_xattrs(&mut ws, &mut inode, all)
+    }
+
+    pub fn remove_xattr(&self, ino: u32, name: &[u8]) -> Result<()> {
+        let (idx, suffix) = split_name(name)?;
+        let mut ws = self.write.as_ref().map(|m| m.lock()).ok_or(FsError::ReadOnly)?;
+        let mut inode = self.inode(ino)?;
+        let mut all = self.all_xattrs(&inode)?;
+        let before = all.len();
+        all.retain(|x| !(x.name_index == idx && x.suffix == suffix));
+        if all.len() == before {
+            return Err(FsError::NoXattr);
+        }
+        self.store_xattrs(&mut ws, &mut inode, all)
+    }
+
+    /// Lay out `all` in the inode and (if needed) a block, write both, update the inode.
+    fn store_xattrs(&self, ws: &mut WriteState, inode: &mut Inode, mut all: Vec<Xattr>) -> Result<()> {
+        xattr::sort_entries(&mut all);
+        let area_start = GOOD_OLD_INODE_SIZE + inode.extra.as_ref().map_or(0, |e| usize::from(e.extra_isize));
+        let area_len = inode.raw.len().saturating_sub(area_start);
+        // system.data (inline data) must stay in the inode; then fill it in order.
+        let (mut in_inode, mut in_block) = (Vec::new(), Vec::new());
+        let mut used = if area_len >= 8 { 8 } else { area_len }; // magic + terminator
+        let (pinned, rest): (Vec<Xattr>, Vec<Xattr>) = all.into_iter().partition(|x| x.name_index == 7);
+        for x in pinned.into_iter().chain(rest) {
+            let need = xattr::footprint(&x);
+            if x.name_index == 7 || (in_block.is_empty() && used + need <= area_len) {
+                used += need;
+                in_inode.push(x);
+            } else {
+                in_block.push(x);
+            }
+        }
+        let area = xattr::build_inode_area(&in_inode, area_len).ok_or(FsError::NoSpace)?;
+        inode.raw[area_start..].copy_from_slice(&area);
+
+        let old = inode.file_acl();
+        let bs = self.block_size() as usize;
+        let seed = self.sb.has_metadata_csum().then(|| self.sb.csum_seed());
+        if in_block.is_empty() {
+            if old != 0 {
+                self.release_xattr_block(ws, old)?;
+                self.adjust_blocks(inode, -1);
+                set_file_acl(inode, 0);
+            }
+        } else {
+            // Check the fit before allocating anything: a failure must change nothing.
+            if xattr::build_block(&in_block, bs, 0, None).is_none() {
+                return Err(FsError::NoSpace);
+            }
+            let shared = old != 0 && ondisk::bytes::le32(&self.meta(old)?, 4) > 1;
+            let blk = if old != 0 && !shared {
+                old
+            } else {
+                if shared {
+                    self.release_xattr_block(ws, old)?; // drop our reference; the copy is ours alone
+                } else {
+                    self.adjust_blocks(inode, 1);
+                }
+                let goal = self.block_group_first(inode.ino);
+                let (b, _) = self.alloc_blocks(ws, goal, 1)?;
+                b
+            };
+            let data = xattr::build_block(&in_block, bs, blk, seed).ok_or(FsError::NoSpace)?;
+            self.install(ws, blk, data);
+            set_file_acl(inode, blk);
+        }
+        let t = now();
+        let (b, x) = t.encode();
+        inode.base.ctime = b;
+        if let Some(e) = inode.extra.as_mut() {
+            if e.extra_isize >= 4 {
+                e.ctime_extra = x;
+            }
+        }
+        self.write_inode(ws, inode)
+    }
+
+    fn block_group_first(&self, ino: u32) -> u64 {
+        let g = (ino - 1) / self.sb.f.inodes_per_group;
+        u64::from(self.sb.f.first_data_block) + u64::from(g) * u64::from(self.sb.f.blocks_per_group)
+    }
+}
+
+fn set_file_acl(inode: &mut Inode, blk: u64) {
+    inode.base.file_acl_lo = blk as u32;
+    inode.base.file_acl_hi = (blk >> 32) as u16;
+}
