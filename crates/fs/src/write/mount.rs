@@ -71,14 +71,13 @@ impl Volume {
         Ok(())
     }
 
+    /// The last handle on `ino` was closed: free it if it is an orphan.
+    /// Only an inode found on the orphan list is freed: an unlink that ran
+    /// between the close and this call (and saw the file closed) has already
+    /// freed it, and freeing twice would corrupt the counts.
     pub(crate) fn free_if_orphan(&self, ino: u32) -> Result<()> {
         let Some(w) = self.write.as_ref() else { return Ok(()) };
         let mut ws = w.lock();
-        let inode = self.inode(ino)?;
-        if inode.links_count() != 0 {
-            return Ok(());
-        }
-        // Unlink it from the orphan list, then free it.
         let mut prev: Option<u32> = None;
         let mut cur = ws.sb.f.last_orphan;
         let mut n = 0;
@@ -87,14 +86,17 @@ impl Volume {
             cur = self.inode(cur)?.base.dtime;
             n += 1;
         }
-        if cur == ino {
-            match prev {
-                None => ws.sb.f.last_orphan = inode.base.dtime,
-                Some(p) => {
-                    let mut pi = self.inode(p)?;
-                    pi.base.dtime = inode.base.dtime;
-                    self.write_inode(&mut ws, &pi)?;
-                }
+        if cur != ino {
+            return Ok(()); // not an orphan (never was, or already freed)
+        }
+        let inode = self.inode(ino)?;
+        debug_assert_eq!(inode.links_count(), 0, "orphan {ino} has links");
+        match prev {
+            None => ws.sb.f.last_orphan = inode.base.dtime,
+            Some(p) => {
+                let mut pi = self.inode(p)?;
+                pi.base.dtime = inode.base.dtime;
+                self.write_inode(&mut ws, &pi)?;
             }
         }
         self.free_file(&mut ws, inode)
