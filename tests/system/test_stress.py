@@ -1,0 +1,68 @@
+"""The field's own stress tools against a read-write ext4lazy mount: fsx
+(random-operation data integrity), fsstress (multi-process namespace and data
+stress) and pjdfstest (POSIX semantics), each followed by e2fsck -fn. The
+suites are built by ../shared/tools (see .ci/run); absent suites fail the test
+with the command that builds them, rather than skipping silently."""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from harness import util
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/fuse"), reason="needs root and /dev/fuse")
+
+SHARED = os.path.join(util.REPO, "..", "shared", "tools")
+FSX = "/opt/xfstests/ltp/fsx"
+FSSTRESS = "/opt/xfstests/ltp/fsstress"
+
+
+@pytest.fixture
+def rw_mount(adapter_id, adapter, workdir):
+    if adapter_id != "ext4lazy":
+        pytest.skip("read-write stress runs are for ext4lazy")
+    img = os.path.join(workdir, "stress.img")
+    if os.path.exists(img):
+        os.unlink(img)
+    util.run(["truncate", "-s", "1G", img])
+    util.run(["mkfs.ext4", "-F", "-q", img])
+    mnt = os.path.join(workdir, "stress-mnt")
+    os.makedirs(mnt, exist_ok=True)
+    util.run([adapter.bin, "mount", "-o", "rw,allow_other,default_permissions", img, mnt])
+    yield mnt
+    util.run([adapter.bin, "umount", mnt])
+    p = subprocess.run(["e2fsck", "-fn", img], capture_output=True, text=True)
+    assert p.returncode == 0, f"e2fsck -fn after the run:\n{p.stdout}{p.stderr}"
+
+
+def need(path, build):
+    assert os.access(path, os.X_OK), f"{path} missing: build it with `bash {os.path.join(SHARED, build)} build`"
+
+
+def test_fsx(rw_mount):
+    need(FSX, "xfstests.sh")
+    for seed in (1, 2):
+        p = subprocess.run([FSX, "-N", "10000", "-S", str(seed), "-q", os.path.join(rw_mount, f"fsx{seed}")],
+                           capture_output=True, text=True, timeout=900)
+        assert p.returncode == 0, f"fsx seed {seed} failed:\n{p.stdout[-3000:]}{p.stderr[-2000:]}"
+
+
+def test_fsstress(rw_mount):
+    need(FSSTRESS, "xfstests.sh")
+    p = subprocess.run([FSSTRESS, "-d", os.path.join(rw_mount, "stress"), "-n", "2000", "-p", "4", "-s", "7"],
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, f"fsstress failed:\n{p.stdout[-3000:]}{p.stderr[-2000:]}"
+
+
+def test_pjdfstest(rw_mount):
+    need("/opt/pjdfstest/pjdfstest", "pjdfstest.sh")
+    p = subprocess.run(["bash", os.path.join(SHARED, "pjdfstest.sh"), "run", rw_mount],
+                       capture_output=True, text=True, timeout=1800)
+    m = re.search(r"^(\d+) passed, (\d+) failed$", p.stdout, re.M)
+    assert m, f"pjdfstest did not report:\n{p.stdout[-3000:]}{p.stderr[-2000:]}"
+    passed, failed = int(m.group(1)), int(m.group(2))
+    assert failed == 0, f"pjdfstest: {failed} failed\n{p.stdout[-4000:]}"
+    # The kernel's ext4 runs 8,827 subtests here; 29 rename-ctime checks run only on type "ext4".
+    assert passed >= 8798, f"pjdfstest ran only {passed} subtests (a test file died early?)"
