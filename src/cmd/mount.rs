@@ -141,6 +141,7 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     let ttl = Duration::from_secs(if opts.read_only { 3600 } else { 1 });
     let vol = Arc::new(vol);
     let fs = fuse::Ext4Fuse::new(vol.clone(), fuse::CachePolicy { ttl, atime: opts.atime });
+    let notifier_slot = fs.notifier_slot();
     let km = super::fusemount::KernelMount {
         read_only: opts.read_only,
         allow_other: opts.allow_other,
@@ -154,7 +155,10 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     let acl = if opts.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
     // The handshake (FUSE INIT) happens here: once it returns, the mount serves requests.
     let session = match fuser::Session::from_fd(fs, fd, acl, config) {
-        Ok(s) => s,
+        Ok(s) => {
+            let _ = notifier_slot.set(s.notifier());
+            s
+        }
         Err(e) => {
             let _ = super::umount::detach(&mnt);
             return Err(e).with_context(|| format!("FUSE handshake on {}", mnt.display()));

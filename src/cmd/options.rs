@@ -49,7 +49,6 @@ impl MountOptions {
     /// Parse `-o` arguments (each comma-separated). Unknown options are refused.
     pub fn parse(args: &[String]) -> Result<Self> {
         let mut o = MountOptions::default();
-        let mut rw = false;
         for opt in args.iter().flat_map(|a| a.split(',')).filter(|s| !s.is_empty()) {
             let (key, value) = match opt.split_once('=') {
                 Some((k, v)) => (k, Some(v)),
@@ -60,8 +59,9 @@ impl MountOptions {
                 v.parse::<usize>().with_context(|| format!("mount option {key}: {v:?} is not a number"))
             };
             match key {
+                // The last of ro/rw wins, as with mount(8) (the helper prepends its rw default).
                 "ro" => o.read_only = true,
-                "rw" => rw = true,
+                "rw" => o.read_only = false,
                 "allow_other" => o.allow_other = true,
                 // Permissions are always checked by the kernel (as ext4 does); accepted for compatibility.
                 "default_permissions" => {}
@@ -117,9 +117,6 @@ impl MountOptions {
         if o.device.is_none() && o.model.trace.is_some() {
             bail!("mount option trace= needs device=MODEL");
         }
-        if rw {
-            o.read_only = false;
-        }
         Ok(o)
     }
 }
@@ -137,6 +134,13 @@ mod tests {
         let o = p("ro,allow_other,default_permissions,cache_mb=64,threads=4").unwrap();
         assert!(o.read_only && o.allow_other && !o.foreground);
         assert_eq!((o.cache_mb, o.threads), (64, 4));
+    }
+
+    #[test]
+    fn last_of_ro_and_rw_wins() {
+        assert!(p("rw,ro").unwrap().read_only);
+        assert!(!p("ro,rw").unwrap().read_only);
+        assert!(MountOptions::parse(&["rw".into(), "ro,strictatime".into()]).unwrap().read_only);
     }
 
     #[test]

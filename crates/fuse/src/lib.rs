@@ -43,8 +43,17 @@ impl Ext4Fuse {
         if self.vol.is_read_only() || self.policy.atime == AtimePolicy::NoAtime {
             return;
         }
-        if let Err(e) = self.vol.touch_atime(ino, self.policy.atime == AtimePolicy::StrictAtime) {
-            errno(&e);
+        match self.vol.touch_atime(ino, self.policy.atime == AtimePolicy::StrictAtime) {
+            // The kernel caches attributes: have it ask again (offset -1: attributes only).
+            Ok(true) => {
+                if let Some(n) = self.notifier.get() {
+                    let _ = n.inval_inode(fuse_ino(ino), -1, 0);
+                }
+            }
+            Ok(false) => {}
+            Err(e) => {
+                errno(&e);
+            }
         }
     }
 }
@@ -52,6 +61,8 @@ impl Ext4Fuse {
 pub struct Ext4Fuse {
     pub(crate) vol: Arc<Volume>,
     pub(crate) policy: CachePolicy,
+    /// Set once the session exists: tells the kernel to drop stale attributes.
+    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
 }
 
 
@@ -83,7 +94,12 @@ pub(crate) fn errno(e: &FsError) -> Errno {
 
 impl Ext4Fuse {
     pub fn new(vol: Arc<Volume>, policy: CachePolicy) -> Self {
-        Ext4Fuse { vol, policy }
+        Ext4Fuse { vol, policy, notifier: Default::default() }
+    }
+
+    /// Where the daemon puts the session's notifier once the session exists.
+    pub fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
+        self.notifier.clone()
     }
 
     pub(crate) fn inode(&self, ino: INodeNo) -> Result<fs::Inode, Errno> {
@@ -164,7 +180,11 @@ impl fuser::Filesystem for Ext4Fuse {
                     }
                 }
                 self.vol.opened(i.ino);
-                // The page cache may keep file contents across opens: only we change them.
+                // The page cache keeps file contents across opens (only we change
+                // them), so a re-read may never reach us: record the access here.
+                if flags.acc_mode() != OpenAccMode::O_WRONLY {
+                    self.accessed(i.ino);
+                }
                 reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE)
             }
             Err(e) => reply.error(e),

@@ -634,19 +634,21 @@ impl Volume {
     /// Record an access (read of a file, listing of a directory) under the
     /// mount's atime policy: `relatime` (the default) updates when atime is not
     /// newer than mtime or ctime, or is more than a day old; `strict` always.
-    pub fn touch_atime(&self, ino: u32, strict: bool) -> Result<()> {
-        let Some(w) = self.write.as_ref() else { return Ok(()) };
+    /// Returns whether atime changed.
+    pub fn touch_atime(&self, ino: u32, strict: bool) -> Result<bool> {
+        let Some(w) = self.write.as_ref() else { return Ok(false) };
         let inode = self.inode(ino)?;
         let (a, m, c) = (inode.atime(), inode.mtime(), inode.ctime());
         let t = now();
         let due = strict || a <= m || a <= c || t.sec - a.sec >= 24 * 3600;
         if !due {
-            return Ok(());
+            return Ok(false);
         }
         let mut ws = w.lock();
         let mut inode = self.inode(ino)?; // re-read under the lock
         set_time(&mut inode, "a", t);
-        self.write_inode(&mut ws, &inode)
+        self.write_inode(&mut ws, &inode)?;
+        Ok(true)
     }
 
     /// Make everything written so far durable (fsync, sync, unmount).
