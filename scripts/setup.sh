@@ -19,3 +19,11 @@ modprobe fuse 2>/dev/null || true
 command -v cargo >/dev/null || { echo "setup: cargo (Rust) is not installed" >&2; exit 1; }
 cargo build --release --quiet
 echo "setup: built $(pwd)/target/release/ext4lazy"
+# The field's own test suites (fsx, fsstress, xfstests, pjdfstest), shipped beside
+# the repository in ../shared/tools where this project is developed and tested.
+if [[ -d ../shared/tools ]]; then
+  bash ../shared/tools/xfstests.sh build
+  bash ../shared/tools/pjdfstest.sh build
+else
+  echo "setup: ../shared/tools not found: the fsx/fsstress/pjdfstest/xfstests system tests will be skipped"
+fi
