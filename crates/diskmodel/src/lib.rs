@@ -182,10 +182,8 @@ impl ModelOptions {
 
 /// Build a model by name with parameter overrides. Returns the model and its
 /// queue depth.
-pub fn build_model(
-    name: &str,
-    overrides: &[(String, String)],
-) -> Result<(Box<dyn Model>, u32), Error> {
+/// A model's preset parameters with `overrides` applied (unknown names are errors).
+fn preset_params(name: &str, overrides: &[(String, String)]) -> Result<(MechParams, Option<SmrParams>), Error> {
     let (mut mech, mut smr) = match name {
         "cmr" => (MechParams::wd5000ys(), None),
         "smr-seagate" => (MechParams::st8000as0002(), Some(SmrParams::seagate())),
@@ -201,6 +199,14 @@ pub fn build_model(
             return Err(Error::Param(ParamError::Unknown(k.clone())));
         }
     }
+    Ok((mech, smr))
+}
+
+pub fn build_model(
+    name: &str,
+    overrides: &[(String, String)],
+) -> Result<(Box<dyn Model>, u32), Error> {
+    let (mech, smr) = preset_params(name, overrides)?;
     mech.validate()?;
     let qd = mech.queue_depth;
     let model: Box<dyn Model> = match (name, smr) {
@@ -222,21 +228,7 @@ pub fn describe_model(
     name: &str,
     overrides: &[(String, String)],
 ) -> Result<Vec<params::ParamInfo>, Error> {
-    let (mut mech, mut smr) = match name {
-        "cmr" => (MechParams::wd5000ys(), None),
-        "smr-seagate" => (MechParams::st8000as0002(), Some(SmrParams::seagate())),
-        "smr-wd" => (MechParams::wd40nmzw(), Some(SmrParams::wd())),
-        _ => return Err(Error::UnknownModel(name.to_string())),
-    };
-    for (k, v) in overrides {
-        let mut known = mech.set(k, v)?;
-        if let Some(s) = smr.as_mut() {
-            known |= s.set(k, v)?;
-        }
-        if !known {
-            return Err(Error::Param(ParamError::Unknown(k.clone())));
-        }
-    }
+    let (mech, smr) = preset_params(name, overrides)?;
     let mut out = mech.describe();
     if let Some(s) = smr {
         out.extend(s.describe());

@@ -38,6 +38,15 @@ pub enum AtimePolicy {
 }
 
 impl Ext4Fuse {
+    /// The directory a readdir(plus) lists; the start of a listing is an access.
+    fn listing(&self, ino: INodeNo, offset: u64) -> Result<fs::Inode, Errno> {
+        let dir = self.inode(ino)?;
+        if offset == 0 {
+            self.accessed(dir.ino);
+        }
+        Ok(dir)
+    }
+
     /// Update an accessed inode's atime as the policy says; failures only log.
     fn accessed(&self, ino: u32) {
         if self.vol.is_read_only() || self.policy.atime == AtimePolicy::NoAtime {
@@ -325,13 +334,10 @@ impl fuser::Filesystem for Ext4Fuse {
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let dir = match self.inode(ino) {
+        let dir = match self.listing(ino, offset) {
             Ok(d) => d,
             Err(e) => return reply.error(e),
         };
-        if offset == 0 {
-            self.accessed(dir.ino);
-        }
         let r = self.vol.read_dir(&dir, offset, &mut |e| {
             !reply.add(fuse_ino(e.ino), e.next, attr::dirent_kind(e.file_type), OsStr::from_bytes(&e.name))
         });
@@ -342,13 +348,10 @@ impl fuser::Filesystem for Ext4Fuse {
     }
 
     fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
-        let dir = match self.inode(ino) {
+        let dir = match self.listing(ino, offset) {
             Ok(d) => d,
             Err(e) => return reply.error(e),
         };
-        if offset == 0 {
-            self.accessed(dir.ino);
-        }
         let r = self.vol.read_dir(&dir, offset, &mut |e| {
             let generation;
             let (attr, ttl) = match self.vol.inode(e.ino) {
