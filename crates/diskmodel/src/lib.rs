@@ -180,10 +180,11 @@ impl ModelOptions {
     }
 }
 
-/// Build a model by name with parameter overrides. Returns the model and its
-/// queue depth.
 /// A model's preset parameters with `overrides` applied (unknown names are errors).
-fn preset_params(name: &str, overrides: &[(String, String)]) -> Result<(MechParams, Option<SmrParams>), Error> {
+fn preset_params(
+    name: &str,
+    overrides: &[(String, String)],
+) -> Result<(MechParams, Option<SmrParams>), Error> {
     let (mut mech, mut smr) = match name {
         "cmr" => (MechParams::wd5000ys(), None),
         "smr-seagate" => (MechParams::st8000as0002(), Some(SmrParams::seagate())),
@@ -202,6 +203,8 @@ fn preset_params(name: &str, overrides: &[(String, String)]) -> Result<(MechPara
     Ok((mech, smr))
 }
 
+/// Build a model by name with parameter overrides. Returns the model and its
+/// queue depth.
 pub fn build_model(
     name: &str,
     overrides: &[(String, String)],

@@ -281,6 +281,15 @@ pub struct SeqRow {
 }
 
 /// Sequential bandwidth at the outer and the inner diameter (virtual time).
+/// Submit one request at time `t`, let the disk serve it alone, and return
+/// when it is free again (requests issued one after another, queue depth 1).
+fn one_request(sched: &mut Scheduler, t: f64, req: Req) -> f64 {
+    sched.submit(req, t);
+    sched.advance(t);
+    sched.clear_done();
+    sched.disk_free_at()
+}
+
 pub fn sequential_bandwidth(
     model: &str,
     op: Op,
@@ -301,18 +310,16 @@ pub fn sequential_bandwidth(
         let mut t = 0.0;
         let mut off = start;
         while off < start + bytes {
-            sched.submit(
+            t = one_request(
+                &mut sched,
+                t,
                 Req {
-                    op,
+                    op: op,
                     offset: off,
                     len: req,
                     class: IoClass::Data,
                 },
-                t,
             );
-            sched.advance(t);
-            sched.clear_done();
-            t = sched.disk_free_at();
             off += req;
         }
         rows.push(SeqRow {
@@ -377,18 +384,16 @@ pub fn stream_test(
             let mut off = base;
             while off < base + size {
                 let len = piece.min(base + size - off);
-                sched.submit(
+                t = one_request(
+                    &mut sched,
+                    t,
                     Req {
                         op: Op::Write,
                         offset: off,
                         len,
                         class: IoClass::Data,
                     },
-                    t,
                 );
-                sched.advance(t);
-                sched.clear_done();
-                t = sched.disk_free_at();
                 off += len;
             }
         }
@@ -414,31 +419,27 @@ pub fn stream_test(
         let mut off = base;
         while off < base + size {
             if disrupt && off == base + size / 2 {
-                sched.submit(
+                t = one_request(
+                    &mut sched,
+                    t,
                     Req {
                         op: Op::Write,
                         offset: 5_000_000 * mib,
                         len: 4096,
                         class: IoClass::Metadata,
                     },
-                    t,
                 );
-                sched.advance(t);
-                sched.clear_done();
-                t = sched.disk_free_at();
             }
-            sched.submit(
+            t = one_request(
+                &mut sched,
+                t,
                 Req {
                     op: Op::Write,
                     offset: off,
                     len: req,
                     class: IoClass::Data,
                 },
-                t,
             );
-            sched.advance(t);
-            sched.clear_done();
-            t = sched.disk_free_at();
             off += req;
         }
         let st = sched.model.state();
