@@ -40,7 +40,7 @@ impl Volume {
         let bs = self.block_size() as usize;
         let mut bits = vec![0u8; bs];
         let bpg = u64::from(self.sb.f.blocks_per_group);
-        let first = u64::from(self.sb.f.first_data_block) + u64::from(g) * bpg;
+        let first = self.group_first_block(g);
         let end = (first + bpg).min(self.sb.blocks_count());
         let mut mark = |b: u64| {
             if b >= first && b < end {

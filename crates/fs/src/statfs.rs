@@ -19,12 +19,7 @@ impl Volume {
     pub fn statfs(&self) -> StatFs {
         let total = self.sb.blocks_count();
         let overhead = self.overhead_blocks();
-        let (bfree, ffree) = {
-            let groups = self.groups.read();
-            let b: u64 = groups.iter().map(|g| u64::from(g.free_blocks_count())).sum();
-            let i: u64 = groups.iter().map(|g| u64::from(g.free_inodes_count())).sum();
-            (b, i)
-        };
+        let (bfree, ffree) = self.free_counts();
         // The kernel holds back 2% (at most 4096 clusters) on extent volumes for emergencies.
         let resv = if self.sb.has_incompat(feature::incompat::EXTENTS) { (total / 50).min(4096) } else { 0 };
         let reserved = self.sb.r_blocks_count() + resv;
@@ -37,6 +32,15 @@ impl Volume {
             bsize: self.block_size,
             namelen: 255,
         }
+    }
+
+    /// Free blocks and free inodes: the sums of the group descriptors (the
+    /// superblock's own counts are only updated at commit, as the kernel does).
+    pub(crate) fn free_counts(&self) -> (u64, u64) {
+        let groups = self.groups.read();
+        let b = groups.iter().map(|g| u64::from(g.free_blocks_count())).sum();
+        let i = groups.iter().map(|g| u64::from(g.free_inodes_count())).sum();
+        (b, i)
     }
 
     /// Blocks used by the file system's own structures: the superblock's

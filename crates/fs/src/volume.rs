@@ -264,28 +264,28 @@ impl Volume {
                 Corruption::BadField { field: "inode number", value: u64::from(ino) },
             )));
         }
-        let ipg = self.sb.f.inodes_per_group;
-        let group = (ino - 1) / ipg;
-        let index = u64::from((ino - 1) % ipg);
-        let isz = u64::from(self.sb.inode_size());
-        let bs = u64::from(self.block_size);
-        let gd = self.group(group);
-        let table = gd.inode_table();
-        let blk = table + index * isz / bs;
+        let (gd, blk, off) = self.inode_slot(ino);
         let (ra_start, ra_count) = self.inode_readahead_range(&gd, blk);
         let data = self.meta_readahead(blk, ra_start, ra_count)?;
-        let off = (index * isz % bs) as usize;
-        Ok(Inode::parse(&self.sb, ino, &data[off..off + isz as usize])?)
+        let isz = usize::from(self.sb.inode_size());
+        Ok(Inode::parse(&self.sb, ino, &data[off..off + isz])?)
     }
 
     /// Block and byte offset of inode `ino`'s record (the number must be valid).
     pub(crate) fn inode_location(&self, ino: u32) -> (u64, usize) {
+        let (_, blk, off) = self.inode_slot(ino);
+        (blk, off)
+    }
+
+    /// Group descriptor, block and byte offset of inode `ino`'s record.
+    fn inode_slot(&self, ino: u32) -> (GroupDesc, u64, usize) {
         let ipg = self.sb.f.inodes_per_group;
         let index = u64::from((ino - 1) % ipg);
         let isz = u64::from(self.sb.inode_size());
         let bs = u64::from(self.block_size);
-        let table = self.group((ino - 1) / ipg).inode_table();
-        (table + index * isz / bs, (index * isz % bs) as usize)
+        let gd = self.group((ino - 1) / ipg);
+        let blk = gd.inode_table() + index * isz / bs;
+        (gd, blk, (index * isz % bs) as usize)
     }
 
     /// The aligned window of the inode table to read around `blk`, limited to

@@ -14,8 +14,13 @@ use ondisk::bitmap::{self, Kind};
 use ondisk::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 
 impl Volume {
-    fn group_first_block(&self, g: u32) -> u64 {
+    pub(crate) fn group_first_block(&self, g: u32) -> u64 {
         u64::from(self.sb.f.first_data_block) + u64::from(g) * u64::from(self.sb.f.blocks_per_group)
+    }
+
+    /// First block of inode `ino`'s group: the default goal for its blocks.
+    pub(crate) fn inode_group_first_block(&self, ino: u32) -> u64 {
+        self.group_first_block((ino - 1) / self.sb.f.inodes_per_group)
     }
 
     /// Blocks in group `g` (the last group may be short).

@@ -315,8 +315,7 @@ impl Volume {
                 return Ok(pblk + 1);
             }
         }
-        let g = (inode.ino - 1) / self.sb.f.inodes_per_group;
-        Ok(u64::from(self.sb.f.first_data_block) + u64::from(g) * u64::from(self.sb.f.blocks_per_group))
+        Ok(self.inode_group_first_block(inode.ino))
     }
 
     /// Free every block at logical block >= `from` and drop it from the tree.

@@ -246,15 +246,10 @@ impl Volume {
 
     /// The superblock's block and its bytes with current free counts and write time.
     fn super_bytes(&self, ws: &mut WriteState) -> (u64, usize, [u8; ondisk::superblock::SUPERBLOCK_SIZE]) {
-        let (bfree, ifree) = {
-            let groups = self.groups.read();
-            (
-                groups.iter().map(|g| u64::from(g.free_blocks_count())).sum::<u64>(),
-                groups.iter().map(|g| g.free_inodes_count()).sum::<u32>(),
-            )
-        };
+        let (bfree, ifree) = self.free_counts();
         ws.sb.set_free_blocks_count(bfree);
-        ws.sb.f.free_inodes_count = ifree;
+        // At most s_inodes_count, a u32: the sum of per-group counts fits.
+        ws.sb.f.free_inodes_count = ifree as u32;
         ws.sb.f.wtime = now().sec as u32;
         let bs = self.block_size() as usize;
         let off = (ondisk::superblock::SUPERBLOCK_OFFSET as usize) % bs;

@@ -132,7 +132,7 @@ impl Volume {
                 } else {
                     self.adjust_blocks(inode, 1);
                 }
-                let goal = self.block_group_first(inode.ino);
+                let goal = self.inode_group_first_block(inode.ino);
                 let (b, _) = self.alloc_blocks(ws, goal, 1)?;
                 b
             };
@@ -151,10 +151,6 @@ impl Volume {
         self.write_inode(ws, inode)
     }
 
-    fn block_group_first(&self, ino: u32) -> u64 {
-        let g = (ino - 1) / self.sb.f.inodes_per_group;
-        u64::from(self.sb.f.first_data_block) + u64::from(g) * u64::from(self.sb.f.blocks_per_group)
-    }
 }
 
 fn set_file_acl(inode: &mut Inode, blk: u64) {
