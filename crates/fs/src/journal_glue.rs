@@ -24,8 +24,6 @@ pub struct JournalInfo {
     pub replayed_transactions: u32,
     pub replayed_blocks: usize,
     pub revoke_records: u64,
-    /// Sequence number the next transaction must use.
-    pub next_sequence: u32,
 }
 
 impl JournalInfo {
@@ -91,9 +89,7 @@ pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
         replayed_transactions: 0,
         replayed_blocks: 0,
         revoke_records: 0,
-        next_sequence: 0,
     };
-    info.next_sequence = info.superblock.sequence;
 
     if vol.sb.needs_recovery() {
         let rec = journal::recover(&Reader { vol, runs: &info.runs, len_blocks }).map_err(|e| match e {
@@ -105,7 +101,6 @@ pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
         info.replayed_transactions = rec.transactions;
         info.replayed_blocks = rec.blocks.len();
         info.revoke_records = rec.revoke_records;
-        info.next_sequence = rec.next_sequence;
         let mut map = HashMap::with_capacity(rec.blocks.len());
         for (&blk, copy) in &rec.blocks {
             let phys = info.phys(copy.jblock).ok_or_else(|| {

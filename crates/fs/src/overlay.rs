@@ -36,11 +36,6 @@ impl Overlay {
         self.map.len()
     }
 
-    /// Static blocks that have a journal copy.
-    pub fn blocks(&self) -> impl Iterator<Item = u64> + '_ {
-        self.map.keys().copied()
-    }
-
     pub fn get(&self, blk: u64) -> Option<JournalCopy> {
         self.map.get(&blk).copied()
     }

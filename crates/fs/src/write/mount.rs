@@ -3,7 +3,6 @@
 use super::WriteState;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
-use blockdev::IoClass;
 use ondisk::superblock::{feature, STATE_VALID};
 
 impl Volume {
@@ -16,17 +15,18 @@ impl Volume {
         if self.sb.f.state & ondisk::superblock::STATE_ERROR != 0 {
             return Err(FsError::Unsupported("the volume has errors recorded: run e2fsck before mounting read-write".into()));
         }
-        if !self.overlay.is_empty() {
-            self.replay_to_disk()?;
-        }
         let mut ws = WriteState::new(self.sb.clone());
         if let Some(info) = &self.journal {
             let map = journal::JournalMap::new(info.runs.clone(), info.len_blocks, self.block_size()).map_err(super::journal_err)?;
             let mut j = journal::Journal::load(self.dev.clone(), map).map_err(super::journal_err)?;
             if j.needs_recovery() {
+                // The same replay `open` laid over the device in memory, now written
+                // home by the journal (copies, flush, then an empty log).
                 let rec = j.recover().map_err(super::journal_err)?;
                 j.replay_to_disk(&rec).map_err(super::journal_err)?;
             }
+            // The device now holds what the overlay served: reads can go home.
+            self.overlay = Default::default();
             let (compat, incompat) = journal::ext4_features(self.sb.has_metadata_csum(), self.sb.is_64bit());
             j.set_features(compat, incompat).map_err(super::journal_err)?;
             ws.journal = Some(j);
@@ -44,31 +44,6 @@ impl Volume {
         self.write_super_home(&mut guard)?;
         self.free_orphans(&mut guard)?;
         self.commit(&mut guard)
-    }
-
-    /// Write every block the journal replay produced to its home, then mark the journal empty.
-    fn replay_to_disk(&mut self) -> Result<()> {
-        let bs = u64::from(self.block_size());
-        let blocks: Vec<u64> = self.overlay.blocks().collect();
-        for blk in blocks {
-            let data = self.meta(blk)?;
-            self.dev.write_at(blk * bs, &data, IoClass::Metadata).map_err(|e| FsError::io(format!("replaying block {blk}"), e))?;
-        }
-        self.dev.flush().map_err(|e| FsError::io("flushing the replay", e))?;
-        let j = self.journal.as_mut().expect("an overlay comes from a journal");
-        let mut jsb = j.superblock.clone();
-        jsb.start = 0;
-        jsb.sequence = j.next_sequence;
-        let mut buf = vec![0u8; bs as usize];
-        let phys0 = j.phys(0).ok_or_else(|| FsError::Unsupported("journal block 0 unmapped".into()))?;
-        self.dev.read_at(phys0 * bs, &mut buf, IoClass::Journal).map_err(|e| FsError::io("reading the journal superblock", e))?;
-        jsb.write_to(&mut buf)?;
-        self.dev.write_at(phys0 * bs, &buf, IoClass::Journal).map_err(|e| FsError::io("writing the journal superblock", e))?;
-        self.dev.flush().map_err(|e| FsError::io("flushing the journal superblock", e))?;
-        j.superblock = jsb;
-        self.overlay = Default::default();
-        self.sb.f.feature_incompat &= !feature::incompat::RECOVER;
-        Ok(())
     }
 
     /// The last handle on `ino` was closed: free it if it is an orphan.
