@@ -137,6 +137,31 @@ impl BufferCache {
         s.clock.push_back(block);
     }
 
+    /// The cached copy of `block` and whether it is pinned, without counting a hit.
+    pub fn peek(&self, block: u64) -> Option<(Block, bool)> {
+        self.shard(block).lock().map.get(&block).map(|s| (s.data.clone(), s.pinned))
+    }
+
+    /// Put back exactly what [`BufferCache::peek`] saw (undoing a failed operation).
+    pub fn restore(&self, block: u64, saved: Option<(Block, bool)>) {
+        match saved {
+            None => self.remove(block),
+            Some((data, pinned)) => {
+                let mut s = self.shard(block).lock();
+                match s.map.get_mut(&block) {
+                    Some(slot) => {
+                        slot.data = data;
+                        slot.pinned = pinned;
+                    }
+                    None => {
+                        s.map.insert(block, Slot { data, referenced: false, pinned });
+                        s.clock.push_back(block);
+                    }
+                }
+            }
+        }
+    }
+
     /// Forget a block (e.g. freed metadata); a pinned copy is dropped too.
     pub fn remove(&self, block: u64) {
         self.shard(block).lock().map.remove(&block);

@@ -20,6 +20,8 @@ impl Volume {
         let total = self.sb.blocks_count();
         let overhead = self.overhead_blocks();
         let (bfree, ffree) = self.free_counts();
+        // Freed by the running transaction: free already, reusable after its commit.
+        let bfree = bfree + self.deferred_free_blocks();
         // The kernel holds back 2% (at most 4096 clusters) on extent volumes for emergencies.
         let resv = if self.sb.has_incompat(feature::incompat::EXTENTS) { (total / 50).min(4096) } else { 0 };
         let reserved = self.sb.r_blocks_count() + resv;

@@ -315,3 +315,114 @@ fn xattrs_spill_to_a_block_and_come_back() {
         common::e2fsck_clean(&img);
     }
 }
+
+/// Fill a small volume until operations fail with ENOSPC, keep going (frees,
+/// more allocations), and check that every failed operation changed nothing:
+/// the model, which only records successes, must match; e2fsck must be clean.
+#[test]
+fn full_volume_fails_operations_whole() {
+    let Some((work, _)) = common::setup() else { return };
+    let empty = work.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    for (variant, opts, seed) in [("1k", vec!["-b", "1024", "-N", "256"], 11u64), ("4k-nojournal", vec!["-O", "^has_journal", "-N", "128"], 12)] {
+        let img = common::make_image(work.path(), &format!("full-{variant}.img"), 8, &opts, &empty);
+        let vol = open_rw(&img);
+        let mut model: BTreeMap<String, Node> = BTreeMap::new();
+        model.insert(String::new(), Node::Dir);
+        let mut rng = Lcg(seed);
+        let (mut ok, mut nospace) = (0, 0);
+        for step in 0..2500u64 {
+            let dirs: Vec<String> = model.iter().filter(|(_, v)| **v == Node::Dir).map(|(k, _)| k.clone()).collect();
+            let files: Vec<String> = model.iter().filter(|(_, v)| matches!(v, Node::File(_))).map(|(k, _)| k.clone()).collect();
+            let parent = dirs[rng.below(dirs.len())].clone();
+            let name = format!("n{step}-{}", "y".repeat(rng.below(60)));
+            let child = if parent.is_empty() { name.clone() } else { format!("{parent}/{name}") };
+            let pino = resolve(&vol, &parent);
+            // Fill for the first 1500 steps, then free more than we allocate.
+            let filling = step < 1500;
+            let r: fs::Result<()> = match rng.below(10) {
+                0 | 1 => vol.create(pino, name.as_bytes(), CreateKind::Dir, 0o755, 0, 0).map(|_| {
+                    model.insert(child, Node::Dir);
+                }),
+                2 | 3 => vol.create(pino, name.as_bytes(), CreateKind::File, 0o644, 0, 0).map(|_| {
+                    model.insert(child, Node::File(Vec::new()));
+                }),
+                4 => {
+                    let target = vec![b't'; 61 + rng.below(400)]; // too long for i_block: needs a block
+                    vol.create(pino, name.as_bytes(), CreateKind::Symlink(target.clone()), 0o777, 0, 0).map(|_| {
+                        model.insert(child, Node::Link(target));
+                    })
+                }
+                5..=7 if !files.is_empty() && (filling || rng.below(3) == 0) => {
+                    let f = &files[rng.below(files.len())];
+                    let Node::File(data) = model.get_mut(f).unwrap() else { unreachable!() };
+                    let off = rng.below(data.len() + 20_000);
+                    let max = if rng.below(4) == 0 { 400_000 } else { 20_000 };
+                    let len = 1 + rng.below(max);
+                    let bytes: Vec<u8> = (0..len).map(|i| (i as u64 * 7 + step) as u8).collect();
+                    vol.write(resolve(&vol, f), off as u64, &bytes).map(|n| {
+                        assert_eq!(n, len);
+                        if data.len() < off + len {
+                            data.resize(off + len, 0);
+                        }
+                        data[off..off + len].copy_from_slice(&bytes);
+                    })
+                }
+                8 if !files.is_empty() => {
+                    let f = &files[rng.below(files.len())];
+                    let Node::File(data) = model.get_mut(f).unwrap() else { unreachable!() };
+                    let size = rng.below(data.len() + 1);
+                    vol.setattr(resolve(&vol, f), &SetAttr { size: Some(size as u64), ..Default::default() }).map(|_| data.truncate(size))
+                }
+                _ if !files.is_empty() && (!filling || rng.below(4) == 0) => {
+                    let f = files[rng.below(files.len())].clone();
+                    let (p, n) = parent_and_name(&f);
+                    vol.unlink(resolve(&vol, p), n.as_bytes()).map(|_| {
+                        model.remove(&f);
+                    })
+                }
+                _ => Ok(()),
+            };
+            match r {
+                Ok(()) => ok += 1,
+                Err(fs::FsError::NoSpace) => nospace += 1,
+                Err(e) => panic!("{variant} step {step}: {e}"),
+            }
+            if step % 250 == 0 {
+                check(&vol, &model);
+            }
+            if step % 700 == 0 {
+                vol.sync().unwrap();
+            }
+        }
+        assert!(nospace >= 50, "{variant}: the volume never filled ({nospace} ENOSPC, {ok} successes)");
+        check(&vol, &model);
+        // Make room for the two files below (inodes may have run out too).
+        let files: Vec<String> = model.iter().filter(|(_, v)| !matches!(v, Node::Dir)).map(|(k, _)| k.clone()).collect();
+        for f in files {
+            let (p, n) = parent_and_name(&f);
+            vol.unlink(resolve(&vol, p), n.as_bytes()).unwrap();
+            model.remove(&f);
+        }
+        // Blocks freed by the running transaction are reusable at once: the
+        // allocator commits and retries rather than report a full disk.
+        let fill = vol.create(ROOT_INO, b"fill", CreateKind::File, 0o644, 0, 0).unwrap();
+        let chunk = vec![0xabu8; 64 << 10];
+        let mut filled = 0u64;
+        while vol.write(fill.ino, filled, &chunk).is_ok() {
+            filled += chunk.len() as u64;
+        }
+        vol.unlink(ROOT_INO, b"fill").unwrap();
+        let again = vol.create(ROOT_INO, b"again", CreateKind::File, 0o644, 0, 0).unwrap();
+        for off in (0..filled).step_by(chunk.len()) {
+            vol.write(again.ino, off, &chunk).unwrap_or_else(|e| panic!("{variant}: rewriting {filled} freed bytes at {off}: {e}"));
+        }
+        model.insert("again".into(), Node::File(chunk.repeat((filled / chunk.len() as u64) as usize)));
+        eprintln!("{variant}: {ok} operations, {nospace} ENOSPC; {filled} bytes refilled after an unlink");
+        vol.shutdown().unwrap();
+        drop(vol);
+        common::e2fsck_clean(&img);
+        let ro = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
+        check(&ro, &model);
+    }
+}

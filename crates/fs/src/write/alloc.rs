@@ -158,8 +158,18 @@ impl Volume {
         Err(FsError::NoSpace)
     }
 
-    /// Free `len` blocks from `start` (may span groups).
+    /// Free `len` blocks from `start`: they become free when the running
+    /// transaction commits (see [`super::Deferred`]).
     pub(crate) fn free_blocks(&self, ws: &mut WriteState, start: u64, len: u64) -> Result<()> {
+        // A damaged map must fail this operation, not the commit.
+        self.check_block(start, "freed block range")?;
+        self.check_block(start + len.max(1) - 1, "freed block range")?;
+        ws.deferred.push(super::Deferred::Free { start, len });
+        Ok(())
+    }
+
+    /// Clear `len` blocks from `start` in the bitmaps (may span groups).
+    pub(crate) fn release_blocks(&self, ws: &mut WriteState, start: u64, len: u64) -> Result<()> {
         let mut b = start;
         let end = start + len;
         while b < end {
@@ -186,13 +196,12 @@ impl Volume {
     /// A block stops being metadata: no cached or pending copy of it may ever
     /// be written over what it holds next, and the journal must not replay it.
     pub(crate) fn forget_meta(&self, ws: &mut WriteState, blk: u64) {
+        self.note_block(ws, blk);
         self.cache.remove(blk);
-        ws.unwritten.remove(&blk);
         ws.running.revoke(blk);
-        if let Some(j) = ws.journal.as_mut() {
-            // Older committed copies must never be checkpointed over the block's next use.
-            j.forget(blk);
-        }
+        // Its committed copies are dropped at commit: until then a crash
+        // brings the block back as metadata.
+        ws.deferred.push(super::Deferred::Forget(blk));
     }
 
     /// Free a block that held metadata.

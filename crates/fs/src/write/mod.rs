@@ -17,6 +17,7 @@ mod extents;
 mod mount;
 mod ops;
 mod txn;
+mod undo;
 mod xattrops;
 
 pub use ops::{CreateKind, SetAttr};
@@ -43,6 +44,11 @@ pub(crate) fn journal_err(e: journal::Error) -> FsError {
     }
 }
 
+/// The error every write gets once a device error has turned the volume read-only.
+pub(crate) fn read_only_after(why: &str) -> FsError {
+    FsError::io(format!("(the volume turned read-only after: {why})"), std::io::Error::from_raw_os_error(libc::EROFS))
+}
+
 /// A committed block not yet written to its home location.
 pub struct Unwritten {
     pub data: Block,
@@ -64,6 +70,27 @@ pub struct WriteState {
     /// The jbd2 journal, on volumes that have one.
     pub journal: Option<Jbd2>,
     pub stats: WriteStats,
+    /// Changes that wait for the running transaction to commit (see [`Deferred`]).
+    pub deferred: Vec<Deferred>,
+    /// The running operation's undo record.
+    pub undo: Option<undo::Undo>,
+    /// Set when a device error turned the volume read-only: what failed.
+    pub failed: Option<String>,
+}
+
+/// Changes applied when the running transaction commits, not before.
+///
+/// Freed blocks must not be reused while the transaction that frees them can
+/// still be lost: new data written there (data goes straight to its blocks)
+/// would overwrite what a crash brings back, the old file or directory block.
+/// The kernel's ext4 holds freed blocks back the same way until the commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deferred {
+    /// Clear these blocks in the bitmaps.
+    Free { start: u64, len: u64 },
+    /// This block stops being metadata: drop its committed copies so that no
+    /// checkpoint writes them over its next contents.
+    Forget(u64),
 }
 
 /// Counters for the stats file and benchmarks.
@@ -84,6 +111,9 @@ impl WriteState {
             unwritten: Default::default(),
             journal: None,
             stats: WriteStats::default(),
+            deferred: Vec::new(),
+            undo: None,
+            failed: None,
         }
     }
 }
@@ -106,6 +136,7 @@ impl Volume {
     /// Record `data` as the new contents of metadata block `blk`.
     pub(crate) fn install(&self, ws: &mut WriteState, blk: u64, data: Vec<u8>) {
         debug_assert_eq!(data.len(), self.block_size() as usize);
+        self.note_block(ws, blk);
         let b: Block = Arc::from(data);
         self.cache.insert_dirty(blk, b.clone());
         ws.running.add(blk, b);
@@ -128,10 +159,23 @@ impl Volume {
     }
 
     /// Commit the running transaction: make every change in it durable.
+    /// A failure turns the volume read-only.
     pub(crate) fn commit(&self, ws: &mut WriteState) -> Result<()> {
+        debug_assert!(ws.undo.is_none(), "commit inside an operation");
+        if let Some(why) = &ws.failed {
+            return Err(read_only_after(why));
+        }
+        let r = self.commit_running(ws);
+        r.map_err(|e| self.fail_on_io(ws, e))
+    }
+
+    fn commit_running(&self, ws: &mut WriteState) -> Result<()> {
         if ws.running.is_empty() {
+            debug_assert!(ws.deferred.is_empty());
+            ws.running_since = None;
             return Ok(());
         }
+        self.apply_deferred(ws)?;
         self.write_super(ws)?;
         let txn = std::mem::take(&mut ws.running);
         ws.running_since = None;
@@ -197,9 +241,39 @@ impl Volume {
         Ok(())
     }
 
+    /// Apply the running transaction's deferred frees: it is about to commit.
+    fn apply_deferred(&self, ws: &mut WriteState) -> Result<()> {
+        for d in std::mem::take(&mut ws.deferred) {
+            match d {
+                Deferred::Free { start, len } => self.release_blocks(ws, start, len)?,
+                Deferred::Forget(blk) => {
+                    ws.unwritten.remove(&blk);
+                    if let Some(j) = ws.journal.as_mut() {
+                        j.forget(blk);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Blocks freed by the running transaction: free for `statfs`, not yet for the allocator.
+    pub(crate) fn deferred_free_blocks(&self) -> u64 {
+        let Some(w) = self.write.as_ref() else { return 0 };
+        w.lock().deferred.iter().map(|d| if let Deferred::Free { len, .. } = d { *len } else { 0 }).sum()
+    }
+
     /// Write committed blocks home (all, or those committed before `older_than`),
-    /// flush, and let the journal reuse their space.
+    /// flush, and let the journal reuse their space. A failure turns the volume read-only.
     pub(crate) fn write_back(&self, ws: &mut WriteState, older_than: Option<std::time::Instant>) -> Result<()> {
+        if let Some(why) = &ws.failed {
+            return Err(read_only_after(why));
+        }
+        let r = self.write_back_due(ws, older_than);
+        r.map_err(|e| self.fail_on_io(ws, e))
+    }
+
+    fn write_back_due(&self, ws: &mut WriteState, older_than: Option<std::time::Instant>) -> Result<()> {
         let bs = u64::from(self.block_size());
         let due: Vec<u64> = ws
             .unwritten
@@ -289,6 +363,7 @@ impl Volume {
         let blk = ondisk::group_desc::descriptor_block(&self.sb, (g as usize / per_block) as u64);
         let off = (g as usize % per_block) * dsize;
         let bytes = gd.to_bytes(&self.sb, g);
+        self.note_group(ws, g);
         self.modify(ws, blk, |b| {
             b[off..off + dsize].copy_from_slice(&bytes);
             Ok(())

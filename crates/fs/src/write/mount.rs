@@ -51,30 +51,33 @@ impl Volume {
     /// between the close and this call (and saw the file closed) has already
     /// freed it, and freeing twice would corrupt the counts.
     pub(crate) fn free_if_orphan(&self, ino: u32) -> Result<()> {
-        let Some(w) = self.write.as_ref() else { return Ok(()) };
-        let mut ws = w.lock();
-        let mut prev: Option<u32> = None;
-        let mut cur = ws.sb.f.last_orphan;
-        let mut n = 0;
-        while cur != 0 && cur != ino && n < self.sb.f.inodes_count {
-            prev = Some(cur);
-            cur = self.inode(cur)?.base.dtime;
-            n += 1;
+        if self.write.is_none() {
+            return Ok(());
         }
-        if cur != ino {
-            return Ok(()); // not an orphan (never was, or already freed)
-        }
-        let inode = self.inode(ino)?;
-        debug_assert_eq!(inode.links_count(), 0, "orphan {ino} has links");
-        match prev {
-            None => ws.sb.f.last_orphan = inode.base.dtime,
-            Some(p) => {
-                let mut pi = self.inode(p)?;
-                pi.base.dtime = inode.base.dtime;
-                self.write_inode(&mut ws, &pi)?;
+        self.atomic(|ws| {
+            let mut prev: Option<u32> = None;
+            let mut cur = ws.sb.f.last_orphan;
+            let mut n = 0;
+            while cur != 0 && cur != ino && n < self.sb.f.inodes_count {
+                prev = Some(cur);
+                cur = self.inode(cur)?.base.dtime;
+                n += 1;
             }
-        }
-        self.free_file(&mut ws, inode)
+            if cur != ino {
+                return Ok(()); // not an orphan (never was, or already freed)
+            }
+            let inode = self.inode(ino)?;
+            debug_assert_eq!(inode.links_count(), 0, "orphan {ino} has links");
+            match prev {
+                None => ws.sb.f.last_orphan = inode.base.dtime,
+                Some(p) => {
+                    let mut pi = self.inode(p)?;
+                    pi.base.dtime = inode.base.dtime;
+                    self.write_inode(ws, &pi)?;
+                }
+            }
+            self.free_file(ws, inode)
+        })
     }
 }
 

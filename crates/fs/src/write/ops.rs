@@ -111,8 +111,11 @@ impl Volume {
     /// Take the write lock; first commit the running transaction if it has
     /// grown to a quarter of what the journal accepts (operations are atomic:
     /// a commit never splits one).
-    fn writer(&self) -> Result<parking_lot::MutexGuard<'_, WriteState>> {
+    pub(crate) fn writer(&self) -> Result<parking_lot::MutexGuard<'_, WriteState>> {
         let mut ws = self.write.as_ref().map(|m| m.lock()).ok_or(FsError::ReadOnly)?;
+        if ws.failed.is_some() {
+            return Err(FsError::ReadOnly);
+        }
         let limit = ws.journal.as_ref().map_or(4096, |j| (j.max_transaction_blocks() / 4).max(16));
         if ws.running.len() as u64 >= limit {
             self.commit(&mut ws)?;
@@ -193,60 +196,60 @@ impl Volume {
 
     /// Create `name` in directory `parent`.
     pub fn create(&self, parent: u32, name: &[u8], kind: CreateKind, perm: u16, uid: u32, gid: u32) -> Result<Inode> {
-        let mut ws = self.writer()?;
-        let ws = &mut *ws;
-        let mut dir = self.dir_inode(parent)?;
-        self.check_new_name(&dir, name)?;
-        let is_dir = kind == CreateKind::Dir;
-        if is_dir && dir.links_count() >= DIR_NLINK_MAX && !self.sb.has_ro_compat(feature::ro_compat::DIR_NLINK) {
-            return Err(FsError::TooManyLinks);
-        }
-        let ino = self.alloc_inode(ws, parent, is_dir)?;
-        let mut inode = self.new_inode(ino, kind.type_bits() | (perm & 0o7777), uid, gid);
-        match &kind {
-            CreateKind::File => self.init_extent_root(&mut inode),
-            CreateKind::Dir => {
-                self.init_extent_root(&mut inode);
-                inode.base.links_count = 2;
-                let runs = self.ensure_mapped(ws, &mut inode, 0, 1)?;
-                let block = self.init_dir_block(&inode, parent);
-                self.install(ws, runs[0].1, block);
-                set_size(&mut inode, u64::from(self.block_size()));
+        self.atomic(|ws| {
+            let mut dir = self.dir_inode(parent)?;
+            self.check_new_name(&dir, name)?;
+            let is_dir = kind == CreateKind::Dir;
+            if is_dir && dir.links_count() >= DIR_NLINK_MAX && !self.sb.has_ro_compat(feature::ro_compat::DIR_NLINK) {
+                return Err(FsError::TooManyLinks);
             }
-            CreateKind::Symlink(target) => {
-                if target.is_empty() || target.len() >= self.block_size() as usize {
-                    self.free_inode(ws, ino, false)?;
-                    return Err(FsError::NameTooLong);
-                }
-                if target.len() < I_BLOCK_SIZE {
-                    inode.base.block[..target.len()].copy_from_slice(target);
-                } else {
+            let ino = self.alloc_inode(ws, parent, is_dir)?;
+            let mut inode = self.new_inode(ino, kind.type_bits() | (perm & 0o7777), uid, gid);
+            match &kind {
+                CreateKind::File => self.init_extent_root(&mut inode),
+                CreateKind::Dir => {
                     self.init_extent_root(&mut inode);
+                    inode.base.links_count = 2;
                     let runs = self.ensure_mapped(ws, &mut inode, 0, 1)?;
-                    let mut data = self.fresh_block();
-                    data[..target.len()].copy_from_slice(target);
-                    self.write_data(runs[0].1, &data)?;
+                    let block = self.init_dir_block(&inode, parent);
+                    self.install(ws, runs[0].1, block);
+                    set_size(&mut inode, u64::from(self.block_size()));
                 }
-                set_size(&mut inode, target.len() as u64);
-            }
-            CreateKind::Char(rdev) | CreateKind::Block(rdev) => {
-                let (major, minor) = ((rdev >> 8) & 0xfff, (rdev & 0xff) | ((rdev >> 12) & 0xfff00));
-                if major < 256 && minor < 256 {
-                    ondisk::bytes::put_le32(&mut inode.base.block, 0, (major << 8) | minor);
-                } else {
-                    ondisk::bytes::put_le32(&mut inode.base.block, 4, *rdev);
+                CreateKind::Symlink(target) => {
+                    if target.is_empty() || target.len() >= self.block_size() as usize {
+                        self.free_inode(ws, ino, false)?;
+                        return Err(FsError::NameTooLong);
+                    }
+                    if target.len() < I_BLOCK_SIZE {
+                        inode.base.block[..target.len()].copy_from_slice(target);
+                    } else {
+                        self.init_extent_root(&mut inode);
+                        let runs = self.ensure_mapped(ws, &mut inode, 0, 1)?;
+                        let mut data = self.fresh_block();
+                        data[..target.len()].copy_from_slice(target);
+                        self.write_data(runs[0].1, &data)?;
+                    }
+                    set_size(&mut inode, target.len() as u64);
                 }
+                CreateKind::Char(rdev) | CreateKind::Block(rdev) => {
+                    let (major, minor) = ((rdev >> 8) & 0xfff, (rdev & 0xff) | ((rdev >> 12) & 0xfff00));
+                    if major < 256 && minor < 256 {
+                        ondisk::bytes::put_le32(&mut inode.base.block, 0, (major << 8) | minor);
+                    } else {
+                        ondisk::bytes::put_le32(&mut inode.base.block, 4, *rdev);
+                    }
+                }
+                CreateKind::Fifo | CreateKind::Socket => {}
             }
-            CreateKind::Fifo | CreateKind::Socket => {}
-        }
-        self.write_inode(ws, &inode)?;
-        self.add_entry(ws, &mut dir, name, ino, dirent_type(inode.base.mode))?;
-        if is_dir {
-            self.inc_dir_links(&mut dir);
-        }
-        touch(&mut dir, true);
-        self.write_inode(ws, &dir)?;
-        Ok(inode)
+            self.write_inode(ws, &inode)?;
+            self.add_entry(ws, &mut dir, name, ino, dirent_type(inode.base.mode))?;
+            if is_dir {
+                self.inc_dir_links(&mut dir);
+            }
+            touch(&mut dir, true);
+            self.write_inode(ws, &dir)?;
+            Ok(inode)
+        })
     }
 
     /// Write a whole data block at physical block `pblk`.
@@ -257,70 +260,70 @@ impl Volume {
 
     /// Hard link: a new name for inode `ino` in `parent`.
     pub fn link(&self, ino: u32, parent: u32, name: &[u8]) -> Result<Inode> {
-        let mut ws = self.writer()?;
-        let ws = &mut *ws;
-        let mut inode = self.inode(ino)?;
-        if inode.is_dir() {
-            return Err(FsError::NotPermitted);
-        }
-        if inode.links_count() >= LINK_MAX {
-            return Err(FsError::TooManyLinks);
-        }
-        let mut dir = self.dir_inode(parent)?;
-        self.check_new_name(&dir, name)?;
-        self.add_entry(ws, &mut dir, name, ino, dirent_type(inode.base.mode))?;
-        inode.base.links_count += 1;
-        touch(&mut inode, false);
-        self.write_inode(ws, &inode)?;
-        touch(&mut dir, true);
-        self.write_inode(ws, &dir)?;
-        Ok(inode)
+        self.atomic(|ws| {
+            let mut inode = self.inode(ino)?;
+            if inode.is_dir() {
+                return Err(FsError::NotPermitted);
+            }
+            if inode.links_count() >= LINK_MAX {
+                return Err(FsError::TooManyLinks);
+            }
+            let mut dir = self.dir_inode(parent)?;
+            self.check_new_name(&dir, name)?;
+            self.add_entry(ws, &mut dir, name, ino, dirent_type(inode.base.mode))?;
+            inode.base.links_count += 1;
+            touch(&mut inode, false);
+            self.write_inode(ws, &inode)?;
+            touch(&mut dir, true);
+            self.write_inode(ws, &dir)?;
+            Ok(inode)
+        })
     }
 
     /// Remove a non-directory name.
     pub fn unlink(&self, parent: u32, name: &[u8]) -> Result<()> {
-        let mut ws = self.writer()?;
-        let ws = &mut *ws;
-        let mut dir = self.dir_inode(parent)?;
-        let (ino, _) = self.lookup(&dir, name)?.ok_or(FsError::NotFound)?;
-        let mut inode = self.inode(ino)?;
-        if inode.is_dir() {
-            return Err(FsError::IsDir);
-        }
-        self.remove_entry(ws, &dir, name)?;
-        touch(&mut dir, true);
-        self.write_inode(ws, &dir)?;
-        inode.base.links_count = inode.base.links_count.saturating_sub(1);
-        touch(&mut inode, false);
-        self.drop_if_unlinked(ws, inode)
+        self.atomic(|ws| {
+            let mut dir = self.dir_inode(parent)?;
+            let (ino, _) = self.lookup(&dir, name)?.ok_or(FsError::NotFound)?;
+            let mut inode = self.inode(ino)?;
+            if inode.is_dir() {
+                return Err(FsError::IsDir);
+            }
+            self.remove_entry(ws, &dir, name)?;
+            touch(&mut dir, true);
+            self.write_inode(ws, &dir)?;
+            inode.base.links_count = inode.base.links_count.saturating_sub(1);
+            touch(&mut inode, false);
+            self.drop_if_unlinked(ws, inode)
+        })
     }
 
     /// Remove an empty directory.
     pub fn rmdir(&self, parent: u32, name: &[u8]) -> Result<()> {
-        let mut ws = self.writer()?;
-        let ws = &mut *ws;
-        if name == b"." {
-            return Err(FsError::Invalid("rmdir of .".into()));
-        }
-        if name == b".." {
-            return Err(FsError::NotEmpty);
-        }
-        let mut dir = self.dir_inode(parent)?;
-        let (ino, _) = self.lookup(&dir, name)?.ok_or(FsError::NotFound)?;
-        let mut inode = self.inode(ino)?;
-        if !inode.is_dir() {
-            return Err(FsError::NotDir);
-        }
-        if !self.dir_is_empty(&inode)? {
-            return Err(FsError::NotEmpty);
-        }
-        self.remove_entry(ws, &dir, name)?;
-        self.dec_dir_links(&mut dir);
-        touch(&mut dir, true);
-        self.write_inode(ws, &dir)?;
-        inode.base.links_count = 0;
-        touch(&mut inode, false);
-        self.drop_if_unlinked(ws, inode)
+        self.atomic(|ws| {
+            if name == b"." {
+                return Err(FsError::Invalid("rmdir of .".into()));
+            }
+            if name == b".." {
+                return Err(FsError::NotEmpty);
+            }
+            let mut dir = self.dir_inode(parent)?;
+            let (ino, _) = self.lookup(&dir, name)?.ok_or(FsError::NotFound)?;
+            let mut inode = self.inode(ino)?;
+            if !inode.is_dir() {
+                return Err(FsError::NotDir);
+            }
+            if !self.dir_is_empty(&inode)? {
+                return Err(FsError::NotEmpty);
+            }
+            self.remove_entry(ws, &dir, name)?;
+            self.dec_dir_links(&mut dir);
+            touch(&mut dir, true);
+            self.write_inode(ws, &dir)?;
+            inode.base.links_count = 0;
+            touch(&mut inode, false);
+            self.drop_if_unlinked(ws, inode)
+        })
     }
 
     /// An inode whose last name is gone: free it now, or, while it is still
@@ -396,90 +399,90 @@ impl Volume {
 
     /// rename(2), with RENAME_NOREPLACE and RENAME_EXCHANGE.
     pub fn rename(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, exchange: bool) -> Result<()> {
-        let mut ws = self.writer()?;
-        let ws = &mut *ws;
-        if newname.len() > ondisk::dir::MAX_NAME_LEN {
-            return Err(FsError::NameTooLong);
-        }
-        for n in [name, newname] {
-            if n == b"." || n == b".." || n.is_empty() {
-                return Err(FsError::Invalid("cannot rename . or ..".into()));
+        self.atomic(|ws| {
+            if newname.len() > ondisk::dir::MAX_NAME_LEN {
+                return Err(FsError::NameTooLong);
             }
-        }
-        let mut src_dir = self.dir_inode(parent)?;
-        let (src_ino, _) = self.lookup(&src_dir, name)?.ok_or(FsError::NotFound)?;
-        let mut src = self.inode(src_ino)?;
-        let mut dst_dir = if newparent == parent { src_dir.clone() } else { self.dir_inode(newparent)? };
-        let dst = self.lookup(&dst_dir, newname)?;
-        if src.is_dir() && newparent != parent && self.is_ancestor(src_ino, newparent)? {
-            return Err(FsError::InvalidMove);
-        }
-        if exchange {
-            let (dst_ino, _) = dst.ok_or(FsError::NotFound)?;
-            let mut other = self.inode(dst_ino)?;
-            if other.is_dir() && newparent != parent && self.is_ancestor(dst_ino, parent)? {
+            for n in [name, newname] {
+                if n == b"." || n == b".." || n.is_empty() {
+                    return Err(FsError::Invalid("cannot rename . or ..".into()));
+                }
+            }
+            let mut src_dir = self.dir_inode(parent)?;
+            let (src_ino, _) = self.lookup(&src_dir, name)?.ok_or(FsError::NotFound)?;
+            let mut src = self.inode(src_ino)?;
+            let mut dst_dir = if newparent == parent { src_dir.clone() } else { self.dir_inode(newparent)? };
+            let dst = self.lookup(&dst_dir, newname)?;
+            if src.is_dir() && newparent != parent && self.is_ancestor(src_ino, newparent)? {
                 return Err(FsError::InvalidMove);
             }
-            self.retarget_entry(ws, &src_dir, name, dst_ino, dirent_type(other.base.mode))?;
-            self.retarget_entry(ws, &dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
-            if newparent != parent {
-                if src.is_dir() {
-                    self.retarget_entry(ws, &src, b"..", newparent, ftype::DIR)?;
+            if exchange {
+                let (dst_ino, _) = dst.ok_or(FsError::NotFound)?;
+                let mut other = self.inode(dst_ino)?;
+                if other.is_dir() && newparent != parent && self.is_ancestor(dst_ino, parent)? {
+                    return Err(FsError::InvalidMove);
                 }
-                if other.is_dir() {
-                    self.retarget_entry(ws, &other, b"..", parent, ftype::DIR)?;
+                self.retarget_entry(ws, &src_dir, name, dst_ino, dirent_type(other.base.mode))?;
+                self.retarget_entry(ws, &dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
+                if newparent != parent {
+                    if src.is_dir() {
+                        self.retarget_entry(ws, &src, b"..", newparent, ftype::DIR)?;
+                    }
+                    if other.is_dir() {
+                        self.retarget_entry(ws, &other, b"..", parent, ftype::DIR)?;
+                    }
+                    if src.is_dir() != other.is_dir() {
+                        let (into_dst, into_src) = if src.is_dir() { (&mut dst_dir, &mut src_dir) } else { (&mut src_dir, &mut dst_dir) };
+                        self.inc_dir_links(into_dst);
+                        self.dec_dir_links(into_src);
+                    }
                 }
-                if src.is_dir() != other.is_dir() {
-                    let (into_dst, into_src) = if src.is_dir() { (&mut dst_dir, &mut src_dir) } else { (&mut src_dir, &mut dst_dir) };
-                    self.inc_dir_links(into_dst);
-                    self.dec_dir_links(into_src);
+                touch(&mut src, false);
+                touch(&mut other, false);
+                self.write_inode(ws, &src)?;
+                self.write_inode(ws, &other)?;
+                return self.finish_rename(ws, parent, newparent, src_dir, dst_dir);
+            }
+            if let Some((dst_ino, _)) = dst {
+                if noreplace {
+                    return Err(FsError::Exists);
                 }
+                if dst_ino == src_ino {
+                    return Ok(()); // two names of one inode: nothing to do
+                }
+                let mut victim = self.inode(dst_ino)?;
+                match (src.is_dir(), victim.is_dir()) {
+                    (true, false) => return Err(FsError::NotDir),
+                    (false, true) => return Err(FsError::IsDir),
+                    (true, true) if !self.dir_is_empty(&victim)? => return Err(FsError::NotEmpty),
+                    _ => {}
+                }
+                self.retarget_entry(ws, &dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
+                if victim.is_dir() {
+                    victim.base.links_count = 0;
+                    self.dec_dir_links(&mut dst_dir);
+                } else {
+                    victim.base.links_count = victim.base.links_count.saturating_sub(1);
+                }
+                touch(&mut victim, false);
+                self.drop_if_unlinked(ws, victim)?;
+            } else {
+                self.add_entry(ws, &mut dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
+            }
+            if newparent == parent {
+                // Same directory: the entry add above may have changed the dir inode (size).
+                src_dir = dst_dir.clone();
+            }
+            self.remove_entry(ws, &src_dir, name)?;
+            if src.is_dir() && newparent != parent {
+                self.retarget_entry(ws, &src, b"..", newparent, ftype::DIR)?;
+                self.dec_dir_links(&mut src_dir);
+                self.inc_dir_links(&mut dst_dir);
             }
             touch(&mut src, false);
-            touch(&mut other, false);
             self.write_inode(ws, &src)?;
-            self.write_inode(ws, &other)?;
-            return self.finish_rename(ws, parent, newparent, src_dir, dst_dir);
-        }
-        if let Some((dst_ino, _)) = dst {
-            if noreplace {
-                return Err(FsError::Exists);
-            }
-            if dst_ino == src_ino {
-                return Ok(()); // two names of one inode: nothing to do
-            }
-            let mut victim = self.inode(dst_ino)?;
-            match (src.is_dir(), victim.is_dir()) {
-                (true, false) => return Err(FsError::NotDir),
-                (false, true) => return Err(FsError::IsDir),
-                (true, true) if !self.dir_is_empty(&victim)? => return Err(FsError::NotEmpty),
-                _ => {}
-            }
-            self.retarget_entry(ws, &dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
-            if victim.is_dir() {
-                victim.base.links_count = 0;
-                self.dec_dir_links(&mut dst_dir);
-            } else {
-                victim.base.links_count = victim.base.links_count.saturating_sub(1);
-            }
-            touch(&mut victim, false);
-            self.drop_if_unlinked(ws, victim)?;
-        } else {
-            self.add_entry(ws, &mut dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
-        }
-        if newparent == parent {
-            // Same directory: the entry add above may have changed the dir inode (size).
-            src_dir = dst_dir.clone();
-        }
-        self.remove_entry(ws, &src_dir, name)?;
-        if src.is_dir() && newparent != parent {
-            self.retarget_entry(ws, &src, b"..", newparent, ftype::DIR)?;
-            self.dec_dir_links(&mut src_dir);
-            self.inc_dir_links(&mut dst_dir);
-        }
-        touch(&mut src, false);
-        self.write_inode(ws, &src)?;
-        self.finish_rename(ws, parent, newparent, src_dir, dst_dir)
+            self.finish_rename(ws, parent, newparent, src_dir, dst_dir)
+        })
     }
 
     fn finish_rename(&self, ws: &mut WriteState, parent: u32, newparent: u32, mut src_dir: Inode, mut dst_dir: Inode) -> Result<()> {
@@ -497,119 +500,119 @@ impl Volume {
         if data.is_empty() {
             return Ok(0);
         }
-        let mut ws = self.writer()?;
-        let ws = &mut *ws;
-        let mut inode = self.inode(ino)?;
-        if inode.is_dir() {
-            return Err(FsError::IsDir);
-        }
-        if inode.has_flag(flags::INLINE_DATA) {
-            return Err(FsError::Unsupported("writing inline-data files".into()));
-        }
-        let bs = u64::from(self.block_size());
-        let end = offset.checked_add(data.len() as u64).ok_or_else(|| FsError::Invalid("offset overflow".into()))?;
-        let first = offset / bs;
-        let last = (end - 1) / bs;
-        let runs = self.ensure_mapped(ws, &mut inode, first, last - first + 1)?;
-        let mut preallocated = Vec::new();
-        for (lblk, pblk, len, fresh) in runs {
-            if fresh {
-                preallocated.push((lblk, len));
+        self.atomic(|ws| {
+            let mut inode = self.inode(ino)?;
+            if inode.is_dir() {
+                return Err(FsError::IsDir);
             }
-            // Bytes of `data` that fall into this run.
-            let run_start = lblk * bs;
-            let run_end = (lblk + len) * bs;
-            let lo = offset.max(run_start);
-            let hi = end.min(run_end);
-            let mut buf = vec![0u8; (run_end - run_start) as usize];
-            let head_partial = lo > run_start;
-            let tail_partial = hi < run_end;
-            if !fresh && (head_partial || tail_partial) {
-                // Read-modify-write of the partial first/last blocks only.
-                if head_partial {
-                    self.dev.read_at(pblk * bs, &mut buf[..bs as usize], IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
-                }
-                if tail_partial {
-                    let o = buf.len() - bs as usize;
-                    self.dev.read_at((pblk + len - 1) * bs, &mut buf[o..], IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
-                }
+            if inode.has_flag(flags::INLINE_DATA) {
+                return Err(FsError::Unsupported("writing inline-data files".into()));
             }
-            buf[(lo - run_start) as usize..(hi - run_start) as usize].copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
-            self.dev.write_at(pblk * bs, &buf, IoClass::Data).map_err(|e| FsError::io(format!("writing data at block {pblk}"), e))?;
-        }
-        // Data is on disk: preallocated extents under it now read as written.
-        for (lblk, len) in preallocated {
-            self.mark_written(ws, &mut inode, lblk, len)?;
-        }
-        if end > inode.size() {
-            set_size(&mut inode, end);
-        }
-        touch(&mut inode, true);
-        self.write_inode(ws, &inode)?;
-        Ok(data.len())
+            let bs = u64::from(self.block_size());
+            let end = offset.checked_add(data.len() as u64).ok_or_else(|| FsError::Invalid("offset overflow".into()))?;
+            let first = offset / bs;
+            let last = (end - 1) / bs;
+            let runs = self.ensure_mapped(ws, &mut inode, first, last - first + 1)?;
+            let mut preallocated = Vec::new();
+            for (lblk, pblk, len, fresh) in runs {
+                if fresh {
+                    preallocated.push((lblk, len));
+                }
+                // Bytes of `data` that fall into this run.
+                let run_start = lblk * bs;
+                let run_end = (lblk + len) * bs;
+                let lo = offset.max(run_start);
+                let hi = end.min(run_end);
+                let mut buf = vec![0u8; (run_end - run_start) as usize];
+                let head_partial = lo > run_start;
+                let tail_partial = hi < run_end;
+                if !fresh && (head_partial || tail_partial) {
+                    // Read-modify-write of the partial first/last blocks only.
+                    if head_partial {
+                        self.dev.read_at(pblk * bs, &mut buf[..bs as usize], IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
+                    }
+                    if tail_partial {
+                        let o = buf.len() - bs as usize;
+                        self.dev.read_at((pblk + len - 1) * bs, &mut buf[o..], IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
+                    }
+                }
+                buf[(lo - run_start) as usize..(hi - run_start) as usize].copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
+                self.dev.write_at(pblk * bs, &buf, IoClass::Data).map_err(|e| FsError::io(format!("writing data at block {pblk}"), e))?;
+            }
+            // Data is on disk: preallocated extents under it now read as written.
+            for (lblk, len) in preallocated {
+                self.mark_written(ws, &mut inode, lblk, len)?;
+            }
+            if end > inode.size() {
+                set_size(&mut inode, end);
+            }
+            touch(&mut inode, true);
+            self.write_inode(ws, &inode)?;
+            Ok(data.len())
+        })
     }
 
     /// fallocate(2) modes 0 and FALLOC_FL_KEEP_SIZE: preallocate blocks that
     /// read as zeros (unwritten extents); others are refused by the caller.
     pub fn fallocate(&self, ino: u32, offset: u64, len: u64, keep_size: bool) -> Result<()> {
-        let mut ws = self.writer()?;
-        let ws = &mut *ws;
-        let mut inode = self.inode(ino)?;
-        if !inode.is_reg() {
-            return Err(if inode.is_dir() { FsError::IsDir } else { FsError::Invalid("not a regular file".into()) });
-        }
-        if inode.has_flag(flags::INLINE_DATA) || !inode.has_flag(flags::EXTENTS) {
-            return Err(FsError::Unsupported("fallocate needs an extent-mapped file".into()));
-        }
-        let end = offset.checked_add(len).filter(|&e| len > 0 && e <= (1u64 << 32) * u64::from(self.block_size())).ok_or_else(|| FsError::Invalid("bad range".into()))?;
-        let bs = u64::from(self.block_size());
-        let first = offset / bs;
-        let last = (end - 1) / bs;
-        self.map_or_allocate(ws, &mut inode, first, last - first + 1, true)?;
-        if !keep_size && end > inode.size() {
-            set_size(&mut inode, end);
-            touch(&mut inode, true);
-        } else {
-            touch(&mut inode, false);
-        }
-        self.write_inode(ws, &inode)
+        self.atomic(|ws| {
+            let mut inode = self.inode(ino)?;
+            if !inode.is_reg() {
+                return Err(if inode.is_dir() { FsError::IsDir } else { FsError::Invalid("not a regular file".into()) });
+            }
+            if inode.has_flag(flags::INLINE_DATA) || !inode.has_flag(flags::EXTENTS) {
+                return Err(FsError::Unsupported("fallocate needs an extent-mapped file".into()));
+            }
+            let end = offset.checked_add(len).filter(|&e| len > 0 && e <= (1u64 << 32) * u64::from(self.block_size())).ok_or_else(|| FsError::Invalid("bad range".into()))?;
+            let bs = u64::from(self.block_size());
+            let first = offset / bs;
+            let last = (end - 1) / bs;
+            self.map_or_allocate(ws, &mut inode, first, last - first + 1, true)?;
+            if !keep_size && end > inode.size() {
+                set_size(&mut inode, end);
+                touch(&mut inode, true);
+            } else {
+                touch(&mut inode, false);
+            }
+            self.write_inode(ws, &inode)
+        })
     }
 
     /// Change attributes; a size change truncates or extends (sparsely).
     pub fn setattr(&self, ino: u32, attr: &SetAttr) -> Result<Inode> {
-        let mut ws = self.writer()?;
-        let ws = &mut *ws;
-        let mut inode = self.inode(ino)?;
-        if let Some(m) = attr.mode {
-            inode.base.mode = (inode.base.mode & mode::S_IFMT) | (m & 0o7777);
-        }
-        if let Some(uid) = attr.uid {
-            inode.set_uid(uid);
-        }
-        if let Some(gid) = attr.gid {
-            inode.set_gid(gid);
-        }
-        if let Some(size) = attr.size {
-            if inode.is_dir() {
-                return Err(FsError::IsDir);
+        self.atomic(|ws| {
+            let mut inode = self.inode(ino)?;
+            if let Some(m) = attr.mode {
+                inode.base.mode = (inode.base.mode & mode::S_IFMT) | (m & 0o7777);
             }
-            if inode.has_flag(flags::INLINE_DATA) {
-                return Err(FsError::Unsupported("truncating inline-data files".into()));
+            if let Some(uid) = attr.uid {
+                inode.set_uid(uid);
             }
-            self.resize(ws, &mut inode, size)?;
-            if attr.mtime.is_none() {
-                touch(&mut inode, true);
+            if let Some(gid) = attr.gid {
+                inode.set_gid(gid);
             }
-        }
-        if let Some(t) = attr.atime {
-            set_time(&mut inode, "a", t);
-        }
-        if let Some(t) = attr.mtime {
-            set_time(&mut inode, "m", t);
-        }
-        set_time(&mut inode, "c", attr.ctime.unwrap_or_else(now));
-        self.write_inode(ws, &inode)?;
-        Ok(inode)
+            if let Some(size) = attr.size {
+                if inode.is_dir() {
+                    return Err(FsError::IsDir);
+                }
+                if inode.has_flag(flags::INLINE_DATA) {
+                    return Err(FsError::Unsupported("truncating inline-data files".into()));
+                }
+                self.resize(ws, &mut inode, size)?;
+                if attr.mtime.is_none() {
+                    touch(&mut inode, true);
+                }
+            }
+            if let Some(t) = attr.atime {
+                set_time(&mut inode, "a", t);
+            }
+            if let Some(t) = attr.mtime {
+                set_time(&mut inode, "m", t);
+            }
+            set_time(&mut inode, "c", attr.ctime.unwrap_or_else(now));
+            self.write_inode(ws, &inode)?;
+            Ok(inode)
+        })
     }
 
     fn resize(&self, ws: &mut WriteState, inode: &mut Inode, size: u64) -> Result<()> {
@@ -636,7 +639,9 @@ impl Volume {
     /// newer than mtime or ctime, or is more than a day old; `strict` always.
     /// Returns whether atime changed.
     pub fn touch_atime(&self, ino: u32, strict: bool) -> Result<bool> {
-        let Some(w) = self.write.as_ref() else { return Ok(false) };
+        if self.write.is_none() {
+            return Ok(false);
+        }
         let inode = self.inode(ino)?;
         let (a, m, c) = (inode.atime(), inode.mtime(), inode.ctime());
         let t = now();
@@ -644,24 +649,33 @@ impl Volume {
         if !due {
             return Ok(false);
         }
-        let mut ws = w.lock();
-        let mut inode = self.inode(ino)?; // re-read under the lock
-        set_time(&mut inode, "a", t);
-        self.write_inode(&mut ws, &inode)?;
-        Ok(true)
+        let r = self.atomic(|ws| {
+            let mut inode = self.inode(ino)?; // re-read under the lock
+            set_time(&mut inode, "a", t);
+            self.write_inode(ws, &inode)?;
+            Ok(true)
+        });
+        match r {
+            Err(FsError::ReadOnly) => Ok(false), // turned read-only: reads go on
+            r => r,
+        }
     }
 
     /// Make everything written so far durable (fsync, sync, unmount).
     pub fn sync(&self) -> Result<()> {
-        let mut ws = self.writer()?;
+        let mut ws = self.write.as_ref().map(|m| m.lock()).ok_or(FsError::ReadOnly)?;
         self.commit(&mut ws)
     }
 
     /// Final flush at unmount: free orphans, commit, write everything home,
     /// empty the journal, mark the volume clean.
     pub fn shutdown(&self) -> Result<()> {
-        let mut ws = self.writer()?;
+        let mut ws = self.write.as_ref().map(|m| m.lock()).ok_or(FsError::ReadOnly)?;
         let ws = &mut *ws;
+        if let Some(why) = &ws.failed {
+            // Leave the volume as the last commit left it: the next mount replays the journal.
+            return Err(super::read_only_after(why));
+        }
         self.free_orphans(ws)?;
         self.commit(ws)?;
         self.write_back(ws, None)?;

@@ -5,6 +5,14 @@
 use crate::cache::Block;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// What the running transaction holds for one block.
+#[derive(Clone)]
+pub enum Slot {
+    Absent,
+    Logged(Block),
+    Revoked,
+}
+
 #[derive(Default)]
 pub struct Txn {
     blocks: BTreeMap<u64, Block>,
@@ -21,6 +29,29 @@ impl Txn {
     pub fn revoke(&mut self, blk: u64) {
         self.blocks.remove(&blk);
         self.revoked.insert(blk);
+    }
+
+    pub fn slot(&self, blk: u64) -> Slot {
+        match self.blocks.get(&blk) {
+            Some(b) => Slot::Logged(b.clone()),
+            None if self.revoked.contains(&blk) => Slot::Revoked,
+            None => Slot::Absent,
+        }
+    }
+
+    /// Put back what [`Txn::slot`] saw.
+    pub fn restore(&mut self, blk: u64, slot: Slot) {
+        self.blocks.remove(&blk);
+        self.revoked.remove(&blk);
+        match slot {
+            Slot::Absent => {}
+            Slot::Logged(b) => {
+                self.blocks.insert(blk, b);
+            }
+            Slot::Revoked => {
+                self.revoked.insert(blk);
+            }
+        }
     }
 
     pub fn is_empty(&self) -> bool {

@@ -62,30 +62,32 @@ impl Volume {
     pub fn set_xattr(&self, ino: u32, name: &[u8], value: &[u8], mode: XattrMode) -> Result<()> {
         let (idx, suffix) = split_name(name)?;
         let value = if idx == 2 || idx == 3 { xattr::acl_xattr_to_disk(value).map_err(|_| FsError::Invalid("ACL".into()))? } else { value.to_vec() };
-        let mut ws = self.write.as_ref().map(|m| m.lock()).ok_or(FsError::ReadOnly)?;
-        let mut inode = self.inode(ino)?;
-        let mut all = self.all_xattrs(&inode)?;
-        let pos = all.iter().position(|x| x.name_index == idx && x.suffix == suffix);
-        match (pos, mode) {
-            (Some(_), XattrMode::Create) => return Err(FsError::Exists),
-            (None, XattrMode::Replace) => return Err(FsError::NoXattr),
-            (Some(i), _) => all[i].value = value,
-            (None, _) => all.push(Xattr { name_index: idx, suffix, value, value_inum: 0 }),
-        }
-        self.store_xattrs(&mut ws, &mut inode, all)
+        self.atomic(|ws| {
+            let mut inode = self.inode(ino)?;
+            let mut all = self.all_xattrs(&inode)?;
+            let pos = all.iter().position(|x| x.name_index == idx && x.suffix == suffix);
+            match (pos, mode) {
+                (Some(_), XattrMode::Create) => return Err(FsError::Exists),
+                (None, XattrMode::Replace) => return Err(FsError::NoXattr),
+                (Some(i), _) => all[i].value = value.clone(),
+                (None, _) => all.push(Xattr { name_index: idx, suffix: suffix.clone(), value: value.clone(), value_inum: 0 }),
+            }
+            self.store_xattrs(ws, &mut inode, all)
+        })
     }
 
     pub fn remove_xattr(&self, ino: u32, name: &[u8]) -> Result<()> {
         let (idx, suffix) = split_name(name)?;
-        let mut ws = self.write.as_ref().map(|m| m.lock()).ok_or(FsError::ReadOnly)?;
-        let mut inode = self.inode(ino)?;
-        let mut all = self.all_xattrs(&inode)?;
-        let before = all.len();
-        all.retain(|x| !(x.name_index == idx && x.suffix == suffix));
-        if all.len() == before {
-            return Err(FsError::NoXattr);
-        }
-        self.store_xattrs(&mut ws, &mut inode, all)
+        self.atomic(|ws| {
+            let mut inode = self.inode(ino)?;
+            let mut all = self.all_xattrs(&inode)?;
+            let before = all.len();
+            all.retain(|x| !(x.name_index == idx && x.suffix == suffix));
+            if all.len() == before {
+                return Err(FsError::NoXattr);
+            }
+            self.store_xattrs(ws, &mut inode, all)
+        })
     }
 
     /// Lay out `all` in the inode and (if needed) a block, write both, update the inode.

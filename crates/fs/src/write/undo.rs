@@ -1,0 +1,122 @@
+//! All-or-nothing operations, and what happens when one cannot finish.
+//!
+//! An operation changes many blocks (bitmaps, descriptors, inode table,
+//! directory and extent blocks) and can fail halfway: a full disk, a damaged
+//! block, a device error. Before it changes anything it opens an undo record;
+//! the first change to each block, group descriptor or the superblock saves
+//! the old version there, so a failure puts memory back exactly as it was and
+//! the running transaction never holds half an operation.
+//!
+//! A device error is different: memory may then be newer than anything that
+//! can be made durable, so the volume turns read-only (the kernel's
+//! `errors=remount-ro`) and writes nothing more; the journal on disk still
+//! ends at the last complete commit, which the next mount replays.
+
+use super::txn::Slot;
+use super::WriteState;
+use crate::cache::Block;
+use crate::error::{FsError, Result};
+use crate::volume::Volume;
+use ondisk::group_desc::GroupDesc;
+use ondisk::superblock::Superblock;
+use std::collections::HashMap;
+
+/// The state an operation found, for what it has changed so far.
+pub struct Undo {
+    sb: Superblock,
+    blocks: HashMap<u64, (Option<(Block, bool)>, Slot)>,
+    groups: HashMap<u32, GroupDesc>,
+    deferred: usize,
+}
+
+impl Undo {
+    fn begin(ws: &WriteState) -> Self {
+        Undo { sb: ws.sb.clone(), blocks: HashMap::new(), groups: HashMap::new(), deferred: ws.deferred.len() }
+    }
+}
+
+impl Volume {
+    /// Save block `blk` as it is, unless the running operation already did.
+    pub(crate) fn note_block(&self, ws: &mut WriteState, blk: u64) {
+        let WriteState { undo, running, .. } = ws;
+        if let Some(u) = undo.as_mut() {
+            u.blocks.entry(blk).or_insert_with(|| (self.cache.peek(blk), running.slot(blk)));
+        }
+    }
+
+    /// Save group `g`'s descriptor as it is, unless the running operation already did.
+    pub(crate) fn note_group(&self, ws: &mut WriteState, g: u32) {
+        if let Some(u) = ws.undo.as_mut() {
+            u.groups.entry(g).or_insert_with(|| self.group(g));
+        }
+    }
+
+    fn roll_back(&self, ws: &mut WriteState, u: Undo) {
+        for (blk, (cached, slot)) in u.blocks {
+            self.cache.restore(blk, cached);
+            ws.running.restore(blk, slot);
+        }
+        let mut groups = self.groups.write();
+        for (g, gd) in u.groups {
+            groups[g as usize] = gd;
+        }
+        ws.sb = u.sb;
+        ws.deferred.truncate(u.deferred);
+    }
+
+    /// Run one modifying operation under the write lock, all or nothing.
+    /// A full disk with blocks freed by the running transaction is retried once
+    /// after committing it (those blocks may be reused only then).
+    pub(crate) fn atomic<T>(&self, mut op: impl FnMut(&mut WriteState) -> Result<T>) -> Result<T> {
+        let mut ws = self.writer()?;
+        let mut retried = false;
+        loop {
+            ws.undo = Some(Undo::begin(&ws));
+            let result = op(&mut ws);
+            let undo = ws.undo.take().expect("set above");
+            let err = match result {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            self.roll_back(&mut ws, undo);
+            if matches!(err, FsError::NoSpace) && !retried && ws.deferred.iter().any(|d| matches!(d, super::Deferred::Free { .. })) {
+                retried = true;
+                self.commit(&mut ws)?;
+                continue;
+            }
+            return Err(self.fail_on_io(&mut ws, err));
+        }
+    }
+
+    /// A device error while writing turns the volume read-only; other errors pass.
+    pub(crate) fn fail_on_io(&self, ws: &mut WriteState, err: FsError) -> FsError {
+        if matches!(err, FsError::Io { .. }) && ws.failed.is_none() {
+            ws.failed = Some(err.to_string());
+        }
+        err
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn txn_slots_round_trip() {
+        let mut t = super::super::Txn::default();
+        let b: Block = std::sync::Arc::from(vec![1u8; 8]);
+        t.add(5, b.clone());
+        t.revoke(6);
+        let (s5, s6, s7) = (t.slot(5), t.slot(6), t.slot(7));
+        t.revoke(5);
+        t.add(6, b.clone());
+        t.add(7, b);
+        t.restore(5, s5);
+        t.restore(6, s6);
+        t.restore(7, s7);
+        assert!(matches!(t.slot(5), Slot::Logged(_)));
+        assert!(matches!(t.slot(6), Slot::Revoked));
+        assert!(matches!(t.slot(7), Slot::Absent));
+        assert_eq!(t.len(), 1);
+    }
+}
