@@ -6,8 +6,10 @@
 //! to the device's `sector_size()`; devices reject misaligned or out-of-range
 //! requests with `InvalidInput` rather than corrupting anything.
 
+pub mod fault;
 mod file;
 
+pub use fault::FaultDevice;
 pub use file::FileDevice;
 
 use std::io;
