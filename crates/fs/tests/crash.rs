@@ -258,8 +258,19 @@ fn is_root() -> bool {
 
 /// Recover `img` with the kernel: mount (journal replay), read the tree, unmount.
 fn kernel_tree(img: &Path, mnt: &Path) -> Tree {
-    let st = std::process::Command::new("mount").args(["-t", "ext4", "-o", "loop"]).arg(img).arg(mnt).status().unwrap();
-    assert!(st.success(), "the kernel refused to mount {}", img.display());
+    // Loop devices are shared with whatever else runs on the machine: a lost
+    // race for a free one is retried; a refusal of the image is not.
+    let mut tries = 0;
+    loop {
+        let out = std::process::Command::new("mount").args(["-t", "ext4", "-o", "loop"]).arg(img).arg(mnt).output().unwrap();
+        if out.status.success() {
+            break;
+        }
+        let msg = String::from_utf8_lossy(&out.stderr).into_owned();
+        tries += 1;
+        assert!(tries < 5 && msg.contains("loop"), "the kernel refused to mount {}: {msg}", img.display());
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let t = tree_of_dir(mnt);
     let st = std::process::Command::new("umount").arg(mnt).status().unwrap();
     assert!(st.success());
