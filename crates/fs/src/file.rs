@@ -61,7 +61,7 @@ impl Volume {
     }
 
     /// The whole contents of an inline-data inode: i_block, then system.data.
-    fn inline_contents(&self, inode: &Inode) -> Result<Vec<u8>> {
+    pub(crate) fn inline_contents(&self, inode: &Inode) -> Result<Vec<u8>> {
         let mut data = inode.base.block[..I_BLOCK_SIZE].to_vec();
         data.extend_from_slice(&self.inline_data_xattr(inode)?);
         data.truncate(inode.size() as usize);

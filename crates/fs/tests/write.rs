@@ -102,6 +102,8 @@ fn random_operations_match_model_and_pass_e2fsck() {
         ("1k", vec!["-b", "1024"], 2),
         ("nocsum-32bit", vec!["-O", "^metadata_csum,^64bit"], 3),
         ("nojournal", vec!["-O", "^has_journal"], 4),
+        // What we create on an inline_data volume must be ordinary (extent) inodes e2fsck accepts.
+        ("inline_data", vec!["-O", "inline_data"], 5),
     ] {
         let img = common::make_image(work.path(), &format!("{variant}.img"), 64, &opts, &empty);
         let mut model: BTreeMap<String, Node> = BTreeMap::new();
@@ -424,5 +426,175 @@ fn full_volume_fails_operations_whole() {
         common::e2fsck_clean(&img);
         let ro = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
         check(&ro, &model);
+    }
+}
+
+/// Deterministic bytes for the inline-data test.
+fn pattern(len: usize, salt: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(7).wrapping_add(salt)).collect()
+}
+
+/// Inline files and directories (made by mkfs.ext4 -d and, where we may
+/// mount, by the kernel) are converted to extent-mapped ones by the first
+/// change; the result passes e2fsck and reads back as the model says.
+#[test]
+fn inline_data_inodes_convert_on_first_change() {
+    use ondisk::inode::flags::{EXTENTS, INLINE_DATA};
+    let Some((work, _)) = common::setup() else { return };
+    for (variant, opts) in [("1k-csum", vec!["-O", "inline_data", "-b", "1024"]), ("4k-nocsum", vec!["-O", "inline_data,^metadata_csum", "-b", "4096"])] {
+        let src = work.path().join(format!("inline-src-{variant}"));
+        let mut model: BTreeMap<String, Node> = BTreeMap::new();
+        model.insert(String::new(), Node::Dir);
+        let files: [(&str, usize); 7] = [("e0", 0), ("f5", 5), ("f59", 59), ("f100", 100), ("ftrunc", 50), ("fup", 40), ("falloc", 30)];
+        for (i, (name, len)) in files.iter().enumerate() {
+            let data = pattern(*len, i as u8);
+            std::fs::create_dir_all(&src).unwrap();
+            std::fs::write(src.join(name), &data).unwrap();
+            model.insert(name.to_string(), Node::File(data));
+        }
+        for (dir, names) in [("dempty", &[][..]), ("drm", &[][..]), ("dsmall", &["a", "b"][..]), ("dgrow", &["x"][..]), ("dmove", &["m"][..]), ("dtarget", &["t"][..]), ("dx", &["p", "q"][..])] {
+            std::fs::create_dir_all(src.join(dir)).unwrap();
+            model.insert(dir.to_string(), Node::Dir);
+            for (i, n) in names.iter().enumerate() {
+                let data = pattern(3 + i, 100 + i as u8);
+                std::fs::write(src.join(dir).join(n), &data).unwrap();
+                model.insert(format!("{dir}/{n}"), Node::File(data));
+            }
+        }
+        let img = common::make_image(work.path(), &format!("inline-{variant}.img"), 64, &opts, &src);
+        // The kernel keeps directory entries in system.data too, which libext2fs never does.
+        let mut kernel_model = BTreeMap::new();
+        let kernel = common::with_kernel_mount(&img, |mnt| {
+            std::fs::create_dir(mnt.join("kdir")).unwrap();
+            kernel_model.insert("kdir".to_string(), Node::Dir);
+            for i in 1..=6 {
+                let data = pattern(2, i);
+                std::fs::write(mnt.join(format!("kdir/name-{i}")), &data).unwrap();
+                kernel_model.insert(format!("kdir/name-{i}"), Node::File(data));
+            }
+            let data = pattern(100, 50);
+            std::fs::write(mnt.join("kfile"), &data).unwrap();
+            kernel_model.insert("kfile".to_string(), Node::File(data));
+        });
+        model.extend(kernel_model);
+
+        // The test means something only if these really are inline.
+        let mut inline_paths: Vec<String> = files.iter().map(|(n, _)| n.to_string()).collect();
+        inline_paths.extend(["dempty", "drm", "dsmall", "dgrow", "dmove", "dtarget", "dx"].map(String::from));
+        if kernel {
+            inline_paths.extend(["kdir", "kfile"].map(String::from));
+            assert!(common::debugfs_system_data_len(&img, "/kdir").unwrap_or(0) > 0, "{variant}: kdir's entries reach system.data");
+        }
+        for p in &inline_paths {
+            assert_ne!(common::debugfs_flags(&img, &format!("/{p}")) & INLINE_DATA, 0, "{variant}: /{p} is inline");
+        }
+        assert!(common::debugfs_system_data_len(&img, "/f100").unwrap_or(0) > 0, "{variant}: f100 spills into system.data");
+
+        let vol = open_rw(&img);
+        let file = |model: &mut BTreeMap<String, Node>, p: &str| -> (u32, Vec<u8>) {
+            let Some(Node::File(d)) = model.get(p) else { panic!("{p}") };
+            (resolve(&vol, p), d.clone())
+        };
+        let write = |model: &mut BTreeMap<String, Node>, p: &str, off: usize, bytes: &[u8]| {
+            let (ino, mut d) = file(model, p);
+            assert_eq!(vol.write(ino, off as u64, bytes).unwrap(), bytes.len());
+            if d.len() < off + bytes.len() {
+                d.resize(off + bytes.len(), 0);
+            }
+            d[off..off + bytes.len()].copy_from_slice(bytes);
+            model.insert(p.to_string(), Node::File(d));
+        };
+        let truncate = |model: &mut BTreeMap<String, Node>, p: &str, size: usize| {
+            let (ino, mut d) = file(model, p);
+            vol.setattr(ino, &SetAttr { size: Some(size as u64), ..Default::default() }).unwrap();
+            d.resize(size, 0);
+            model.insert(p.to_string(), Node::File(d));
+        };
+        write(&mut model, "f5", 5, &pattern(80, 1)); // append past the inline area
+        write(&mut model, "f59", 10, b"OVERWRITE"); // overwrite inside
+        write(&mut model, "f100", 100, &pattern(5000, 2)); // grow over several blocks
+        write(&mut model, "e0", 70_000, b"sparse"); // empty inline file, written far out
+        truncate(&mut model, "ftrunc", 7);
+        truncate(&mut model, "fup", 9000);
+        let (ino, mut d) = file(&mut model, "falloc");
+        vol.fallocate(ino, 0, 10_000, false).unwrap();
+        d.resize(10_000, 0);
+        model.insert("falloc".into(), Node::File(d));
+
+        // A directory that fills blocks (and becomes hashed), then loses entries.
+        let dgrow = resolve(&vol, "dgrow");
+        for i in 0..300 {
+            let name = format!("entry-with-a-rather-long-name-{i:04}");
+            vol.create(dgrow, name.as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap();
+            model.insert(format!("dgrow/{name}"), Node::File(Vec::new()));
+        }
+        assert!(vol.inode(dgrow).unwrap().size() > u64::from(vol.block_size()), "{variant}: dgrow needs more blocks");
+        for i in (0..300).step_by(3) {
+            let name = format!("entry-with-a-rather-long-name-{i:04}");
+            vol.unlink(dgrow, name.as_bytes()).unwrap();
+            model.remove(&format!("dgrow/{name}"));
+        }
+        // Remove from, rename within, exchange within.
+        let dsmall = resolve(&vol, "dsmall");
+        vol.unlink(dsmall, b"a").unwrap();
+        model.remove("dsmall/a");
+        vol.rename(dsmall, b"b", dsmall, b"b-renamed", false, false).unwrap();
+        let n = model.remove("dsmall/b").unwrap();
+        model.insert("dsmall/b-renamed".into(), n);
+        let dx = resolve(&vol, "dx");
+        vol.rename(dx, b"p", dx, b"q", false, true).unwrap();
+        let (p, q) = (model.remove("dx/p").unwrap(), model.remove("dx/q").unwrap());
+        model.insert("dx/p".into(), q);
+        model.insert("dx/q".into(), p);
+        // An inline directory moved into another inline directory: its ".." (i_block's first word) follows.
+        let dtarget = resolve(&vol, "dtarget");
+        vol.rename(ROOT_INO, b"dmove", dtarget, b"dmove", false, false).unwrap();
+        for (k, v) in model.clone().into_iter().filter(|(k, _)| k == "dmove" || k.starts_with("dmove/")) {
+            model.remove(&k);
+            model.insert(format!("dtarget/{k}"), v);
+        }
+        let dmove = resolve(&vol, "dtarget/dmove");
+        assert_eq!(vol.lookup(&vol.inode(dmove).unwrap(), b"..").unwrap().map(|e| e.0), Some(dtarget), "{variant}: .. of the moved dir");
+        // A subdirectory in an empty inline directory; an empty inline directory removed.
+        vol.create(resolve(&vol, "dempty"), b"sub", CreateKind::Dir, 0o755, 0, 0).unwrap();
+        model.insert("dempty/sub".into(), Node::Dir);
+        vol.rmdir(ROOT_INO, b"drm").unwrap();
+        model.remove("drm");
+        if kernel {
+            let kdir = resolve(&vol, "kdir");
+            vol.unlink(kdir, b"name-6").unwrap(); // kept in system.data
+            model.remove("kdir/name-6");
+            vol.rename(kdir, b"name-1", kdir, b"name-1-renamed", false, false).unwrap();
+            let n = model.remove("kdir/name-1").unwrap();
+            model.insert("kdir/name-1-renamed".into(), n);
+            vol.rename(kdir, b"name-2", kdir, b"name-3", false, false).unwrap(); // over an existing name
+            let n = model.remove("kdir/name-2").unwrap();
+            model.insert("kdir/name-3".into(), n);
+            truncate(&mut model, "kfile", 30);
+        }
+        // What we create on an inline_data volume is an ordinary extent inode.
+        let fresh = vol.create(ROOT_INO, b"fresh", CreateKind::File, 0o644, 0, 0).unwrap();
+        vol.write(fresh.ino, 0, b"tiny").unwrap();
+        model.insert("fresh".into(), Node::File(b"tiny".to_vec()));
+        let freshdir = vol.create(ROOT_INO, b"freshdir", CreateKind::Dir, 0o755, 0, 0).unwrap();
+        model.insert("freshdir".into(), Node::Dir);
+        for ino in [fresh.ino, freshdir.ino] {
+            let i = vol.inode(ino).unwrap();
+            assert!(i.has_flag(EXTENTS) && !i.has_flag(INLINE_DATA), "{variant}: new inode {ino} is an extent inode");
+        }
+
+        // Everything touched left inline data; the untouched stays inline.
+        for p in inline_paths.iter().filter(|p| model.contains_key(*p)) {
+            let i = vol.inode(resolve(&vol, p)).unwrap();
+            let touched = !matches!(p.as_str(), "dmove");
+            assert_eq!(i.has_flag(INLINE_DATA), !touched, "{variant}: {p} inline flag");
+        }
+        check(&vol, &model);
+        vol.shutdown().unwrap();
+        drop(vol);
+        common::e2fsck_clean(&img);
+        let ro = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
+        check(&ro, &model);
+        eprintln!("{variant}: {} entries verified (kernel-made inodes: {kernel})", model.len());
     }
 }

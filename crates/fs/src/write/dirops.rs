@@ -29,7 +29,7 @@ impl Volume {
         self.block_size() as usize - if self.sb.has_metadata_csum() { TAIL_SIZE } else { 0 }
     }
 
-    fn finish_leaf(&self, dir: &Inode, data: &mut [u8]) {
+    pub(super) fn finish_leaf(&self, dir: &Inode, data: &mut [u8]) {
         if let Some(seed) = self.dir_csum_seed(dir) {
             odir::set_tail(data, seed);
         }
@@ -48,7 +48,7 @@ impl Volume {
     }
 
     /// Try to put the entry into leaf block `data`; false if it has no room.
-    fn insert_into_leaf(&self, data: &mut [u8], ino: u32, ft: u8, name: &[u8]) -> Result<bool> {
+    pub(super) fn insert_into_leaf(&self, data: &mut [u8], ino: u32, ft: u8, name: &[u8]) -> Result<bool> {
         let need = entry_size(name.len());
         let space = self.leaf_space();
         let mut found = None;
@@ -78,9 +78,7 @@ impl Volume {
             return Err(FsError::NameTooLong);
         }
         let ft = if self.has_filetype() { ft } else { 0 };
-        if dir.has_flag(flags::INLINE_DATA) {
-            return Err(FsError::Unsupported("adding entries to inline directories".into()));
-        }
+        self.convert_inline_dir(ws, dir)?;
         if self.is_htree(dir) {
             return self.add_entry_htree(ws, dir, name, ino, ft);
         }
@@ -335,10 +333,8 @@ impl Volume {
     }
 
     /// Remove `name` from `dir`: merge its space into the previous entry.
-    pub(crate) fn remove_entry(&self, ws: &mut WriteState, dir: &Inode, name: &[u8]) -> Result<()> {
-        if dir.has_flag(flags::INLINE_DATA) {
-            return Err(FsError::Unsupported("removing entries from inline directories".into()));
-        }
+    pub(crate) fn remove_entry(&self, ws: &mut WriteState, dir: &mut Inode, name: &[u8]) -> Result<()> {
+        self.convert_inline_dir(ws, dir)?;
         let (pblk, off) = self.locate(dir, name)?.ok_or(FsError::NotFound)?;
         let mut data = self.meta(pblk)?.to_vec();
         let bs = self.block_size() as usize;
@@ -366,15 +362,13 @@ impl Volume {
     }
 
     /// Point existing entry `name` at another inode (rename over a target, "..").
-    pub(crate) fn retarget_entry(&self, ws: &mut WriteState, dir: &Inode, name: &[u8], ino: u32, ft: u8) -> Result<()> {
-        if dir.has_flag(flags::INLINE_DATA) {
-            if name == b".." {
-                let mut d = dir.clone();
-                ondisk::bytes::put_le32(&mut d.base.block, 0, ino);
-                return self.write_inode(ws, &d);
-            }
-            return Err(FsError::Unsupported("renaming within inline directories".into()));
+    pub(crate) fn retarget_entry(&self, ws: &mut WriteState, dir: &mut Inode, name: &[u8], ino: u32, ft: u8) -> Result<()> {
+        if dir.has_flag(flags::INLINE_DATA) && name == b".." {
+            // An inline directory keeps its parent in i_block's first word.
+            ondisk::bytes::put_le32(&mut dir.base.block, 0, ino);
+            return self.write_inode(ws, dir);
         }
+        self.convert_inline_dir(ws, dir)?;
         let (pblk, off) = self.locate(dir, name)?.ok_or(FsError::NotFound)?;
         let ft = if self.has_filetype() { ft } else { 0 };
         let mut data = self.meta(pblk)?.to_vec();

@@ -14,6 +14,7 @@
 mod alloc;
 mod dirops;
 mod extents;
+mod inline;
 mod mount;
 mod ops;
 mod txn;

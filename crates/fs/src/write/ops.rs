@@ -148,7 +148,7 @@ impl Volume {
         inode
     }
 
-    fn init_extent_root(&self, inode: &mut Inode) {
+    pub(super) fn init_extent_root(&self, inode: &mut Inode) {
         if self.sb.has_incompat(feature::incompat::EXTENTS) {
             inode.base.flags |= flags::EXTENTS;
             let mut root = [0u8; I_BLOCK_SIZE];
@@ -289,7 +289,7 @@ impl Volume {
             if inode.is_dir() {
                 return Err(FsError::IsDir);
             }
-            self.remove_entry(ws, &dir, name)?;
+            self.remove_entry(ws, &mut dir, name)?;
             touch(&mut dir, true);
             self.write_inode(ws, &dir)?;
             inode.base.links_count = inode.base.links_count.saturating_sub(1);
@@ -316,7 +316,7 @@ impl Volume {
             if !self.dir_is_empty(&inode)? {
                 return Err(FsError::NotEmpty);
             }
-            self.remove_entry(ws, &dir, name)?;
+            self.remove_entry(ws, &mut dir, name)?;
             self.dec_dir_links(&mut dir);
             touch(&mut dir, true);
             self.write_inode(ws, &dir)?;
@@ -411,6 +411,7 @@ impl Volume {
             let mut src_dir = self.dir_inode(parent)?;
             let (src_ino, _) = self.lookup(&src_dir, name)?.ok_or(FsError::NotFound)?;
             let mut src = self.inode(src_ino)?;
+            self.convert_inline_dir(ws, &mut src_dir)?; // every rename changes it: convert before dst_dir may copy it
             let mut dst_dir = if newparent == parent { src_dir.clone() } else { self.dir_inode(newparent)? };
             let dst = self.lookup(&dst_dir, newname)?;
             if src.is_dir() && newparent != parent && self.is_ancestor(src_ino, newparent)? {
@@ -422,14 +423,14 @@ impl Volume {
                 if other.is_dir() && newparent != parent && self.is_ancestor(dst_ino, parent)? {
                     return Err(FsError::InvalidMove);
                 }
-                self.retarget_entry(ws, &src_dir, name, dst_ino, dirent_type(other.base.mode))?;
-                self.retarget_entry(ws, &dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
+                self.retarget_entry(ws, &mut src_dir, name, dst_ino, dirent_type(other.base.mode))?;
+                self.retarget_entry(ws, &mut dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
                 if newparent != parent {
                     if src.is_dir() {
-                        self.retarget_entry(ws, &src, b"..", newparent, ftype::DIR)?;
+                        self.retarget_entry(ws, &mut src, b"..", newparent, ftype::DIR)?;
                     }
                     if other.is_dir() {
-                        self.retarget_entry(ws, &other, b"..", parent, ftype::DIR)?;
+                        self.retarget_entry(ws, &mut other, b"..", parent, ftype::DIR)?;
                     }
                     if src.is_dir() != other.is_dir() {
                         let (into_dst, into_src) = if src.is_dir() { (&mut dst_dir, &mut src_dir) } else { (&mut src_dir, &mut dst_dir) };
@@ -457,7 +458,7 @@ impl Volume {
                     (true, true) if !self.dir_is_empty(&victim)? => return Err(FsError::NotEmpty),
                     _ => {}
                 }
-                self.retarget_entry(ws, &dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
+                self.retarget_entry(ws, &mut dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
                 if victim.is_dir() {
                     victim.base.links_count = 0;
                     self.dec_dir_links(&mut dst_dir);
@@ -473,9 +474,9 @@ impl Volume {
                 // Same directory: the entry add above may have changed the dir inode (size).
                 src_dir = dst_dir.clone();
             }
-            self.remove_entry(ws, &src_dir, name)?;
+            self.remove_entry(ws, &mut src_dir, name)?;
             if src.is_dir() && newparent != parent {
-                self.retarget_entry(ws, &src, b"..", newparent, ftype::DIR)?;
+                self.retarget_entry(ws, &mut src, b"..", newparent, ftype::DIR)?;
                 self.dec_dir_links(&mut src_dir);
                 self.inc_dir_links(&mut dst_dir);
             }
@@ -505,9 +506,7 @@ impl Volume {
             if inode.is_dir() {
                 return Err(FsError::IsDir);
             }
-            if inode.has_flag(flags::INLINE_DATA) {
-                return Err(FsError::Unsupported("writing inline-data files".into()));
-            }
+            self.convert_inline_file(ws, &mut inode)?;
             let bs = u64::from(self.block_size());
             let end = offset.checked_add(data.len() as u64).ok_or_else(|| FsError::Invalid("offset overflow".into()))?;
             let first = offset / bs;
@@ -560,6 +559,7 @@ impl Volume {
             if !inode.is_reg() {
                 return Err(if inode.is_dir() { FsError::IsDir } else { FsError::Invalid("not a regular file".into()) });
             }
+            self.convert_inline_file(ws, &mut inode)?;
             if inode.has_flag(flags::INLINE_DATA) || !inode.has_flag(flags::EXTENTS) {
                 return Err(FsError::Unsupported("fallocate needs an extent-mapped file".into()));
             }
@@ -595,9 +595,7 @@ impl Volume {
                 if inode.is_dir() {
                     return Err(FsError::IsDir);
                 }
-                if inode.has_flag(flags::INLINE_DATA) {
-                    return Err(FsError::Unsupported("truncating inline-data files".into()));
-                }
+                self.convert_inline_file(ws, &mut inode)?;
                 self.resize(ws, &mut inode, size)?;
                 if attr.mtime.is_none() {
                     touch(&mut inode, true);

@@ -45,7 +45,7 @@ fn split_name(name: &[u8]) -> Result<(u8, Vec<u8>)> {
 
 impl Volume {
     /// Every attribute of the inode, including internal ones (system.data).
-    fn all_xattrs(&self, inode: &Inode) -> Result<Vec<Xattr>> {
+    pub(super) fn all_xattrs(&self, inode: &Inode) -> Result<Vec<Xattr>> {
         let mut all = xattr::parse_inode_area(inode.inline_xattr_area(), Location::Inode(u64::from(inode.ino)))?;
         let blk = inode.file_acl();
         if blk != 0 {
@@ -91,7 +91,7 @@ impl Volume {
     }
 
     /// Lay out `all` in the inode and (if needed) a block, write both, update the inode.
-    fn store_xattrs(&self, ws: &mut WriteState, inode: &mut Inode, mut all: Vec<Xattr>) -> Result<()> {
+    pub(super) fn store_xattrs(&self, ws: &mut WriteState, inode: &mut Inode, mut all: Vec<Xattr>) -> Result<()> {
         xattr::sort_entries(&mut all);
         let area_start = GOOD_OLD_INODE_SIZE + inode.extra.as_ref().map_or(0, |e| usize::from(e.extra_isize));
         let area_len = inode.raw.len().saturating_sub(area_start);

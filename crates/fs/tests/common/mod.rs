@@ -62,3 +62,53 @@ pub fn e2fsck_clean(img: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The inode flags of `path` as debugfs reports them (`Flags: 0x...`).
+pub fn debugfs_flags(img: &Path, path: &str) -> u32 {
+    let out = Command::new("debugfs").arg("-R").arg(format!("stat {path}")).arg(img).output().expect("run debugfs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hex = text.split("Flags: 0x").nth(1).and_then(|s| s.split_whitespace().next());
+    hex.and_then(|h| u32::from_str_radix(h, 16).ok()).unwrap_or_else(|| panic!("debugfs stat {path}: {text}"))
+}
+
+/// Bytes of inline data `path` keeps in its system.data attribute (debugfs
+/// lists it as `system.data (N)`); None when it has none.
+pub fn debugfs_system_data_len(img: &Path, path: &str) -> Option<usize> {
+    let out = Command::new("debugfs").arg("-R").arg(format!("stat {path}")).arg(img).output().expect("run debugfs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let rest = text.split("system.data (").nth(1)?;
+    rest.split(')').next()?.parse().ok()
+}
+
+/// Mount `img` with the kernel (loop), let `f` change the tree, unmount.
+/// False (with a message) when the kernel mount is not possible (not root,
+/// no loop devices), so callers can skip what needs it.
+pub fn with_kernel_mount(img: &Path, f: impl FnOnce(&Path)) -> bool {
+    let mnt = tempfile::tempdir().unwrap();
+    let out = Command::new("mount").args(["-t", "ext4", "-o", "loop"]).arg(img).arg(mnt.path()).output();
+    match out {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            eprintln!("SKIPPED kernel part: mount failed: {}", String::from_utf8_lossy(&o.stderr));
+            return false;
+        }
+        Err(e) => {
+            eprintln!("SKIPPED kernel part: mount: {e}");
+            return false;
+        }
+    }
+    // Unmount even if `f` panics, or the image stays busy.
+    struct Umount<'a>(&'a Path);
+    impl Drop for Umount<'_> {
+        fn drop(&mut self) {
+            let ok = Command::new("umount").arg(self.0).status().map(|s| s.success()).unwrap_or(false);
+            if !ok {
+                eprintln!("umount {} failed", self.0.display());
+            }
+        }
+    }
+    let guard = Umount(mnt.path());
+    f(mnt.path());
+    drop(guard);
+    true
+}
