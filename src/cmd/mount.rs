@@ -47,8 +47,11 @@ fn spawn_daemon(option_args: &[String], image: &Path, mountpoint: &Path) -> Resu
     }
     cmd.arg(image).arg(mountpoint);
     cmd.env(READY_FD_ENV, wr.as_raw_fd().to_string());
-    // The child reports errors through the pipe (and later its log file), never on our stderr.
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    // The child reports startup errors through the pipe, never on our stderr;
+    // later problems (I/O errors, corruption) go to the kernel log, where an
+    // administrator looks for file-system errors (`dmesg`), if we may write it.
+    let log = std::fs::OpenOptions::new().write(true).open("/dev/kmsg").map_or_else(|_| Stdio::null(), Stdio::from);
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
     let mut child = cmd.spawn().context("cannot start the ext4lazy daemon")?;
     drop(wr); // only the child holds the write end now: EOF means it is gone
     let mut msg = String::new();
@@ -83,11 +86,17 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let ticker = (!vol.is_read_only()).then(|| {
         let (vol, stop) = (vol.clone(), stop.clone());
+        let image_name = image.display().to_string();
         std::thread::spawn(move || {
+            let mut reported = false;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(250));
                 if let Err(e) = vol.background_tick() {
-                    eprintln!("ext4lazy: background commit/write-back failed: {e}");
+                    fuse::report(format_args!("background commit/write-back failed: {e}"));
+                }
+                if let (false, Some(why)) = (reported, vol.failure()) {
+                    fuse::report(format_args!("{}: device error, the volume is now read-only ({why}); the journal will be replayed at the next mount", image_name));
+                    reported = true;
                 }
             }
         })
@@ -100,11 +109,33 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
     served?;
     // The kernel has let go: write everything home and mark the volume clean.
     // Only then release the image lock: `umount` waits on it.
-    if !vol.is_read_only() {
-        vol.shutdown().context("final write-back")?;
+    let done = if vol.is_read_only() { Ok(()) } else { vol.shutdown().context("final write-back") };
+    if let Some(path) = &opts.stats {
+        if let Err(e) = write_stats(&vol, path) {
+            fuse::report(format_args!("cannot write the stats file {}: {e:#}", path.display()));
+        }
     }
     drop(lock);
-    Ok(())
+    done
+}
+
+/// The engine's counters as JSON (`-o stats=PATH`), for benchmarks.
+fn write_stats(vol: &Volume, path: &Path) -> Result<()> {
+    let cache = vol.cache_stats();
+    let mut j = serde_json::json!({
+        "block_size": vol.block_size(),
+        "cache": { "hits": cache.hits, "misses": cache.misses, "evictions": cache.evictions },
+        "failure": vol.failure(),
+    });
+    if let Some(w) = vol.write_stats() {
+        j["write"] = serde_json::json!({
+            "commits": w.commits,
+            "journal_blocks_logged": w.journal_blocks_logged,
+            "forced_checkpoints": w.checkpoints,
+            "blocks_written_home": w.blocks_written_home,
+        });
+    }
+    std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n").with_context(|| format!("{}", path.display()))
 }
 
 struct Prepared {

@@ -24,6 +24,8 @@ pub struct MountOptions {
     pub kernel_flags: libc::c_ulong,
     /// noatime / relatime (default) / strictatime.
     pub atime: fuse::AtimePolicy,
+    /// Write the engine's counters here as JSON at unmount (`stats=PATH`).
+    pub stats: Option<std::path::PathBuf>,
 }
 
 impl Default for MountOptions {
@@ -41,6 +43,7 @@ impl Default for MountOptions {
             no_subtype: false,
             kernel_flags: 0,
             atime: fuse::AtimePolicy::RelAtime,
+            stats: None,
         }
     }
 }
@@ -71,6 +74,10 @@ impl MountOptions {
                 "commit" => o.commit_s = (number(value)? as u64).max(1),
                 "dirty_expire" => o.dirty_expire_s = number(value)? as u64,
                 "nosubtype" => o.no_subtype = true,
+                "stats" => match value {
+                    Some(p) if !p.is_empty() => o.stats = Some(p.into()),
+                    _ => bail!("mount option stats= takes a file name"),
+                },
                 // errors=: the write path turns the volume read-only on an I/O error in every case.
                 "errors" => match value {
                     Some("remount-ro" | "continue" | "panic") => {}

@@ -93,10 +93,18 @@ pub fn fuse_ino(ino: u32) -> INodeNo {
     }
 }
 
+/// Report a problem on the daemon's log (the kernel log when mounted in the
+/// background): one write per line, so that each line stays one record.
+pub fn report(msg: impl std::fmt::Display) {
+    use std::io::Write;
+    let line = format!("ext4lazy: {msg}\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
+}
+
 pub(crate) fn errno(e: &FsError) -> Errno {
     if e.is_corruption() || matches!(e, FsError::Io { .. }) {
         log::error!("{e}");
-        eprintln!("ext4lazy: {e}");
+        report(e);
     }
     Errno::from_i32(e.errno())
 }

@@ -98,8 +98,11 @@ pub enum Deferred {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WriteStats {
     pub commits: u64,
+    /// Journal blocks written: descriptors, copies, revokes, commit blocks.
     pub journal_blocks_logged: u64,
+    /// Checkpoints forced by a full journal (a commit waited for write-back).
     pub checkpoints: u64,
+    /// Metadata blocks written to their static location.
     pub blocks_written_home: u64,
 }
 
@@ -258,6 +261,16 @@ impl Volume {
         Ok(())
     }
 
+    /// The write path's counters (None on a read-only volume).
+    pub fn write_stats(&self) -> Option<WriteStats> {
+        self.write.as_ref().map(|w| w.lock().stats)
+    }
+
+    /// Why the volume turned read-only, if a device error made it so.
+    pub fn failure(&self) -> Option<String> {
+        self.write.as_ref().and_then(|w| w.lock().failed.clone())
+    }
+
     /// Blocks freed by the running transaction: free for `statfs`, not yet for the allocator.
     pub(crate) fn deferred_free_blocks(&self) -> u64 {
         let Some(w) = self.write.as_ref() else { return 0 };
@@ -310,6 +323,9 @@ impl Volume {
     pub fn background_tick(&self) -> Result<()> {
         let Some(w) = self.write.as_ref() else { return Ok(()) };
         let mut ws = w.lock();
+        if ws.failed.is_some() {
+            return Ok(()); // read-only since a device error, reported then
+        }
         if ws.running_since.is_some_and(|t| t.elapsed() >= self.opts.commit_interval) {
             self.commit(&mut ws)?;
         }
