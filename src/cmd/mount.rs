@@ -166,6 +166,7 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
         cache_bytes: opts.cache_mb << 20,
         commit_interval: Duration::from_secs(opts.commit_s),
         dirty_expire: Duration::from_secs(opts.dirty_expire_s),
+        lazy: opts.lazy,
         ..Default::default()
     };
     let vol = Volume::open(dev, vopts).with_context(|| format!("{} is not a usable ext4 volume", image.display()))?;

@@ -24,6 +24,8 @@ pub struct MountOptions {
     pub kernel_flags: libc::c_ulong,
     /// noatime / relatime (default) / strictatime.
     pub atime: fuse::AtimePolicy,
+    /// Lazy writeback journaling (`journal=lazy`).
+    pub lazy: bool,
     /// Write the engine's counters here as JSON at unmount (`stats=PATH`).
     pub stats: Option<std::path::PathBuf>,
 }
@@ -43,6 +45,7 @@ impl Default for MountOptions {
             no_subtype: false,
             kernel_flags: 0,
             atime: fuse::AtimePolicy::RelAtime,
+            lazy: false,
             stats: None,
         }
     }
@@ -96,10 +99,17 @@ impl MountOptions {
                     }
                     o.kernel_flags |= super::fusemount::flag_option(k).unwrap_or(0);
                 }
-                "journal" | "data" => match value {
+                // journal=: how metadata reaches its home; data=: the kernel's data mode.
+                "journal" => match value {
+                    Some("ordered") => o.lazy = false,
+                    Some("lazy") => o.lazy = true,
+                    Some(v) => bail!("mount option journal={v}: journal= takes ordered or lazy"),
+                    None => bail!("mount option journal needs a value (journal=ordered or journal=lazy)"),
+                },
+                "data" => match value {
                     Some("ordered") => {}
-                    Some(v) => bail!("mount option {key}={v}: only ordered journaling is available so far"),
-                    None => bail!("mount option {key} needs a value ({key}=ordered)"),
+                    Some(v) => bail!("mount option data={v}: only data=ordered is available"),
+                    None => bail!("mount option data needs a value (data=ordered)"),
                 },
                 "device" => {
                     let m = value.context("mount option device needs a model name (device=MODEL)")?;

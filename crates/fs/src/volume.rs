@@ -26,6 +26,10 @@ pub struct VolumeOptions {
     pub commit_interval: std::time::Duration,
     /// Write committed metadata home after this long (`dirty_expire=`, 30 s).
     pub dirty_expire: std::time::Duration,
+    /// Lazy writeback journaling (`journal=lazy`): committed metadata stays
+    /// in the journal, found through the jmap, and is never written home by
+    /// write-back (docs/LAZY.md).
+    pub lazy: bool,
 }
 
 impl Default for VolumeOptions {
@@ -37,6 +41,7 @@ impl Default for VolumeOptions {
             dir_readahead_blocks: 16,
             commit_interval: std::time::Duration::from_secs(5),
             dirty_expire: std::time::Duration::from_secs(30),
+            lazy: false,
         }
     }
 }
@@ -53,6 +58,10 @@ pub struct Volume {
     /// Inode-table blocks per group.
     pub(crate) itb_per_group: u64,
     pub(crate) journal: Option<crate::journal_glue::JournalInfo>,
+    /// The jbd2 journal of a read-write volume. Its own lock, not the write
+    /// lock: in lazy mode, readers look up the newest copy of a block in its
+    /// jmap (shared), while a commit or a tail move excludes them.
+    pub(crate) jbd2: Option<RwLock<crate::write::Jbd2>>,
     /// Present on read-write volumes: the write lock and what it guards.
     pub(crate) write: Option<parking_lot::Mutex<crate::write::WriteState>>,
     /// Open handles per inode: an unlinked inode is freed only after its last close.
@@ -104,6 +113,7 @@ impl Volume {
             opts,
             itb_per_group,
             journal: None,
+            jbd2: None,
             write: None,
             open_files: Default::default(),
         };
@@ -250,6 +260,15 @@ impl Volume {
             for i in 0..count {
                 let off = (i * bs) as usize;
                 self.overlay.apply(self, start + i, &mut buf[off..off + bs as usize])?;
+            }
+        }
+        if self.opts.lazy {
+            // Held across the reads: the tail cannot move and free a copy meanwhile.
+            if let Some(j) = self.jbd2.as_ref().map(|j| j.read()) {
+                for i in 0..count {
+                    let off = (i * bs) as usize;
+                    j.read_newest(start + i, &mut buf[off..off + bs as usize]).map_err(crate::write::journal_err)?;
+                }
             }
         }
         Ok(buf)

@@ -68,8 +68,6 @@ pub struct WriteState {
     pub running_since: Option<std::time::Instant>,
     /// Blocks committed but not yet written home, with the version committed.
     pub unwritten: std::collections::BTreeMap<u64, Unwritten>,
-    /// The jbd2 journal, on volumes that have one.
-    pub journal: Option<Jbd2>,
     pub stats: WriteStats,
     /// Changes that wait for the running transaction to commit (see [`Deferred`]).
     pub deferred: Vec<Deferred>,
@@ -113,7 +111,6 @@ impl WriteState {
             running: Txn::default(),
             running_since: None,
             unwritten: Default::default(),
-            journal: None,
             stats: WriteStats::default(),
             deferred: Vec::new(),
             undo: None,
@@ -184,14 +181,14 @@ impl Volume {
         let txn = std::mem::take(&mut ws.running);
         ws.running_since = None;
         let now = std::time::Instant::now();
-        if ws.journal.is_none() {
+        let Some(jbd2) = self.jbd2.as_ref() else {
             // No journal: flush data, then write the metadata home directly.
             self.dev.flush().map_err(|e| FsError::io("flushing data before commit", e))?;
             for (blk, data) in txn.blocks() {
                 ws.unwritten.insert(blk, Unwritten { data: data.clone(), since: now });
             }
             return self.write_back(ws, None);
-        }
+        };
         let mut t = journal::Transaction::new(self.block_size());
         for (blk, data) in txn.blocks() {
             t.log(blk, data).map_err(journal_err)?;
@@ -200,7 +197,7 @@ impl Volume {
             t.revoke(blk);
         }
         let (need, space, max) = {
-            let j = ws.journal.as_ref().expect("checked above");
+            let j = jbd2.read();
             (t.journal_blocks(j.layout()), j.space_left(), j.max_transaction_blocks())
         };
         if need > max {
@@ -211,19 +208,33 @@ impl Volume {
         }
         // jbd2 ordering: copies, flush (which also makes earlier data writes
         // durable: ordered mode), commit block, flush.
-        let info = ws.journal.as_mut().expect("checked above").commit(&t).map_err(journal_err)?;
+        let info = jbd2.write().commit(&t).map_err(journal_err)?;
         ws.stats.commits += 1;
         ws.stats.journal_blocks_logged += info.map_or(0, |i| i.journal_blocks);
         for (blk, data) in txn.blocks() {
-            ws.unwritten.insert(blk, Unwritten { data: data.clone(), since: now });
+            if self.opts.lazy {
+                // The journal copy is the block's home now: the cached copy is clean.
+                self.cache.unpin(blk, data);
+            } else {
+                ws.unwritten.insert(blk, Unwritten { data: data.clone(), since: now });
+            }
         }
         Ok(())
     }
 
     /// Write committed blocks home as the journal's checkpoint asks, and move its tail.
+    /// In lazy mode the copies come from the log (nothing is pending in memory):
+    /// the journal is full, so the oldest blocks migrate home.
     pub(crate) fn checkpoint(&self, ws: &mut WriteState, goal: journal::CheckpointGoal) -> Result<()> {
-        let WriteState { journal, unwritten, stats, .. } = ws;
-        let Some(j) = journal.as_mut() else { return Ok(()) };
+        let Some(jbd2) = self.jbd2.as_ref() else { return Ok(()) };
+        let mut j = jbd2.write();
+        ws.stats.checkpoints += 1;
+        if self.opts.lazy {
+            let st = j.checkpoint_from_log(goal).map_err(journal_err)?;
+            ws.stats.blocks_written_home += st.written;
+            return Ok(());
+        }
+        let WriteState { unwritten, stats, .. } = ws;
         let mut written = Vec::new();
         j.checkpoint(goal, |blk, buf| match unwritten.get(&blk) {
             Some(u) => {
@@ -235,7 +246,6 @@ impl Volume {
             None => Ok(false),
         })
         .map_err(journal_err)?;
-        stats.checkpoints += 1;
         stats.blocks_written_home += written.len() as u64;
         for blk in written {
             if let Some(u) = unwritten.remove(&blk) {
@@ -252,8 +262,8 @@ impl Volume {
                 Deferred::Free { start, len } => self.release_blocks(ws, start, len)?,
                 Deferred::Forget(blk) => {
                     ws.unwritten.remove(&blk);
-                    if let Some(j) = ws.journal.as_mut() {
-                        j.forget(blk);
+                    if let Some(j) = self.jbd2.as_ref() {
+                        j.write().forget(blk);
                     }
                 }
             }
@@ -311,7 +321,8 @@ impl Volume {
                 self.cache.unpin(*blk, &u.data);
             }
         }
-        if let Some(j) = ws.journal.as_mut() {
+        if let Some(j) = self.jbd2.as_ref() {
+            let mut j = j.write();
             j.written_home(due);
             j.advance_tail().map_err(journal_err)?;
         }

@@ -29,7 +29,7 @@ impl Volume {
             self.overlay = Default::default();
             let (compat, incompat) = journal::ext4_features(self.sb.has_metadata_csum(), self.sb.is_64bit());
             j.set_features(compat, incompat).map_err(super::journal_err)?;
-            ws.journal = Some(j);
+            self.jbd2 = Some(parking_lot::RwLock::new(j));
             // As the kernel does: the flag says the journal may hold committed
             // transactions; stock tools replay it after a crash.
             ws.sb.f.feature_incompat |= feature::incompat::RECOVER;

@@ -116,7 +116,7 @@ impl Volume {
         if ws.failed.is_some() {
             return Err(FsError::ReadOnly);
         }
-        let limit = ws.journal.as_ref().map_or(4096, |j| (j.max_transaction_blocks() / 4).max(16));
+        let limit = self.jbd2.as_ref().map_or(4096, |j| (j.read().max_transaction_blocks() / 4).max(16));
         if ws.running.len() as u64 >= limit {
             self.commit(&mut ws)?;
         }
@@ -676,11 +676,16 @@ impl Volume {
         }
         self.free_orphans(ws)?;
         self.commit(ws)?;
-        self.write_back(ws, None)?;
-        if let Some(j) = ws.journal.as_mut() {
-            j.empty().map_err(super::journal_err)?;
-        }
         ws.sb.f.state |= ondisk::superblock::STATE_VALID;
+        if self.opts.lazy && self.jbd2.is_some() {
+            // The journal is where the metadata lives: it stays, flagged for
+            // recovery, so the kernel and e2fsck replay it and see our tree.
+            return self.write_super_home(ws);
+        }
+        self.write_back(ws, None)?;
+        if let Some(j) = self.jbd2.as_ref() {
+            j.write().empty().map_err(super::journal_err)?;
+        }
         ws.sb.f.feature_incompat &= !feature::incompat::RECOVER;
         self.write_super_home(ws)
     }
