@@ -48,10 +48,8 @@ fn spawn_daemon(option_args: &[String], image: &Path, mountpoint: &Path) -> Resu
     cmd.arg(image).arg(mountpoint);
     cmd.env(READY_FD_ENV, wr.as_raw_fd().to_string());
     // The child reports startup errors through the pipe, never on our stderr;
-    // later problems (I/O errors, corruption) go to the kernel log, where an
-    // administrator looks for file-system errors (`dmesg`), if we may write it.
-    let log = std::fs::OpenOptions::new().write(true).open("/dev/kmsg").map_or_else(|_| Stdio::null(), Stdio::from);
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+    // once live it writes its log file (`log_path`).
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     let mut child = cmd.spawn().context("cannot start the ext4lazy daemon")?;
     drop(wr); // only the child holds the write end now: EOF means it is gone
     let mut msg = String::new();
