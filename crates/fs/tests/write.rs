@@ -92,6 +92,16 @@ fn check(vol: &Volume, model: &BTreeMap<String, Node>) {
     }
 }
 
+/// Unmount cleanly, then the oracles: `e2fsck -fn` finds nothing and a
+/// fresh read-only open sees exactly the model.
+fn unmount_and_verify(vol: Volume, img: &std::path::Path, model: &BTreeMap<String, Node>) {
+    vol.shutdown().unwrap();
+    drop(vol);
+    common::e2fsck_clean(img);
+    let ro = Volume::open(Arc::new(FileDevice::open(img, false).unwrap()), VolumeOptions::default()).unwrap();
+    check(&ro, model);
+}
+
 #[test]
 fn random_operations_match_model_and_pass_e2fsck() {
     let Some((work, _)) = common::setup() else { return };
@@ -217,12 +227,7 @@ fn random_operations_match_model_and_pass_e2fsck() {
             }
         }
         check(&vol, &model);
-        vol.shutdown().unwrap();
-        drop(vol);
-        common::e2fsck_clean(&img);
-        // A fresh read-only open sees the same tree.
-        let ro = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
-        check(&ro, &model);
+        unmount_and_verify(vol, &img, &model);
         eprintln!("{variant}: {} entries verified", model.len());
     }
 }
@@ -421,11 +426,7 @@ fn full_volume_fails_operations_whole() {
         }
         model.insert("again".into(), Node::File(chunk.repeat((filled / chunk.len() as u64) as usize)));
         eprintln!("{variant}: {ok} operations, {nospace} ENOSPC; {filled} bytes refilled after an unlink");
-        vol.shutdown().unwrap();
-        drop(vol);
-        common::e2fsck_clean(&img);
-        let ro = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
-        check(&ro, &model);
+        unmount_and_verify(vol, &img, &model);
     }
 }
 
@@ -590,11 +591,7 @@ fn inline_data_inodes_convert_on_first_change() {
             assert_eq!(i.has_flag(INLINE_DATA), !touched, "{variant}: {p} inline flag");
         }
         check(&vol, &model);
-        vol.shutdown().unwrap();
-        drop(vol);
-        common::e2fsck_clean(&img);
-        let ro = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
-        check(&ro, &model);
+        unmount_and_verify(vol, &img, &model);
         eprintln!("{variant}: {} entries verified (kernel-made inodes: {kernel})", model.len());
     }
 }
