@@ -26,7 +26,8 @@ enum Command {
     },
     /// Unmount MOUNTPOINT; returns once the daemon has written everything and exited.
     Umount { mountpoint: PathBuf },
-    /// Show a volume's features, sizes and journal state.
+    /// Show a volume's features, sizes and journal state; for a mount point,
+    /// its daemon's live figures.
     Stat {
         /// Print one JSON object.
         #[arg(long)]
@@ -60,6 +61,11 @@ fn main() -> ExitCode {
         };
     }
     let cli = Cli::parse();
+    if !matches!(cli.cmd, Command::Mount { .. }) {
+        // A reporting command piped into `head` ends quietly, as other tools do.
+        // SAFETY: resetting a signal disposition before any thread exists.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     let result = match cli.cmd {
         Command::Mount { options, image, mountpoint } => cmd::mount::run(&options, &image, &mountpoint),
         Command::Umount { mountpoint } => cmd::umount::run(&mountpoint),

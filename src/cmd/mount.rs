@@ -76,18 +76,28 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
             return Err(e);
         }
     };
+    let live = live_stats_path(mountpoint);
     if let Some(mut r) = ready.take() {
         detach(mountpoint)?;
+        // Live figures exist as soon as `mount` returns.
+        let _ = write_stats(&session.vol, &live);
         let _ = r.write_all(b"OK");
     }
     let Prepared { session, vol, lock } = session;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let ticker = (!vol.is_read_only()).then(|| {
-        let (vol, stop) = (vol.clone(), stop.clone());
+    let ticker = {
+        let (vol, stop, live) = (vol.clone(), stop.clone(), live.clone());
         let image_name = image.display().to_string();
         std::thread::spawn(move || {
             let mut reported = false;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            for tick in 0u64.. {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                if tick % 4 == 0 {
+                    // Best effort: /run may be missing or read-only in odd setups.
+                    let _ = write_stats(&vol, &live);
+                }
                 std::thread::sleep(Duration::from_millis(250));
                 if let Err(e) = vol.background_tick() {
                     fuse::report(format_args!("background commit/write-back failed: {e}"));
@@ -98,12 +108,11 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
                 }
             }
         })
-    });
+    };
     let served = session.run().context("serving FUSE requests");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    if let Some(t) = ticker {
-        let _ = t.join();
-    }
+    let _ = ticker.join();
+    let _ = std::fs::remove_file(&live);
     served?;
     // The kernel has let go: write everything home and mark the volume clean.
     // Only then release the image lock: `umount` waits on it.
@@ -117,10 +126,19 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
     done
 }
 
-/// The engine's counters as JSON (`-o stats=PATH`), for benchmarks.
+/// Replace `path` with the engine's counters as JSON, atomically (a reader
+/// never sees half a file).
 fn write_stats(vol: &Volume, path: &Path) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(&stats_json(vol))? + "\n").with_context(|| format!("{}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("{}", path.display()))
+}
+
+/// The engine's counters (`-o stats=PATH` at unmount, the live file while mounted).
+pub fn stats_json(vol: &Volume) -> serde_json::Value {
     let cache = vol.cache_stats();
     let mut j = serde_json::json!({
+        "read_only": vol.is_read_only(),
         "block_size": vol.block_size(),
         "cache": { "hits": cache.hits, "misses": cache.misses, "evictions": cache.evictions },
         "failure": vol.failure(),
@@ -133,7 +151,7 @@ fn write_stats(vol: &Volume, path: &Path) -> Result<()> {
             "blocks_written_home": w.blocks_written_home,
         });
     }
-    std::fs::write(path, serde_json::to_string_pretty(&j)? + "\n").with_context(|| format!("{}", path.display()))
+    j
 }
 
 struct Prepared {
@@ -229,9 +247,18 @@ fn detach(mountpoint: &Path) -> Result<()> {
 
 /// Where a daemon's messages go: /run/ext4lazy/<mount point with / as _>.log
 pub fn log_path(mountpoint: &Path) -> PathBuf {
+    run_file(mountpoint, "log")
+}
+
+/// Where a daemon keeps its live figures (`ext4lazy stat MOUNTPOINT`).
+pub fn live_stats_path(mountpoint: &Path) -> PathBuf {
+    run_file(mountpoint, "stats.json")
+}
+
+fn run_file(mountpoint: &Path, ext: &str) -> PathBuf {
     let m = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
     let name: String = m.display().to_string().chars().map(|c| if c == '/' { '_' } else { c }).collect();
-    PathBuf::from("/run/ext4lazy").join(format!("{}.log", name.trim_start_matches('_')))
+    PathBuf::from("/run/ext4lazy").join(format!("{}.{ext}", name.trim_start_matches('_')))
 }
 
 fn pipe() -> Result<(File, File)> {

@@ -1,4 +1,6 @@
 //! `ext4lazy stat IMAGE`: what the volume is, in words or as JSON.
+//! `ext4lazy stat MOUNTPOINT`: the live figures of a mounted volume, which its
+//! daemon refreshes every second.
 
 use anyhow::{Context, Result};
 use blockdev::FileDevice;
@@ -8,6 +10,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub fn run(image: &Path, as_json: bool) -> Result<()> {
+    if image.is_dir() {
+        return live(image, as_json);
+    }
     let dev = FileDevice::open(image, false).with_context(|| format!("{}", image.display()))?;
     let vol = Volume::open(Arc::new(dev), VolumeOptions { cache_bytes: 8 << 20, ..Default::default() })
         .with_context(|| format!("{} is not a usable ext4 volume", image.display()))?;
@@ -16,6 +21,21 @@ pub fn run(image: &Path, as_json: bool) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print_human(&v);
+    }
+    Ok(())
+}
+
+fn live(mountpoint: &Path, as_json: bool) -> Result<()> {
+    let path = super::mount::live_stats_path(mountpoint);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("{} is not an ext4lazy mount point (no live figures at {})", mountpoint.display(), path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}", path.display()))?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        for (k, val) in v.as_object().into_iter().flatten() {
+            println!("{k:<24} {val}");
+        }
     }
     Ok(())
 }

@@ -3,6 +3,7 @@ installed helper, data written by ext4lazy read back by the kernel, e2fsck -fn
 clean after every unmount, and a kill -9 of the daemon replayed by the kernel
 with everything fsync'd intact."""
 
+import json
 import os
 import signal
 import subprocess
@@ -160,11 +161,12 @@ def test_written_tree_reads_back_in_the_kernel(ext4lazy_bin, workdir, mkfs):
     assert kernel_read(img, workdir, check) == want
 
 
-def test_kill9_is_replayed_by_the_kernel(ext4lazy_bin, workdir):
+@pytest.mark.parametrize("journal", ["ordered", "lazy"])
+def test_kill9_is_replayed_by_the_kernel(ext4lazy_bin, workdir, journal):
     img = fresh_image(workdir, "crash.img")
     mnt = os.path.join(workdir, "crash-mnt")
     os.makedirs(mnt, exist_ok=True)
-    util.run([ext4lazy_bin, "mount", "-o", "rw,commit=1", img, mnt])
+    util.run([ext4lazy_bin, "mount", "-o", f"rw,commit=1,journal={journal}", img, mnt])
     pids = util.pids_holding(img)
     assert pids, "no daemon holds the image"
     synced = os.path.join(mnt, "synced")
@@ -189,10 +191,80 @@ def test_kill9_is_replayed_by_the_kernel(ext4lazy_bin, workdir):
     util.run(["cp", "--sparse=always", img, copy])
     assert kernel_read(img, workdir, lambda m: open(os.path.join(m, "synced"), "rb").read()) == data
     e2fsck_clean(img)
-    # ext4lazy replays the same crash itself on a read-write mount.
-    util.run([ext4lazy_bin, "mount", "-o", "rw", copy, mnt])
+    # ext4lazy recovers the same crash itself on a read-write mount.
+    util.run([ext4lazy_bin, "mount", "-o", f"rw,journal={journal}", copy, mnt])
     try:
         assert open(synced, "rb").read() == data
     finally:
         util.run([ext4lazy_bin, "umount", mnt])
+    if journal == "lazy":
+        kernel_read(copy, workdir, lambda m: None)  # the kernel replays what lazy mode left
     e2fsck_clean(copy)
+
+
+def read_files(m):
+    got = {}
+    for dirpath, _, files in os.walk(m):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            if "lost+found" not in p:
+                got[os.path.relpath(p, m)] = open(p, "rb").read()
+    return got
+
+
+def test_lazy_volume_replays_in_the_kernel_and_switches_modes(ext4lazy_bin, workdir):
+    img = fresh_image(workdir, "lazy.img")
+    mnt = os.path.join(workdir, "lazy-mnt")
+    os.makedirs(mnt, exist_ok=True)
+    util.run([ext4lazy_bin, "mount", "-o", "rw,journal=lazy", img, mnt])
+    try:
+        want = write_tree(mnt, 300)
+    finally:
+        util.run([ext4lazy_bin, "umount", mnt])
+    # Lazy mode leaves the metadata in the journal, for any ext4 to replay.
+    assert "needs_recovery" in subprocess.run(["dumpe2fs", "-h", img], capture_output=True, text=True).stdout
+    copy = img + ".copy"
+    util.run(["cp", "--sparse=always", img, copy])
+    assert kernel_read(copy, workdir, read_files) == want
+    e2fsck_clean(copy)
+    # lazy -> ordered: the ordered mount recovers, and unmounts clean.
+    util.run([ext4lazy_bin, "mount", "-o", "rw,journal=ordered", img, mnt])
+    try:
+        assert read_files(mnt) == want
+        os.unlink(os.path.join(mnt, sorted(want)[0]))
+        del want[sorted(want)[0]]
+    finally:
+        util.run([ext4lazy_bin, "umount", mnt])
+    e2fsck_clean(img)
+    # ordered -> lazy again, then the kernel's view.
+    util.run([ext4lazy_bin, "mount", "-o", "rw,journal=lazy", img, mnt])
+    try:
+        assert read_files(mnt) == want
+        with open(os.path.join(mnt, "late"), "wb") as f:
+            f.write(b"written in lazy mode")
+        want["late"] = b"written in lazy mode"
+    finally:
+        util.run([ext4lazy_bin, "umount", mnt])
+    assert kernel_read(img, workdir, read_files) == want
+    e2fsck_clean(img)
+
+
+def test_live_figures_of_a_mounted_volume(ext4lazy_bin, workdir):
+    img = fresh_image(workdir, "live.img")
+    mnt = os.path.join(workdir, "live-mnt")
+    os.makedirs(mnt, exist_ok=True)
+    util.run([ext4lazy_bin, "mount", "-o", "rw,commit=1", img, mnt])
+    try:
+        write_tree(mnt, 50)
+        deadline = time.time() + 10
+        while True:
+            v = json.loads(util.run([ext4lazy_bin, "stat", "--json", mnt]).stdout)
+            if v["write"]["commits"] > 0 or time.time() > deadline:
+                break
+            time.sleep(0.3)
+        assert v["write"]["commits"] > 0 and v["write"]["journal_blocks_logged"] > 0, v
+        assert v["read_only"] is False
+    finally:
+        util.run([ext4lazy_bin, "umount", mnt])
+    p = subprocess.run([ext4lazy_bin, "stat", mnt], capture_output=True, text=True)
+    assert p.returncode != 0 and "not an ext4lazy mount point" in p.stderr
