@@ -84,21 +84,22 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
         let _ = r.write_all(b"OK");
     }
     let Prepared { session, vol, lock } = session;
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (stop_ticker, stop) = std::sync::mpsc::channel::<()>();
     let ticker = {
-        let (vol, stop, live) = (vol.clone(), stop.clone(), live.clone());
+        let (vol, live) = (vol.clone(), live.clone());
         let image_name = image.display().to_string();
         std::thread::spawn(move || {
             let mut reported = false;
             for tick in 0u64.. {
-                if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    break;
-                }
                 if tick % 4 == 0 {
                     // Best effort: /run may be missing or read-only in odd setups.
                     let _ = write_stats(&vol, &live);
                 }
-                std::thread::sleep(Duration::from_millis(250));
+                // Sleep a tick, or wake at once when the session ends (unmount waits for us).
+                match stop.recv_timeout(Duration::from_millis(250)) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => break,
+                }
                 if let Err(e) = vol.background_tick() {
                     fuse::report(format_args!("background commit/write-back failed: {e}"));
                 }
@@ -110,7 +111,7 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
         })
     };
     let served = session.run().context("serving FUSE requests");
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(stop_ticker);
     let _ = ticker.join();
     let _ = std::fs::remove_file(&live);
     served?;
@@ -186,7 +187,11 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
         ..Default::default()
     };
     let vol = Volume::open(dev, vopts).with_context(|| format!("{} is not a usable ext4 volume", image.display()))?;
-    let ttl = Duration::from_secs(if opts.read_only { 3600 } else { 1 });
+    // Every change goes through this mount, and the kernel updates or drops
+    // what it caches for the inodes an operation touches (we notify it of the
+    // one change it cannot see, atime): long timeouts are safe read-write too,
+    // and save the revalidation LOOKUPs a short one costs.
+    let ttl = Duration::from_secs(3600);
     let vol = Arc::new(vol);
     let fs = fuse::Ext4Fuse::new(vol.clone(), fuse::CachePolicy { ttl, atime: opts.atime });
     let notifier_slot = fs.notifier_slot();

@@ -37,7 +37,9 @@ impl Default for MountOptions {
             allow_other: false,
             foreground: false,
             cache_mb: 256,
-            threads: 8,
+            // More workers than CPUs only spin on the write lock (measured:
+            // CreateFiles 1.05 s with 1 worker vs 1.29 s with 8 on 2 CPUs).
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             device: None,
             model: diskmodel::ModelOptions::default(),
             commit_s: 5,

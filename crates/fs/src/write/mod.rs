@@ -45,6 +45,9 @@ pub(crate) fn journal_err(e: journal::Error) -> FsError {
     }
 }
 
+/// Largest request write-back builds from neighbouring blocks (bytes).
+const MAX_WRITE_BACK_RUN: usize = 1 << 20;
+
 /// The error every write gets once a device error has turned the volume read-only.
 pub(crate) fn read_only_after(why: &str) -> FsError {
     FsError::io(format!("(the volume turned read-only after: {why})"), std::io::Error::from_raw_os_error(libc::EROFS))
@@ -308,11 +311,18 @@ impl Volume {
         if due.is_empty() {
             return Ok(());
         }
-        for blk in &due {
-            let u = &ws.unwritten[blk];
-            self.dev
-                .write_at(blk * bs, &u.data, IoClass::Metadata)
-                .map_err(|e| FsError::io(format!("writing block {blk} home"), e))?;
+        // `due` is sorted: neighbouring blocks (inode tables, bitmaps) go in one request.
+        let mut run: Vec<u8> = Vec::new();
+        for (i, blk) in due.iter().enumerate() {
+            run.extend_from_slice(&ws.unwritten[blk].data);
+            let ends = due.get(i + 1).map_or(true, |&next| next != blk + 1) || run.len() >= MAX_WRITE_BACK_RUN;
+            if ends {
+                let first = blk + 1 - (run.len() as u64 / bs);
+                self.dev
+                    .write_at(first * bs, &run, IoClass::Metadata)
+                    .map_err(|e| FsError::io(format!("writing blocks {first}..={blk} home"), e))?;
+                run.clear();
+            }
         }
         self.dev.flush().map_err(|e| FsError::io("flushing metadata", e))?;
         ws.stats.blocks_written_home += due.len() as u64;

@@ -109,14 +109,15 @@ fn set_size(inode: &mut Inode, size: u64) {
 
 impl Volume {
     /// Take the write lock; first commit the running transaction if it has
-    /// grown to a quarter of what the journal accepts (operations are atomic:
-    /// a commit never splits one).
+    /// grown to half of what the journal accepts (jbd2 commits at the limit;
+    /// half leaves room for the operation about to start, and operations are
+    /// atomic: a commit never splits one).
     pub(crate) fn writer(&self) -> Result<parking_lot::MutexGuard<'_, WriteState>> {
         let mut ws = self.write.as_ref().map(|m| m.lock()).ok_or(FsError::ReadOnly)?;
         if ws.failed.is_some() {
             return Err(FsError::ReadOnly);
         }
-        let limit = self.jbd2.as_ref().map_or(4096, |j| (j.read().max_transaction_blocks() / 4).max(16));
+        let limit = self.jbd2.as_ref().map_or(4096, |j| (j.read().max_transaction_blocks() / 2).max(16));
         if ws.running.len() as u64 >= limit {
             self.commit(&mut ws)?;
         }
