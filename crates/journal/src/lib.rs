@@ -24,6 +24,7 @@ use ondisk::FormatError;
 
 pub mod checkpoint;
 pub mod commit;
+pub mod jmap;
 pub mod journal;
 pub mod recovery;
 pub mod revoke;
@@ -31,6 +32,7 @@ pub mod transaction;
 
 pub use checkpoint::{CheckpointGoal, CheckpointStats};
 pub use commit::{CommitInfo, LoggedBlock};
+pub use jmap::{Jmap, JmapEntry, JmapStats};
 pub use journal::{ext4_features, Fill, Journal, JournalMap, LiveTransaction, LogCopy};
 pub use recovery::{recover, BadDataBlock, Recovery, ReplayedCopy};
 pub use revoke::RevokeTable;
