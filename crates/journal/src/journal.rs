@@ -17,13 +17,14 @@
 //!    them home and moves the tail when room is needed;
 //! 4. at clean unmount, checkpoint everything and [`Journal::empty`].
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 
 use blockdev::{BlockDevice, IoClass};
 use ondisk::jbd2::{BlockType, Layout, Superblock, MAGIC};
 use ondisk::Location;
 
+use crate::jmap::{Jmap, JmapStats};
 use crate::{tid_gt, Error, JournalReader, Recovery};
 
 /// Blocks of the log jbd2 never hands out (`jbd2_log_space_left` keeps 32 back
@@ -114,8 +115,8 @@ impl JournalMap {
     }
 }
 
-/// Where the newest committed copy of a static block lives in the log (the
-/// S -> J map lazy journaling needs).
+/// Where the newest committed copy of a static block lives in the log (an
+/// entry of the jmap).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LogCopy {
     pub jblock: u64,
@@ -124,7 +125,9 @@ pub struct LogCopy {
     pub sequence: u32,
 }
 
-/// A committed transaction still in the log (not yet checkpointed).
+/// A committed transaction still in the log (not yet checkpointed). Its live
+/// blocks (those whose newest copy it holds and which are still needed) are in
+/// the jmap: [`Journal::live_count`], [`Journal::live_blocks`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LiveTransaction {
     pub sequence: u32,
@@ -134,9 +137,6 @@ pub struct LiveTransaction {
     pub end: u64,
     /// Journal blocks it occupies (descriptors, copies, revokes, commit).
     pub blocks: u64,
-    /// Static blocks it logged that are not yet known to be written home.
-    /// The tail can pass this transaction once this is empty.
-    pub pending: BTreeSet<u64>,
 }
 
 /// How full the log is, in journal blocks.
@@ -178,8 +178,10 @@ pub struct Journal<D: BlockDevice> {
     /// Sequence the next committed transaction gets.
     pub(crate) next_sequence: u32,
     pub(crate) live: VecDeque<LiveTransaction>,
-    /// Newest committed copy of every static block in the live log.
-    pub(crate) newest: HashMap<u64, LogCopy>,
+    /// Static block -> its newest committed copy in the live log, for every
+    /// block still needed from the log (ordered mode: not yet written home;
+    /// lazy mode: all of them), with each transaction's live list.
+    pub(crate) jmap: Jmap,
     pub(crate) needs_recovery: bool,
     /// A write failed mid-transaction: no further commit is safe (jbd2 aborts).
     pub(crate) aborted: bool,
@@ -234,7 +236,7 @@ impl<D: BlockDevice> Journal<D> {
             tail_sequence: next,
             next_sequence: next,
             live: VecDeque::new(),
-            newest: HashMap::new(),
+            jmap: Jmap::new(),
             needs_recovery,
             aborted: false,
             last_commit_sec: 0,
@@ -273,7 +275,7 @@ impl<D: BlockDevice> Journal<D> {
             self.next_sequence = recovery.next_sequence;
         }
         self.live.clear();
-        self.newest.clear();
+        self.jmap.clear();
         self.needs_recovery = false;
         self.mark_empty()?;
         Ok(written)
@@ -303,7 +305,8 @@ impl<D: BlockDevice> Journal<D> {
         self.head = self.first;
         self.tail = self.first;
         self.tail_sequence = self.next_sequence;
-        self.newest.clear();
+        debug_assert!(self.jmap.is_empty(), "no live transaction, no live block");
+        self.jmap.clear();
         Ok(())
     }
 
@@ -446,14 +449,44 @@ impl<D: BlockDevice> Journal<D> {
         self.live.front()
     }
 
-    /// Newest committed copy of `block` in the live log, if any.
+    /// Static blocks whose newest copy live transaction `sequence` holds.
+    pub fn live_count(&self, sequence: u32) -> usize {
+        self.jmap.live_count(sequence)
+    }
+
+    /// Those blocks, in no particular order (O(live)).
+    pub fn live_blocks(&self, sequence: u32) -> impl Iterator<Item = u64> + '_ {
+        self.jmap.live_blocks(sequence)
+    }
+
+    /// Up to `max` static blocks whose newest copy is in the oldest live
+    /// transaction: what the lazy-mode cleaner re-journals so the tail can
+    /// pass it.
+    pub fn tail_live_blocks(&self, max: usize) -> Vec<u64> {
+        match self.live.front() {
+            Some(t) => self.jmap.live_blocks(t.sequence).take(max).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Entries in the jmap and the memory it holds.
+    pub fn jmap_stats(&self) -> JmapStats {
+        self.jmap.stats()
+    }
+
+    /// Newest committed copy of `block` in the live log, if it is still
+    /// needed from there (ordered mode: not yet written home).
     pub fn newest_copy(&self, block: u64) -> Option<LogCopy> {
-        self.newest.get(&block).copied()
+        self.jmap.get(block).map(|e| LogCopy {
+            jblock: u64::from(e.jblock),
+            escaped: e.escaped,
+            sequence: e.txn,
+        })
     }
 
     /// Read the newest committed copy of `block` from the log (escape undone).
     pub fn read_newest(&self, block: u64, buf: &mut [u8]) -> Result<bool, Error> {
-        let Some(c) = self.newest.get(&block) else {
+        let Some(c) = self.newest_copy(block) else {
             return Ok(false);
         };
         read_jblock(&self.dev, &self.map, c.jblock, buf)?;

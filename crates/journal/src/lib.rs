@@ -9,6 +9,8 @@
 //! - [`commit`]: writing a transaction as revoke, descriptor, data and commit
 //!   blocks with jbd2's ordering ([`Journal::commit`]);
 //! - [`checkpoint`]: writing committed blocks home and moving the tail;
+//! - [`jmap`]: static block -> newest live copy in the log, with each
+//!   transaction's live blocks (what checkpoint and lazy mode's cleaner need);
 //! - [`recovery`]: the SCAN, REVOKE and REPLAY passes, producing an in-memory
 //!   result instead of writing;
 //! - [`revoke`]: the revoke table and revoke block writing.
