@@ -87,6 +87,10 @@ impl<D: BlockDevice> Journal<D> {
         if result.is_err() {
             self.aborted = true;
         }
+        debug_assert!(
+            self.used() + crate::journal::RESERVED_BLOCKS <= self.last - self.first + 1,
+            "commit keeps the reserve (bar resume's block)"
+        );
         result.map(Some)
     }
 
@@ -113,7 +117,8 @@ impl<D: BlockDevice> Journal<D> {
         Ok(())
     }
 
-    /// Write `txn` (`needed` journal blocks) and account for it.
+    /// Write `txn` (`needed` journal blocks; 1 for the empty transaction
+    /// [`Journal::resume`] writes) and account for it.
     pub(crate) fn write_transaction(
         &mut self,
         txn: &Transaction,
@@ -239,7 +244,9 @@ impl<D: BlockDevice> Journal<D> {
             end,
             blocks: needed,
         });
-        debug_assert!(self.used() + crate::journal::RESERVED_BLOCKS <= self.last - self.first);
+        // The head never reaches the tail (commit keeps RESERVED_BLOCKS back;
+        // resume's one-block transaction may take one of them).
+        debug_assert!(self.used() < self.last - self.first);
         Ok(CommitInfo {
             sequence: seq,
             start,

@@ -332,9 +332,7 @@ impl Jmap {
 
     /// The static blocks whose newest copy `txn` holds, in no particular order.
     pub fn live_blocks(&self, txn: u32) -> LiveBlocks<'_> {
-        let at = self
-            .head_index(txn)
-            .map_or(NIL, |i| self.heads[i].first);
+        let at = self.head_index(txn).map_or(NIL, |i| self.heads[i].first);
         LiveBlocks { map: self, at }
     }
 
@@ -406,7 +404,10 @@ impl Jmap {
 
     fn owner_head(&self, meta: u32) -> usize {
         let h = self.txn_of(meta).wrapping_sub(self.base) as usize;
-        debug_assert!(h < self.heads.len(), "entry of a transaction without a list head");
+        debug_assert!(
+            h < self.heads.len(),
+            "entry of a transaction without a list head"
+        );
         h
     }
 
@@ -463,10 +464,17 @@ impl Jmap {
                 continue;
             }
             n += 1;
-            assert_eq!(self.find(self.slots[i].key), Some(i), "slot {i} not found by its key");
+            assert_eq!(
+                self.find(self.slots[i].key),
+                Some(i),
+                "slot {i} not found by its key"
+            );
             let next = self.next_slot(i);
             if !self.is_empty_slot(next) {
-                assert!(self.dist(next) <= self.dist(i) + 1, "Robin Hood order at {i}");
+                assert!(
+                    self.dist(next) <= self.dist(i) + 1,
+                    "Robin Hood order at {i}"
+                );
             }
         }
         assert_eq!(n, self.len);
@@ -569,7 +577,10 @@ mod tests {
     fn fill(m: &mut Jmap, n: u64) {
         for i in 0..n {
             let s = (i << 20) | (mix(i) & 0xF_FFFF);
-            assert_eq!(m.insert(s, (i % (1 << 30)) as u32, i % 97 == 0, (i / 1000) as u32), None);
+            assert_eq!(
+                m.insert(s, (i % (1 << 30)) as u32, i % 97 == 0, (i / 1000) as u32),
+                None
+            );
         }
     }
 
@@ -602,7 +613,9 @@ mod tests {
         assert!(per_sized <= 24.0 * 10.0 / 9.0 + 0.1, "sized: {per_sized}");
         // Emptying keeps the table; every lookup misses.
         let mut m = sized;
-        let keys: Vec<u64> = (0..1000).flat_map(|t| m.live_blocks(t).collect::<Vec<_>>()).collect();
+        let keys: Vec<u64> = (0..1000)
+            .flat_map(|t| m.live_blocks(t).collect::<Vec<_>>())
+            .collect();
         assert_eq!(keys.len(), N as usize);
         for k in keys {
             assert!(m.remove(k).is_some());
@@ -613,8 +626,15 @@ mod tests {
 
     #[derive(Clone, Debug)]
     enum Op {
-        Insert { key: u64, jblock: u32, escaped: bool, txn: u32 },
-        Remove { key: u64 },
+        Insert {
+            key: u64,
+            jblock: u32,
+            escaped: bool,
+            txn: u32,
+        },
+        Remove {
+            key: u64,
+        },
         RetireOldest,
     }
 
@@ -637,12 +657,27 @@ mod tests {
         let mut oldest = 0u32;
         for op in ops {
             match op {
-                Op::Insert { key, jblock, escaped, txn } => {
+                Op::Insert {
+                    key,
+                    jblock,
+                    escaped,
+                    txn,
+                } => {
                     let t = oldest + txn;
                     let seq = base.wrapping_add(t);
-                    let prev = model.insert(key, JmapEntry { jblock, escaped, txn: seq });
+                    let prev = model.insert(
+                        key,
+                        JmapEntry {
+                            jblock,
+                            escaped,
+                            txn: seq,
+                        },
+                    );
                     if let Some(p) = prev {
-                        lists.get_mut(&p.txn.wrapping_sub(base)).unwrap().remove(&key);
+                        lists
+                            .get_mut(&p.txn.wrapping_sub(base))
+                            .unwrap()
+                            .remove(&key);
                     }
                     lists.entry(t).or_default().insert(key);
                     assert_eq!(m.insert(key, jblock, escaped, seq), prev.map(|p| p.txn));
@@ -650,7 +685,10 @@ mod tests {
                 Op::Remove { key } => {
                     let want = model.remove(&key);
                     if let Some(p) = want {
-                        lists.get_mut(&p.txn.wrapping_sub(base)).unwrap().remove(&key);
+                        lists
+                            .get_mut(&p.txn.wrapping_sub(base))
+                            .unwrap()
+                            .remove(&key);
                     }
                     assert_eq!(m.remove(key), want);
                 }
