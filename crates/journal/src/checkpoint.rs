@@ -10,10 +10,15 @@
 //!
 //! Policy (when to checkpoint, dirty_expire writeback) is the fs layer's; it
 //! gets [`Journal::fill`], [`Journal::needs_checkpoint`],
-//! [`Journal::live_transactions`] (each with its blocks still not home) and
-//! tells the journal about its own writeback with [`Journal::written_home`].
+//! [`Journal::live_transactions`] with [`Journal::live_blocks`] (the blocks
+//! whose newest copy each holds and which are not home yet, from the jmap)
+//! and tells the journal about its own writeback with [`Journal::written_home`].
+//!
+//! A block logged again by a newer transaction leaves the older one's live
+//! list (as jbd2 moves a buffer to the newest checkpoint list): the older
+//! transaction can be freed without writing it, since the newer copy is
+//! replayed after it anyway.
 
-use std::collections::BTreeSet;
 use std::io;
 
 use blockdev::BlockDevice;
@@ -80,12 +85,15 @@ impl<D: BlockDevice> Journal<D> {
             return Err(Error::NeedsRecovery);
         }
         let k = self.transactions_for(goal);
-        let blocks: BTreeSet<u64> = self
+        // Each block is live in one transaction only: no duplicates. Sorted,
+        // so home writes go in block order.
+        let mut blocks: Vec<u64> = self
             .live
             .iter()
             .take(k)
-            .flat_map(|t| t.pending.iter().copied())
+            .flat_map(|t| self.jmap.live_blocks(t.sequence))
             .collect();
+        blocks.sort_unstable();
         let mut stats = CheckpointStats::default();
         let mut buf = vec![0u8; self.map.block_size() as usize];
         for &b in &blocks {
@@ -126,13 +134,12 @@ impl<D: BlockDevice> Journal<D> {
 
     /// The caller wrote these static blocks home itself (dirty_expire
     /// writeback) with contents at least as new as their newest committed
-    /// copy, and flushed: no live transaction needs to write them again.
-    /// Call [`Self::advance_tail`] to reuse the space.
+    /// copy, and flushed: no live transaction needs to write them again, and
+    /// reads no longer need the log. O(1) per block. Call
+    /// [`Self::advance_tail`] to reuse the space.
     pub fn written_home<I: IntoIterator<Item = u64>>(&mut self, blocks: I) {
         for b in blocks {
-            for t in self.live.iter_mut() {
-                t.pending.remove(&b);
-            }
+            self.jmap.remove(b);
         }
     }
 
@@ -143,13 +150,18 @@ impl<D: BlockDevice> Journal<D> {
         self.written_home([block]);
     }
 
-    /// Free the oldest transactions whose blocks are all home: record the new
-    /// tail in the superblock (flushed before and after, so the home writes
+    /// Free the oldest transactions without live blocks (each block home,
+    /// superseded by a newer copy, or revoked): record the new tail in the
+    /// superblock (flushed before and after, so the home writes
     /// are durable first and the new tail before the space is reused).
     /// Returns the number of transactions freed.
     pub fn advance_tail(&mut self) -> Result<usize, Error> {
         let mut freed = 0;
-        while self.live.front().is_some_and(|t| t.pending.is_empty()) {
+        while let Some(t) = self.live.front() {
+            if self.jmap.live_count(t.sequence) != 0 {
+                break;
+            }
+            self.jmap.retire(t.sequence);
             self.live.pop_front();
             freed += 1;
         }
@@ -163,7 +175,6 @@ impl<D: BlockDevice> Journal<D> {
         debug_assert!(tid_geq(seq, self.tail_sequence), "the tail moves forward");
         self.tail = tail;
         self.tail_sequence = seq;
-        self.newest.retain(|_, c| tid_geq(c.sequence, seq));
         self.sb.start = tail as u32;
         self.sb.sequence = seq;
         self.write_superblock(true)?;

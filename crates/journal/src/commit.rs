@@ -15,7 +15,6 @@
 //! descriptor/revoke tails and the commit block carry their own checksums;
 //! with csum v1 the commit block holds crc32_be over descriptors and copies.
 
-use std::collections::BTreeSet;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use blockdev::BlockDevice;
@@ -25,7 +24,7 @@ use ondisk::jbd2::{
     Tag, FEATURE_INCOMPAT_REVOKE, MAGIC,
 };
 
-use crate::journal::{write_jblocks, LiveTransaction, LogCopy};
+use crate::journal::{write_jblocks, LiveTransaction};
 use crate::revoke::write_revoke_blocks;
 use crate::transaction::{tags_per_descriptor, Transaction};
 use crate::{tid_gt, Error, Journal};
@@ -88,6 +87,10 @@ impl<D: BlockDevice> Journal<D> {
         if result.is_err() {
             self.aborted = true;
         }
+        debug_assert!(
+            self.used() + crate::journal::RESERVED_BLOCKS <= self.last - self.first + 1,
+            "commit keeps the reserve (bar resume's block)"
+        );
         result.map(Some)
     }
 
@@ -114,7 +117,13 @@ impl<D: BlockDevice> Journal<D> {
         Ok(())
     }
 
-    fn write_transaction(&mut self, txn: &Transaction, needed: u64) -> Result<CommitInfo, Error> {
+    /// Write `txn` (`needed` journal blocks; 1 for the empty transaction
+    /// [`Journal::resume`] writes) and account for it.
+    pub(crate) fn write_transaction(
+        &mut self,
+        txn: &Transaction,
+        needed: u64,
+    ) -> Result<CommitInfo, Error> {
         let layout = self.layout;
         let bs = layout.block_bytes();
         let seq = self.next_sequence;
@@ -220,30 +229,24 @@ impl<D: BlockDevice> Journal<D> {
         for &b in &revoked {
             // Older copies will not be replayed and must not be written home:
             // the block may hold file data now.
-            self.newest.remove(&b);
-            for t in self.live.iter_mut() {
-                t.pending.remove(&b);
-            }
+            self.jmap.remove(b);
         }
-        let pending: BTreeSet<u64> = logged.iter().map(|l| l.block).collect();
         for l in &logged {
-            self.newest.insert(
-                l.block,
-                LogCopy {
-                    jblock: l.jblock,
-                    escaped: l.escaped,
-                    sequence: seq,
-                },
-            );
+            // Supersedes the block's older copy: that transaction no longer
+            // needs to write it home (lazy: no longer holds its newest copy).
+            // Log positions are below s_maxlen, a u32.
+            debug_assert!(l.jblock < u64::from(u32::MAX));
+            self.jmap.insert(l.block, l.jblock as u32, l.escaped, seq);
         }
         self.live.push_back(LiveTransaction {
             sequence: seq,
             start,
             end,
             blocks: needed,
-            pending,
         });
-        debug_assert!(self.used() + crate::journal::RESERVED_BLOCKS <= self.last - self.first);
+        // The head never reaches the tail (commit keeps RESERVED_BLOCKS back;
+        // resume's one-block transaction may take one of them).
+        debug_assert!(self.used() < self.last - self.first);
         Ok(CommitInfo {
             sequence: seq,
             start,

@@ -11,19 +11,21 @@
 //! Life cycle, as jbd2 and ext4 use it:
 //! 1. [`Journal::load`] reads and validates the superblock;
 //! 2. if [`Journal::needs_recovery`], the caller runs [`Journal::recover`] and
-//!    (read-write mount) [`Journal::replay_to_disk`], which writes the copies
-//!    home, flushes and marks the journal empty;
+//!    (read-write mount) either [`Journal::replay_to_disk`], which writes the
+//!    copies home, flushes and marks the journal empty, or (lazy mode)
+//!    [`Journal::resume`], which continues the recovered log as it is;
 //! 3. [`Journal::commit`] appends transactions; [`Journal::checkpoint`] writes
 //!    them home and moves the tail when room is needed;
 //! 4. at clean unmount, checkpoint everything and [`Journal::empty`].
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io;
 
 use blockdev::{BlockDevice, IoClass};
 use ondisk::jbd2::{BlockType, Layout, Superblock, MAGIC};
 use ondisk::Location;
 
+use crate::jmap::{Jmap, JmapStats};
 use crate::{tid_gt, Error, JournalReader, Recovery};
 
 /// Blocks of the log jbd2 never hands out (`jbd2_log_space_left` keeps 32 back
@@ -114,8 +116,8 @@ impl JournalMap {
     }
 }
 
-/// Where the newest committed copy of a static block lives in the log (the
-/// S -> J map lazy journaling needs).
+/// Where the newest committed copy of a static block lives in the log (an
+/// entry of the jmap).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LogCopy {
     pub jblock: u64,
@@ -124,7 +126,9 @@ pub struct LogCopy {
     pub sequence: u32,
 }
 
-/// A committed transaction still in the log (not yet checkpointed).
+/// A committed transaction still in the log (not yet checkpointed). Its live
+/// blocks (those whose newest copy it holds and which are still needed) are in
+/// the jmap: [`Journal::live_count`], [`Journal::live_blocks`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LiveTransaction {
     pub sequence: u32,
@@ -134,9 +138,6 @@ pub struct LiveTransaction {
     pub end: u64,
     /// Journal blocks it occupies (descriptors, copies, revokes, commit).
     pub blocks: u64,
-    /// Static blocks it logged that are not yet known to be written home.
-    /// The tail can pass this transaction once this is empty.
-    pub pending: BTreeSet<u64>,
 }
 
 /// How full the log is, in journal blocks.
@@ -178,8 +179,10 @@ pub struct Journal<D: BlockDevice> {
     /// Sequence the next committed transaction gets.
     pub(crate) next_sequence: u32,
     pub(crate) live: VecDeque<LiveTransaction>,
-    /// Newest committed copy of every static block in the live log.
-    pub(crate) newest: HashMap<u64, LogCopy>,
+    /// Static block -> its newest committed copy in the live log, for every
+    /// block still needed from the log (ordered mode: not yet written home;
+    /// lazy mode: all of them), with each transaction's live list.
+    pub(crate) jmap: Jmap,
     pub(crate) needs_recovery: bool,
     /// A write failed mid-transaction: no further commit is safe (jbd2 aborts).
     pub(crate) aborted: bool,
@@ -234,7 +237,7 @@ impl<D: BlockDevice> Journal<D> {
             tail_sequence: next,
             next_sequence: next,
             live: VecDeque::new(),
-            newest: HashMap::new(),
+            jmap: Jmap::new(),
             needs_recovery,
             aborted: false,
             last_commit_sec: 0,
@@ -260,6 +263,12 @@ impl<D: BlockDevice> Journal<D> {
     /// Returns the number of blocks written. Blocks beyond the device fail;
     /// the fs layer should reject blocks beyond the file system first.
     pub fn replay_to_disk(&mut self, recovery: &Recovery) -> Result<u64, Error> {
+        if !self.live.is_empty() {
+            // Resumed and committed to since: emptying would drop those commits.
+            return Err(Error::Invalid(
+                "replay_to_disk on a live log (use checkpoint and empty)".into(),
+            ));
+        }
         let bs = self.map.block_size() as usize;
         let mut buf = vec![0u8; bs];
         let mut written = 0;
@@ -273,10 +282,103 @@ impl<D: BlockDevice> Journal<D> {
             self.next_sequence = recovery.next_sequence;
         }
         self.live.clear();
-        self.newest.clear();
+        self.jmap.clear();
         self.needs_recovery = false;
         self.mark_empty()?;
         Ok(written)
+    }
+
+    /// Continue a recovered log as it is, writing nothing home (lazy mode's
+    /// mount): the replayed transactions become the live transactions, every
+    /// surviving copy (revokes honoured, newest wins) enters the jmap, and new
+    /// commits follow the last valid one. The superblock keeps `s_start` and
+    /// `s_sequence` at the tail, so the kernel and e2fsck still replay the
+    /// whole log. `recovery` must be [`Self::recover`]'s result for this
+    /// journal as loaded (nothing committed since). A clean journal has
+    /// nothing to continue: only the checks run.
+    ///
+    /// Writes one journal block: an empty transaction (a lone commit block)
+    /// with the ID recovery could not complete (`end_sequence`) at the head,
+    /// so that new transactions carry `recovery.next_sequence` and the IDs in
+    /// the log stay consecutive, as recovery requires. Why not simply reuse
+    /// that ID for the next real transaction: the blocks after the head may be
+    /// what a torn transaction with that very ID left, and a torn transaction
+    /// is exactly where a device that lost or reordered writes across a flush
+    /// may have kept a valid commit block behind missing blocks; a new
+    /// transaction with the same ID, torn in turn, would be read as continuing
+    /// into those blocks up to that commit (garbage replayed, undetected
+    /// without data checksums). The lone commit block is one block carrying
+    /// its own header (and checksum): after a crash it is either absent, and
+    /// the log ends at the head as it does now, or whole. Past it recovery
+    /// expects `end_sequence + 1`, an ID this journal never wrote (IDs only
+    /// grow: each recovery skips the torn one, and a commit starts only after
+    /// the previous one is durable; jbd2 relies on the same after its own
+    /// recovery), so no leftover block can extend a new transaction. A crash
+    /// while continuing costs one more such block at the next mount.
+    ///
+    /// That block may come from the [`RESERVED_BLOCKS`] (a log our commits
+    /// filled to the reserve must stay resumable); only a log with no free
+    /// block but the one keeping the head off the tail fails, with
+    /// [`Error::NoSpace`] and nothing changed.
+    pub fn resume(&mut self, recovery: &Recovery) -> Result<(), Error> {
+        if self.aborted {
+            return Err(Error::Aborted);
+        }
+        if recovery.superblock != self.sb || !self.live.is_empty() || !self.jmap.is_empty() {
+            return Err(Error::Invalid(
+                "resume needs the recovery of this journal as loaded".into(),
+            ));
+        }
+        if !recovery.needed {
+            debug_assert!(!self.needs_recovery);
+            return Ok(());
+        }
+        let log_blocks = self.last - self.first;
+        let used: u64 = recovery.extents.iter().map(|t| t.blocks).sum();
+        // One free block must stay between head and tail (full != empty).
+        let available = log_blocks.saturating_sub(used).saturating_sub(1);
+        if available < 1 {
+            return Err(Error::NoSpace {
+                needed: 1,
+                available,
+            });
+        }
+        let mut jmap = Jmap::with_capacity(recovery.blocks.len());
+        for (&block, copy) in &recovery.blocks {
+            debug_assert!(recovery.extents.iter().any(|t| t.sequence == copy.sequence));
+            let jblock = u32::try_from(copy.jblock).map_err(|_| {
+                Error::Invalid(format!("journal block {} of block {block}", copy.jblock))
+            })?;
+            jmap.insert(block, jblock, copy.escaped, copy.sequence);
+        }
+        self.jmap = jmap;
+        self.live = recovery
+            .extents
+            .iter()
+            .map(|t| LiveTransaction {
+                sequence: t.sequence,
+                start: t.start,
+                end: t.end,
+                blocks: t.blocks,
+            })
+            .collect();
+        self.tail = u64::from(self.sb.start);
+        self.tail_sequence = self.sb.sequence;
+        self.head = recovery.head;
+        self.next_sequence = recovery.end_sequence;
+        if let Some(t) = recovery.extents.last() {
+            self.last_commit_sec = self.last_commit_sec.max(t.commit_sec);
+        }
+        self.needs_recovery = false;
+        debug_assert_eq!(self.used(), used);
+        let bs = self.map.block_size();
+        let filler = self.write_transaction(&crate::Transaction::new(bs), 1);
+        if filler.is_err() {
+            self.aborted = true;
+        }
+        filler?;
+        debug_assert_eq!(self.next_sequence, recovery.next_sequence);
+        Ok(())
     }
 
     /// Mark the journal empty (`s_start = 0`) once every transaction is home:
@@ -303,7 +405,8 @@ impl<D: BlockDevice> Journal<D> {
         self.head = self.first;
         self.tail = self.first;
         self.tail_sequence = self.next_sequence;
-        self.newest.clear();
+        debug_assert!(self.jmap.is_empty(), "no live transaction, no live block");
+        self.jmap.clear();
         Ok(())
     }
 
@@ -311,21 +414,18 @@ impl<D: BlockDevice> Journal<D> {
     /// `jbd2_journal_set_features` (mkfs leaves the journal superblock with
     /// none): see [`ext4_features`]. Setting CSUM_V3 clears CSUM_V2 and the
     /// v1 compat CHECKSUM and sets the crc32c checksum type. Only while the
-    /// log is empty, since the tag format must not change under a live log;
-    /// a v1 superblock has no feature fields and is refused. The superblock
-    /// is written at once.
+    /// log is empty, since the tag format must not change under a live log,
+    /// except REVOKE alone, which changes no format (jbd2 sets it on a live
+    /// log at the first revoke; a resumed kernel log may lack it). Features
+    /// already on are no change. A v1 superblock has no feature fields and is
+    /// refused. The superblock is written at once.
     pub fn set_features(&mut self, compat: u32, incompat: u32) -> Result<(), Error> {
         use ondisk::jbd2::{
             superblock::CHECKSUM_TYPE_CRC32C, FEATURE_COMPAT_CHECKSUM, FEATURE_INCOMPAT_CSUM_V2,
-            FEATURE_INCOMPAT_CSUM_V3, KNOWN_COMPAT, KNOWN_INCOMPAT,
+            FEATURE_INCOMPAT_CSUM_V3, FEATURE_INCOMPAT_REVOKE, KNOWN_COMPAT, KNOWN_INCOMPAT,
         };
         if self.needs_recovery {
             return Err(Error::NeedsRecovery);
-        }
-        if !self.live.is_empty() || self.sb.start != 0 {
-            return Err(Error::NotCheckpointed {
-                live_transactions: self.live.len(),
-            });
         }
         if compat & !KNOWN_COMPAT != 0 || incompat & !KNOWN_INCOMPAT != 0 {
             return Err(Error::Format(ondisk::FormatError::Unsupported {
@@ -333,8 +433,15 @@ impl<D: BlockDevice> Journal<D> {
             }));
         }
         let (old_compat, old_incompat) = (self.sb.feature_compat, self.sb.feature_incompat);
-        if (old_compat | compat, old_incompat | incompat) == (old_compat, old_incompat) {
+        let (new_compat, new_incompat) = (compat & !old_compat, incompat & !old_incompat);
+        if (new_compat, new_incompat) == (0, 0) {
             return Ok(());
+        }
+        let live_log = !self.live.is_empty() || self.sb.start != 0;
+        if live_log && (new_compat, new_incompat) != (0, FEATURE_INCOMPAT_REVOKE) {
+            return Err(Error::NotCheckpointed {
+                live_transactions: self.live.len(),
+            });
         }
         if self.sb.version != BlockType::SuperblockV2 {
             return Err(Error::Format(ondisk::FormatError::Unsupported {
@@ -446,14 +553,44 @@ impl<D: BlockDevice> Journal<D> {
         self.live.front()
     }
 
-    /// Newest committed copy of `block` in the live log, if any.
+    /// Static blocks whose newest copy live transaction `sequence` holds.
+    pub fn live_count(&self, sequence: u32) -> usize {
+        self.jmap.live_count(sequence)
+    }
+
+    /// Those blocks, in no particular order (O(live)).
+    pub fn live_blocks(&self, sequence: u32) -> impl Iterator<Item = u64> + '_ {
+        self.jmap.live_blocks(sequence)
+    }
+
+    /// Up to `max` static blocks whose newest copy is in the oldest live
+    /// transaction: what the lazy-mode cleaner re-journals so the tail can
+    /// pass it.
+    pub fn tail_live_blocks(&self, max: usize) -> Vec<u64> {
+        match self.live.front() {
+            Some(t) => self.jmap.live_blocks(t.sequence).take(max).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Entries in the jmap and the memory it holds.
+    pub fn jmap_stats(&self) -> JmapStats {
+        self.jmap.stats()
+    }
+
+    /// Newest committed copy of `block` in the live log, if it is still
+    /// needed from there (ordered mode: not yet written home).
     pub fn newest_copy(&self, block: u64) -> Option<LogCopy> {
-        self.newest.get(&block).copied()
+        self.jmap.get(block).map(|e| LogCopy {
+            jblock: u64::from(e.jblock),
+            escaped: e.escaped,
+            sequence: e.txn,
+        })
     }
 
     /// Read the newest committed copy of `block` from the log (escape undone).
     pub fn read_newest(&self, block: u64, buf: &mut [u8]) -> Result<bool, Error> {
-        let Some(c) = self.newest.get(&block) else {
+        let Some(c) = self.newest_copy(block) else {
             return Ok(false);
         };
         read_jblock(&self.dev, &self.map, c.jblock, buf)?;

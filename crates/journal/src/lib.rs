@@ -9,6 +9,8 @@
 //! - [`commit`]: writing a transaction as revoke, descriptor, data and commit
 //!   blocks with jbd2's ordering ([`Journal::commit`]);
 //! - [`checkpoint`]: writing committed blocks home and moving the tail;
+//! - [`jmap`]: static block -> newest live copy in the log, with each
+//!   transaction's live blocks (what checkpoint and lazy mode's cleaner need);
 //! - [`recovery`]: the SCAN, REVOKE and REPLAY passes, producing an in-memory
 //!   result instead of writing;
 //! - [`revoke`]: the revoke table and revoke block writing.
@@ -24,6 +26,7 @@ use ondisk::FormatError;
 
 pub mod checkpoint;
 pub mod commit;
+pub mod jmap;
 pub mod journal;
 pub mod recovery;
 pub mod revoke;
@@ -31,8 +34,9 @@ pub mod transaction;
 
 pub use checkpoint::{CheckpointGoal, CheckpointStats};
 pub use commit::{CommitInfo, LoggedBlock};
+pub use jmap::{Jmap, JmapEntry, JmapStats};
 pub use journal::{ext4_features, Fill, Journal, JournalMap, LiveTransaction, LogCopy};
-pub use recovery::{recover, BadDataBlock, Recovery, ReplayedCopy};
+pub use recovery::{recover, BadDataBlock, RecoveredTransaction, Recovery, ReplayedCopy};
 pub use revoke::RevokeTable;
 pub use transaction::{Running, Transaction};
 

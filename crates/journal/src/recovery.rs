@@ -50,6 +50,21 @@ pub struct BadDataBlock {
     pub sequence: u32,
 }
 
+/// Where one replayed transaction lies in the log (what [`crate::Journal::resume`]
+/// needs to continue the log).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoveredTransaction {
+    pub sequence: u32,
+    /// First journal block of the transaction.
+    pub start: u64,
+    /// Journal block after its commit block.
+    pub end: u64,
+    /// Journal blocks it occupies (revokes, descriptors, copies, commit).
+    pub blocks: u64,
+    /// Commit time (seconds) from its commit block.
+    pub commit_sec: u64,
+}
+
 /// The outcome of recovery.
 #[derive(Clone, Debug)]
 pub struct Recovery {
@@ -77,6 +92,9 @@ pub struct Recovery {
     pub head: u64,
     /// Transactions replayed (`end_sequence - start_sequence`).
     pub transactions: u32,
+    /// The replayed transactions in log order: the first starts at `s_start`,
+    /// each starts where the previous ended, the last ends at `head`.
+    pub extents: Vec<RecoveredTransaction>,
     /// Tags replayed (copies written in jbd2 terms, later ones overwriting).
     pub replayed_tags: u64,
     /// Revoke records read.
@@ -177,6 +195,7 @@ pub fn recover<R: JournalReader + ?Sized>(reader: &R) -> Result<Recovery, Error>
         last_transaction: None,
         head: u64::from(sb.first),
         transactions: 0,
+        extents: Vec::new(),
         replayed_tags: 0,
         revoke_records: 0,
         revoke_hits: 0,
@@ -207,6 +226,16 @@ pub fn recover<R: JournalReader + ?Sized>(reader: &R) -> Result<Recovery, Error>
     out.transactions = end.wrapping_sub(sb.sequence);
     out.last_transaction = (out.transactions > 0).then(|| end.wrapping_sub(1));
     out.head = info.head.unwrap_or(u64::from(sb.start));
+    // With async_commit SCAN may accept commits past the end; they are not replayed.
+    info.extents.retain(|t| crate::tid_gt(end, t.sequence));
+    debug_assert_eq!(info.extents.len() as u32, out.transactions);
+    debug_assert!(info
+        .extents
+        .first()
+        .is_none_or(|t| t.start == u64::from(sb.start)));
+    debug_assert!(info.extents.windows(2).all(|w| w[0].end == w[1].start));
+    debug_assert!(info.extents.last().is_none_or(|t| t.end == out.head));
+    out.extents = info.extents;
     out.blocks = info.blocks;
     out.replayed_tags = info.replayed;
     out.revoke_records = info.revoke_records;
@@ -253,6 +282,8 @@ struct Info {
     replayed: u64,
     blocks: BTreeMap<u64, ReplayedCopy>,
     bad: Vec<BadDataBlock>,
+    /// Transactions whose commit SCAN accepted; set by SCAN.
+    extents: Vec<RecoveredTransaction>,
 }
 
 /// One walk over the circular log.
@@ -323,6 +354,8 @@ impl<'a, R: JournalReader + ?Sized> Walk<'a, R> {
         let mut need_check_commit_time = false;
         let mut last_commit_time = 0u64;
         let mut head_block: Option<u64> = None;
+        // Where the current transaction began, and the blocks walked before it.
+        let (mut txn_start, mut walked_before) = (pos, 0u64);
 
         loop {
             if pass != Pass::Scan {
@@ -468,7 +501,15 @@ impl<'a, R: JournalReader + ?Sized> Walk<'a, R> {
                     if pass == Pass::Scan {
                         last_commit_time = commit_time;
                         head_block = Some(pos);
+                        info.extents.push(RecoveredTransaction {
+                            sequence: next_tid,
+                            start: txn_start,
+                            end: pos,
+                            blocks: walked - walked_before,
+                            commit_sec: commit_time,
+                        });
                     }
+                    (txn_start, walked_before) = (pos, walked);
                     next_tid = next_tid.wrapping_add(1);
                 }
                 BlockType::Revoke => {

@@ -8,14 +8,21 @@
 //! shared with the kernel): every static block we replay must equal that
 //! block of the e2fsck-replayed image; our transaction and tag counts must
 //! match `debugfs -R 'logdump -a'`. Needs root and e2fsprogs; skips otherwise.
+//!
+//! The `resume_*` cases continue such a kernel-written log with
+//! `Journal::resume` (lazy mode's mount: nothing written home) and two more
+//! transactions (re-logged blocks, new blocks, a revoke); e2fsck's replay of
+//! the extended log must give exactly the newest copies, and logdump must
+//! agree with our recovery of it.
 
 mod common;
 
 use std::collections::HashMap;
 use std::path::Path;
 
+use blockdev::FileDevice;
 use common::tools::*;
-use journal::recover;
+use journal::{recover, CheckpointGoal, Journal, JournalMap, Transaction};
 
 struct Case {
     name: &'static str,
@@ -188,6 +195,211 @@ fn check_case(case: &Case) {
     );
 }
 
+/// Continue the kernel's log with `resume`, commit two transactions, and
+/// check e2fsck's replay of the result against the newest copies.
+fn check_resume(case: &Case) {
+    let dir = tmpdir();
+    let dirty = make_dirty_image(dir.path(), case);
+    let jr = ImageJournal::open(&dirty);
+    let bs = jr.bs;
+    let runs: Vec<(u64, u64, u64)> = jr.map.iter().map(|(l, (p, n))| (*l, *p, *n)).collect();
+    let map = JournalMap::new(runs, jr.len, bs).unwrap();
+    let before = std::fs::File::open(&dirty).unwrap();
+    let mut j = Journal::load(FileDevice::open(&dirty, true).unwrap(), map).unwrap();
+    assert!(j.needs_recovery());
+    let r = j.recover().unwrap();
+    assert!(r.transactions > 0);
+    j.resume(&r).unwrap();
+    assert_eq!(j.next_sequence(), r.next_sequence);
+    // What ext4 turns on at mount: on a live log only REVOKE may be missing.
+    let features = dumpe2fs_field(&dirty, "Filesystem features").unwrap();
+    let (compat, incompat) = journal::ext4_features(
+        features.contains("metadata_csum"),
+        features.contains("64bit"),
+    );
+    j.set_features(compat, incompat).unwrap();
+    assert_eq!(
+        j.superblock().start,
+        r.superblock.start,
+        "{}: tail unchanged",
+        case.name
+    );
+
+    // Expected contents of every block the log or we touch: the recovered
+    // newest copies, then ours.
+    let sb_block = 1024 / u64::from(bs);
+    let mut want: HashMap<u64, Vec<u8>> = HashMap::new();
+    let mut buf = vec![0u8; bs as usize];
+    for (&b, c) in &r.blocks {
+        assert_eq!(
+            j.newest_copy(b).map(|n| (n.jblock, n.escaped, n.sequence)),
+            Some((c.jblock, c.escaped, c.sequence)),
+            "{}: jmap entry of block {b}",
+            case.name
+        );
+        assert!(r.read_replayed(&jr, b, &mut buf).unwrap());
+        want.insert(b, buf.clone());
+    }
+    let blocks_count = {
+        let f = dumpe2fs_field(&dirty, "Block count").unwrap();
+        f.parse::<u64>().unwrap()
+    };
+    // Re-logged metadata keeps its contents (e2fsck must still find a valid
+    // volume after the replay); blocks near the end of the volume (free) get
+    // patterns: newest-wins, escape and revoke are checked on those.
+    let relog: Vec<u64> = r
+        .blocks
+        .keys()
+        .copied()
+        .filter(|&b| b > sb_block)
+        .take(3)
+        .collect();
+    assert_eq!(relog.len(), 3);
+    let (new1, new2, new3) = (blocks_count - 10, blocks_count - 11, blocks_count - 12);
+    let pattern = |tag: u8, b: u64| -> Vec<u8> {
+        let mut v: Vec<u8> = (0..bs as usize)
+            .map(|i| (i as u8) ^ tag ^ (b as u8))
+            .collect();
+        if tag == 2 {
+            v[..4].copy_from_slice(&ondisk::jbd2::MAGIC.to_be_bytes()); // escaped
+        }
+        v
+    };
+    let mut t1 = Transaction::new(bs);
+    for &b in &relog {
+        t1.log(b, &want[&b]).unwrap();
+    }
+    for b in [new1, new2, new3] {
+        t1.log(b, &pattern(1, b)).unwrap();
+    }
+    let mut t2 = Transaction::new(bs);
+    t2.log(relog[0], &want[&relog[0]].clone()).unwrap();
+    t2.log(new1, &pattern(2, new1)).unwrap();
+    t2.revoke(new2);
+    for t in [&t1, &t2] {
+        let need = t.journal_blocks(j.layout());
+        if j.space_left() < need {
+            // The kernel's log was full: migrate its oldest blocks home first.
+            j.checkpoint_from_log(CheckpointGoal::Space(need)).unwrap();
+        }
+        j.commit(t).unwrap().unwrap();
+        for (b, d) in t.blocks() {
+            want.insert(b, d.to_vec());
+        }
+        for b in t.revoked() {
+            want.insert(b, read_fs_block(&before, bs, b));
+        }
+    }
+    let newest: HashMap<u64, Option<(u64, bool, u32)>> = want
+        .keys()
+        .map(|&b| {
+            (
+                b,
+                j.newest_copy(b).map(|c| (c.jblock, c.escaped, c.sequence)),
+            )
+        })
+        .collect();
+    assert_eq!(newest[&new2], None, "revoked");
+    drop(j);
+
+    // Our own recovery of the extended log finds the resumed jmap.
+    let jr2 = ImageJournal::open(&dirty);
+    let r2 = recover(&jr2).unwrap();
+    // The gap-closing commit block took end_sequence; ours the next two.
+    assert_eq!(r2.end_sequence, r.next_sequence.wrapping_add(2));
+    assert_eq!(
+        r2.start_sequence == r.start_sequence,
+        r2.superblock.start == r.superblock.start
+    );
+    for (b, n) in &newest {
+        assert_eq!(
+            r2.copy(*b).map(|c| (c.jblock, c.escaped, c.sequence)),
+            *n,
+            "{}: recovered block {b}",
+            case.name
+        );
+    }
+    // debugfs walks the same log.
+    let d = logdump(&dirty);
+    assert_eq!(d.commits, r2.transactions, "{}: transactions", case.name);
+    assert_eq!(d.tags.len() as u64, r2.replayed_tags + r2.revoke_hits);
+    assert_eq!(d.revokes.len() as u64, r2.revoke_records);
+    // e2fsck's replay gives exactly the newest copies.
+    let fixed = p(dir.path(), "fixed");
+    std::fs::copy(&dirty, &fixed).unwrap();
+    let out = run_ok(
+        "e2fsck",
+        &["-y", "-E", "journal_only", fixed.to_str().unwrap()],
+        &[0, 1],
+    );
+    assert!(
+        !out.contains("Clear") && !out.contains("Fix"),
+        "{}: e2fsck: {out}",
+        case.name
+    );
+    let fixed_file = std::fs::File::open(&fixed).unwrap();
+    let bad: Vec<u64> = want
+        .iter()
+        .filter(|(b, d)| **b != sb_block && read_fs_block(&fixed_file, bs, **b) != **d)
+        .map(|(b, _)| *b)
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{}: e2fsck replayed other contents for {bad:?}",
+        case.name
+    );
+    eprintln!(
+        "{}: resumed {} transactions ({} blocks in the jmap), extended to {}",
+        case.name,
+        r.transactions,
+        r.blocks.len(),
+        r2.transactions
+    );
+}
+
+macro_rules! resume_case {
+    ($fn:ident, $mkfs:expr, $size:expr, $mount:expr, $rounds:expr, $wrap:expr) => {
+        #[test]
+        fn $fn() {
+            require_tools!(true);
+            check_resume(&Case {
+                name: stringify!($fn),
+                mkfs: $mkfs,
+                size: $size,
+                mount: $mount,
+                rounds: $rounds,
+                want_wrap: $wrap,
+            });
+        }
+    };
+}
+
+resume_case!(resume_default_features, &[], "256M", "", 3, false);
+resume_case!(
+    resume_block_4k_no_csum_no_64bit,
+    &["-b", "4096", "-O", "^metadata_csum,^64bit"],
+    "256M",
+    "",
+    3,
+    false
+);
+resume_case!(
+    resume_csum_v1,
+    &["-O", "^metadata_csum"],
+    "256M",
+    "journal_checksum",
+    3,
+    false
+);
+resume_case!(
+    resume_wrapped_small_journal,
+    &["-J", "size=1"],
+    "256M",
+    "",
+    60,
+    true
+);
+
 macro_rules! kernel_case {
     ($fn:ident, $mkfs:expr, $size:expr, $mount:expr, $rounds:expr) => {
         kernel_case!($fn, $mkfs, $size, $mount, $rounds, false);
@@ -252,15 +464,35 @@ fn fast_commit_replay_is_refused() {
         let img = p(dir.path(), "img");
         let mnt = p(dir.path(), "mnt");
         std::fs::create_dir_all(&mnt).unwrap();
-        run("mkfs.ext4", &["-F", "-q", "-O", "fast_commit", img.to_str().unwrap(), "256M"]);
-        run("mount", &["-o", "loop", img.to_str().unwrap(), mnt.to_str().unwrap()]);
+        run(
+            "mkfs.ext4",
+            &[
+                "-F",
+                "-q",
+                "-O",
+                "fast_commit",
+                img.to_str().unwrap(),
+                "256M",
+            ],
+        );
+        run(
+            "mount",
+            &["-o", "loop", img.to_str().unwrap(), mnt.to_str().unwrap()],
+        );
         let copy = p(dir.path(), "dirty");
         let m = mnt.display();
         let result = std::panic::catch_unwind(|| {
             sh(&format!(
                 "set -e; mkdir {m}/d; sync; sleep 0.2; for i in $(seq 1 20); do echo x$i > {m}/d/f$i; sync {m}/d/f$i; done"
             ));
-            run("cp", &["--sparse=always", img.to_str().unwrap(), copy.to_str().unwrap()]);
+            run(
+                "cp",
+                &[
+                    "--sparse=always",
+                    img.to_str().unwrap(),
+                    copy.to_str().unwrap(),
+                ],
+            );
         });
         run("umount", &[mnt.to_str().unwrap()]);
         if let Err(e) = result {

@@ -10,6 +10,11 @@
 //! - our own checkpoint + empty leave a journal that needs nothing: with the
 //!   flag cleared, `dumpe2fs -h` shows no needs_recovery and `e2fsck -fn` is clean.
 //!
+//! The `resume_*` cases crash after the first transaction, continue the log
+//! with `Journal::resume` (lazy mode's mount) and commit the rest: logdump
+//! shows the gap-closing empty transaction, and e2fsck and the kernel replay
+//! the continued log to the newest mtime.
+//!
 //! Needs root (loop mount) and e2fsprogs; skips otherwise.
 
 mod common;
@@ -278,6 +283,141 @@ fn check(mkfs: &[&str]) {
     umount(&mnt);
     assert_eq!(m.unwrap().trim(), (t2_mtime + 1).to_string());
 }
+
+/// Crash after the first transaction, resume, commit the rest; e2fsck and the
+/// kernel replay the continued log.
+fn check_resume(mkfs: &[&str]) {
+    let dir = tmpdir();
+    let img = p(dir.path(), "img");
+    let src = p(dir.path(), "src");
+    std::fs::write(&src, b"resumed journal\n").unwrap();
+    let mut args = vec!["-F", "-q"];
+    args.extend_from_slice(mkfs);
+    args.extend_from_slice(&[img.to_str().unwrap(), "64M"]);
+    run("mkfs.ext4", &args);
+    debugfs_write(&img, &format!("write {} f\n", src.display()));
+    let ino = ino_of(&img, "f");
+    let sb = read_sb(&img);
+    let bs = sb.block_size();
+    let (table_block, off) = inode_location(&img, ino);
+    let orig = read_fs_block(&std::fs::File::open(&img).unwrap(), bs, table_block);
+    let victim = sb.blocks_count() - 5;
+    let ij = ImageJournal::open(&img);
+    let runs: Vec<(u64, u64, u64)> = ij.map.iter().map(|(l, (p, n))| (*l, *p, *n)).collect();
+    let map = JournalMap::new(runs, ij.len, bs).unwrap();
+    let (compat, incompat) = journal::ext4_features(sb.has_metadata_csum(), sb.is_64bit());
+
+    // Mount 1: one transaction, then a crash.
+    let mut j = Journal::load(FileDevice::open(&img, true).unwrap(), map.clone()).unwrap();
+    j.set_features(compat, incompat).unwrap();
+    let (m1, m2) = (1_100_000_000u32, 1_300_000_000u32);
+    let mut t = Transaction::new(bs);
+    t.log(table_block, &with_mtime(&sb, &orig, off, ino, m1))
+        .unwrap();
+    t.log(victim, &vec![0xCD; bs as usize]).unwrap();
+    let c1 = j.commit(&t).unwrap().unwrap();
+    drop(j);
+    set_needs_recovery(&img, true);
+
+    // Mount 2 (lazy): resume, two more transactions, nothing written home.
+    let mut j = Journal::load(FileDevice::open(&img, true).unwrap(), map).unwrap();
+    let r = j.recover().unwrap();
+    assert_eq!(r.transactions, 1);
+    j.resume(&r).unwrap();
+    j.set_features(compat, incompat).unwrap();
+    let mut t = Transaction::new(bs);
+    t.log(table_block, &with_mtime(&sb, &orig, off, ino, m2))
+        .unwrap();
+    let c2 = j.commit(&t).unwrap().unwrap();
+    let mut t = Transaction::new(bs);
+    t.revoke(victim);
+    let c3 = j.commit(&t).unwrap().unwrap();
+    assert_eq!(
+        (c2.sequence, c3.sequence),
+        (c1.sequence + 2, c1.sequence + 3)
+    );
+    drop(j);
+    assert_eq!(
+        read_fs_block(&std::fs::File::open(&img).unwrap(), bs, table_block),
+        orig,
+        "resume wrote home"
+    );
+
+    let d = logdump(&img);
+    assert_eq!(d.commits, 4, "one, the gap-closing empty one, two more");
+    let mut tags = d.tags.clone();
+    tags.sort();
+    let mut want = vec![
+        (
+            c1.sequence,
+            table_block,
+            c1.blocks
+                .iter()
+                .find(|l| l.block == table_block)
+                .unwrap()
+                .jblock,
+        ),
+        (
+            c1.sequence,
+            victim,
+            c1.blocks.iter().find(|l| l.block == victim).unwrap().jblock,
+        ),
+        (c2.sequence, table_block, c2.blocks[0].jblock),
+    ];
+    want.sort();
+    assert_eq!(tags, want);
+    assert_eq!(d.revokes, vec![(c3.sequence, victim)]);
+
+    // e2fsck replays it.
+    let fsck = p(dir.path(), "fsck");
+    std::fs::copy(&img, &fsck).unwrap();
+    let out = run_ok("e2fsck", &["-fy", fsck.to_str().unwrap()], &[0, 1]);
+    assert!(
+        !out.contains("Fix") && !out.contains("Clear"),
+        "e2fsck repaired more than the journal:\n{out}"
+    );
+    run("e2fsck", &["-fn", fsck.to_str().unwrap()]);
+    assert_eq!(mtime_via_debugfs(&fsck, "f"), i64::from(m2));
+    let fsck_file = std::fs::File::open(&fsck).unwrap();
+    assert_eq!(
+        read_fs_block(&fsck_file, bs, victim),
+        vec![0u8; bs as usize],
+        "revoked block replayed"
+    );
+
+    // So does the kernel.
+    let mnt = p(dir.path(), "mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    run(
+        "mount",
+        &["-o", "loop", img.to_str().unwrap(), mnt.to_str().unwrap()],
+    );
+    let got = std::panic::catch_unwind(|| {
+        let m = run("stat", &["-c", "%Y", mnt.join("f").to_str().unwrap()]);
+        (m.trim().to_string(), std::fs::read(mnt.join("f")).unwrap())
+    });
+    umount(&mnt);
+    let (m, data) = got.unwrap();
+    assert_eq!(m, m2.to_string());
+    assert_eq!(data, std::fs::read(&src).unwrap());
+    run("e2fsck", &["-fn", img.to_str().unwrap()]);
+    let img_file = std::fs::File::open(&img).unwrap();
+    assert_eq!(read_fs_block(&img_file, bs, victim), vec![0u8; bs as usize]);
+}
+
+macro_rules! resume_case {
+    ($fn:ident, $mkfs:expr) => {
+        #[test]
+        fn $fn() {
+            require_tools!(true);
+            check_resume($mkfs);
+        }
+    };
+}
+
+resume_case!(resume_default_features, &[]);
+resume_case!(resume_block_4k, &["-b", "4096"]);
+resume_case!(resume_no_csum_no_64bit, &["-O", "^metadata_csum,^64bit"]);
 
 macro_rules! oracle_case {
     ($fn:ident, $mkfs:expr) => {

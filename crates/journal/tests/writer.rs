@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use blockdev::IoClass;
@@ -340,19 +340,36 @@ fn full_log_refuses_until_checkpointed() {
     }
     assert!(j.commit(&t).is_err());
     assert_eq!(j.head(), head);
-    // Checkpointing the oldest writes the newest copy of blocks 0..30, which
-    // every later transaction logged too: all of them are freed at once.
+    // Every transaction logged blocks 0..30: only the newest holds live
+    // copies, so checkpointing the oldest writes nothing and frees all the
+    // others at once (jbd2 too moves a re-logged buffer to the newest
+    // transaction's checkpoint list).
+    let newest = j.live_transactions().last().unwrap().clone();
     let s = j.checkpoint_from_log(CheckpointGoal::Oldest).unwrap();
-    assert_eq!(s.transactions_freed, committed as usize);
-    assert_eq!(s.written, 30);
+    assert_eq!(s.transactions_freed, committed as usize - 1);
+    assert_eq!(s.written, 0);
+    assert_eq!(j.oldest_live(), Some(&newest));
+    assert_eq!(j.live_count(newest.sequence), 30);
+    assert_eq!(j.superblock().sequence, newest.sequence);
+    assert_eq!(u64::from(j.superblock().start), newest.start);
+    assert_eq!(j.tail(), newest.start);
+    j.commit(&t).unwrap().unwrap();
+    let (j2, r) = crash(&dev, &map);
+    assert_eq!(r.transactions, 2);
+    assert_eq!(after_replay(&j2, &r, &dev, 50), content(bs, 99, 50));
+    // The new transaction superseded all of it; then everything goes home.
+    let s = j.checkpoint_from_log(CheckpointGoal::Oldest).unwrap();
+    assert_eq!((s.written, s.transactions_freed), (0, 1));
+    let s = j.checkpoint_from_log(CheckpointGoal::All).unwrap();
+    assert_eq!((s.written, s.transactions_freed), (31, 1));
     assert!(j.oldest_live().is_none());
     assert_eq!(j.superblock().sequence, j.next_sequence());
     assert_eq!(u64::from(j.superblock().start), j.head());
     assert_eq!(j.tail(), j.head());
-    j.commit(&t).unwrap().unwrap();
-    let (j2, r) = crash(&dev, &map);
-    assert_eq!(r.transactions, 1);
-    assert_eq!(after_replay(&j2, &r, &dev, 50), content(bs, 99, 50));
+    assert_eq!(j.jmap_stats().entries, 0);
+    for b in 0..30 {
+        assert_eq!(dev.block(bs, b), content(bs, 99, b));
+    }
 }
 
 #[test]
@@ -727,22 +744,26 @@ fn oldest_checkpoint_frees_only_what_is_home() {
         t.log(10, &content(bs, round, 10)).unwrap();
         seqs.push(j.commit(&t).unwrap().unwrap());
     }
-    // Block 10's newest copy (round 2) goes home with the oldest transaction.
+    // Block 10's newest copy is in round 2's transaction: the oldest one
+    // only has block 0 left to write home.
+    assert_eq!(j.live_count(seqs[0].sequence), 1);
     let s = j.checkpoint_from_log(CheckpointGoal::Oldest).unwrap();
-    assert_eq!((s.written, s.transactions_freed), (2, 1));
-    assert_eq!(dev.block(bs, 10), content(bs, 2, 10));
+    assert_eq!((s.written, s.transactions_freed), (1, 1));
+    assert_eq!(dev.block(bs, 10), vec![0; bs as usize]);
     assert_eq!(dev.block(bs, 0), content(bs, 0, 0));
-    let live: Vec<_> = j
+    let live: Vec<(u32, BTreeSet<u64>)> = j
         .live_transactions()
-        .map(|t| (t.sequence, t.pending.clone()))
+        .map(|t| (t.sequence, j.live_blocks(t.sequence).collect()))
         .collect();
     assert_eq!(
         live,
         vec![
             (seqs[1].sequence, [1].into()),
-            (seqs[2].sequence, [2].into())
+            (seqs[2].sequence, [2, 10].into())
         ]
     );
+    assert_eq!(j.tail_live_blocks(1).len(), 1);
+    assert_eq!(j.tail_live_blocks(9), vec![1]);
     assert_eq!(j.tail(), seqs[1].start);
     assert_eq!(j.superblock().sequence, seqs[1].sequence);
     // A crash now replays transactions 2 and 3 only.
