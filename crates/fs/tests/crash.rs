@@ -349,7 +349,7 @@ fn crash_at_any_point_recovers_a_state_the_workload_had() {
             }
             std::fs::write(&cut_img, &bytes).unwrap();
             check_state(&format!("{what}, ext4lazy"), &ext4lazy_tree(&cut_img, *lazy), &steps, range);
-            common::e2fsck_clean(&cut_img);
+            common::e2fsck_clean_after_replay(&cut_img);
         }
         eprintln!("{variant}: {cuts} crash images (all/none/shuffled {by_policy:?}) recovered by {}", if kernel { "the kernel and ext4lazy" } else { "ext4lazy" });
     }

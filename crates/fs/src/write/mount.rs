@@ -20,15 +20,27 @@ impl Volume {
             let map = journal::JournalMap::new(info.runs.clone(), info.len_blocks, self.block_size()).map_err(super::journal_err)?;
             let mut j = journal::Journal::load(self.dev.clone(), map).map_err(super::journal_err)?;
             if j.needs_recovery() {
-                // The same replay `open` laid over the device in memory, now written
-                // home by the journal (copies, flush, then an empty log).
                 let rec = j.recover().map_err(super::journal_err)?;
-                j.replay_to_disk(&rec).map_err(super::journal_err)?;
+                if self.opts.lazy {
+                    // Lazy: the log goes on where it ended; its copies stay the
+                    // metadata's home, found through the jmap. Nothing is written home.
+                    j.resume(&rec).map_err(super::journal_err)?;
+                } else {
+                    // The same replay `open` laid over the device in memory, now
+                    // written home by the journal (copies, flush, then an empty log).
+                    j.replay_to_disk(&rec).map_err(super::journal_err)?;
+                }
             }
-            // The device now holds what the overlay served: reads can go home.
+            // What the overlay served is now home (ordered) or in the jmap (lazy).
             self.overlay = Default::default();
             let (compat, incompat) = journal::ext4_features(self.sb.has_metadata_csum(), self.sb.is_64bit());
-            j.set_features(compat, incompat).map_err(super::journal_err)?;
+            if let Err(journal::Error::NotCheckpointed { .. }) = j.set_features(compat, incompat) {
+                // A live log in a format we do not write (another writer's
+                // features): bring it home, then start a log of our own.
+                j.checkpoint_from_log(journal::CheckpointGoal::All).map_err(super::journal_err)?;
+                j.empty().map_err(super::journal_err)?;
+                j.set_features(compat, incompat).map_err(super::journal_err)?;
+            }
             self.jbd2 = Some(parking_lot::RwLock::new(j));
             // As the kernel does: the flag says the journal may hold committed
             // transactions; stock tools replay it after a crash.

@@ -112,3 +112,18 @@ pub fn with_kernel_mount(img: &Path, f: impl FnOnce(&Path)) -> bool {
     drop(guard);
     true
 }
+
+/// The oracle for a volume whose journal may need recovery (lazy mode leaves
+/// one at every unmount): e2fsck replays the journal and nothing else, then
+/// `e2fsck -fn` must find nothing. Without the replay, `-n` would check the
+/// home locations only, an older (consistent) state.
+pub fn e2fsck_clean_after_replay(img: &Path) {
+    let out = Command::new("e2fsck").args(["-fy", "-E", "journal_only"]).arg(img).output().expect("run e2fsck");
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "e2fsck -E journal_only:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    e2fsck_clean(img);
+}
