@@ -152,6 +152,9 @@ pub fn stats_json(vol: &Volume) -> serde_json::Value {
             "blocks_written_home": w.blocks_written_home,
         });
     }
+    if let Some(m) = j.as_object_mut() {
+        m.extend(super::stat::journal_keys(vol));
+    }
     j
 }
 

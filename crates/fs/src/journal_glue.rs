@@ -24,6 +24,8 @@ pub struct JournalInfo {
     pub replayed_transactions: u32,
     pub replayed_blocks: usize,
     pub revoke_records: u64,
+    /// Journal blocks held by the transactions recovery found (tail to head).
+    pub used_blocks: u64,
 }
 
 impl JournalInfo {
@@ -89,6 +91,7 @@ pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
         replayed_transactions: 0,
         replayed_blocks: 0,
         revoke_records: 0,
+        used_blocks: 0,
     };
 
     if vol.sb.needs_recovery() {
@@ -101,6 +104,7 @@ pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
         info.replayed_transactions = rec.transactions;
         info.replayed_blocks = rec.blocks.len();
         info.revoke_records = rec.revoke_records;
+        info.used_blocks = rec.extents.iter().map(|t| t.blocks).sum();
         let mut map = HashMap::with_capacity(rec.blocks.len());
         for (&blk, copy) in &rec.blocks {
             let phys = info.phys(copy.jblock).ok_or_else(|| {
@@ -164,4 +168,43 @@ impl JournalInfo {
 fn _assert_send_sync() {
     fn f<T: Send + Sync>() {}
     f::<Arc<Volume>>();
+}
+
+/// The journal's occupancy, as `ext4lazy stat` reports it (issue #5's keys).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JournalStats {
+    pub journal_blocks: u64,
+    /// Blocks held by live transactions (tail to head).
+    pub journal_used_blocks: u64,
+    /// Static blocks whose needed copy is in the log: one jmap entry each.
+    pub journal_live_blocks: u64,
+    pub jmap_entries: u64,
+    /// Memory the jmap holds (read-only: what a mount would allocate for it).
+    pub jmap_bytes: u64,
+}
+
+impl Volume {
+    /// Journal occupancy: live from the writing journal, else from the
+    /// recovery scan done at open.
+    pub fn journal_stats(&self) -> Option<JournalStats> {
+        let info = self.journal.as_ref()?;
+        if let Some(j) = self.jbd2.as_ref().map(|j| j.read()) {
+            let (fill, jmap) = (j.fill(), j.jmap_stats());
+            return Some(JournalStats {
+                journal_blocks: info.len_blocks,
+                journal_used_blocks: fill.used,
+                journal_live_blocks: jmap.entries as u64,
+                jmap_entries: jmap.entries as u64,
+                jmap_bytes: jmap.bytes as u64,
+            });
+        }
+        let n = info.replayed_blocks;
+        Some(JournalStats {
+            journal_blocks: info.len_blocks,
+            journal_used_blocks: info.used_blocks,
+            journal_live_blocks: n as u64,
+            jmap_entries: n as u64,
+            jmap_bytes: if n == 0 { 0 } else { journal::Jmap::with_capacity(n).bytes() as u64 },
+        })
+    }
 }

@@ -23,7 +23,7 @@ pub use attr::Stat;
 pub use bmap::Mapping;
 pub use dir::DirEntry;
 pub use error::{FsError, Result};
-pub use journal_glue::JournalInfo;
+pub use journal_glue::{JournalInfo, JournalStats};
 pub use ondisk::inode::{Inode, Timestamp, ROOT_INO};
 pub use statfs::StatFs;
 pub use volume::{Volume, VolumeOptions};

@@ -30,6 +30,8 @@ pub struct VolumeOptions {
     /// in the journal, found through the jmap, and is never written home by
     /// write-back (docs/LAZY.md).
     pub lazy: bool,
+    /// How the lazy-mode cleaner works.
+    pub cleaner: crate::write::CleanerPolicy,
 }
 
 impl Default for VolumeOptions {
@@ -42,6 +44,7 @@ impl Default for VolumeOptions {
             commit_interval: std::time::Duration::from_secs(5),
             dirty_expire: std::time::Duration::from_secs(30),
             lazy: false,
+            cleaner: Default::default(),
         }
     }
 }

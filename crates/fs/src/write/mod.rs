@@ -12,6 +12,7 @@
 //! journal, writes it home.
 
 mod alloc;
+mod cleaner;
 mod dirops;
 mod extents;
 mod inline;
@@ -21,6 +22,7 @@ mod txn;
 mod undo;
 mod xattrops;
 
+pub use cleaner::CleanerPolicy;
 pub use ops::{CreateKind, SetAttr};
 pub use txn::Txn;
 pub use xattrops::XattrMode;
@@ -74,6 +76,8 @@ pub struct WriteState {
     pub stats: WriteStats,
     /// Changes that wait for the running transaction to commit (see [`Deferred`]).
     pub deferred: Vec<Deferred>,
+    /// When the last commit ended (idle-time work waits for quiet).
+    pub last_commit: std::time::Instant,
     /// The running operation's undo record.
     pub undo: Option<undo::Undo>,
     /// Set when a device error turned the volume read-only: what failed.
@@ -105,6 +109,10 @@ pub struct WriteStats {
     pub checkpoints: u64,
     /// Metadata blocks written to their static location.
     pub blocks_written_home: u64,
+    /// Lazy mode: live blocks the cleaner logged again to free the log's tail.
+    pub cleaner_blocks_moved: u64,
+    /// Lazy mode: blocks written home from their journal copies (a full log, idle migration).
+    pub blocks_migrated_home: u64,
 }
 
 impl WriteState {
@@ -116,6 +124,7 @@ impl WriteState {
             unwritten: Default::default(),
             stats: WriteStats::default(),
             deferred: Vec::new(),
+            last_commit: std::time::Instant::now(),
             undo: None,
             failed: None,
         }
@@ -163,14 +172,18 @@ impl Volume {
     }
 
     /// Commit the running transaction: make every change in it durable.
-    /// A failure turns the volume read-only.
+    /// Any failure turns the volume read-only: the changes are in memory and
+    /// will never be committed, so nothing more may be written after them.
     pub(crate) fn commit(&self, ws: &mut WriteState) -> Result<()> {
         debug_assert!(ws.undo.is_none(), "commit inside an operation");
         if let Some(why) = &ws.failed {
             return Err(read_only_after(why));
         }
         let r = self.commit_running(ws);
-        r.map_err(|e| self.fail_on_io(ws, e))
+        r.map_err(|e| {
+            ws.failed.get_or_insert_with(|| format!("commit failed: {e}"));
+            e
+        })
     }
 
     fn commit_running(&self, ws: &mut WriteState) -> Result<()> {
@@ -180,6 +193,9 @@ impl Volume {
             return Ok(());
         }
         self.apply_deferred(ws)?;
+        if self.opts.lazy {
+            self.clean_into_running(ws)?;
+        }
         self.write_super(ws)?;
         let txn = std::mem::take(&mut ws.running);
         ws.running_since = None;
@@ -211,7 +227,16 @@ impl Volume {
         }
         // jbd2 ordering: copies, flush (which also makes earlier data writes
         // durable: ordered mode), commit block, flush.
-        let info = jbd2.write().commit(&t).map_err(journal_err)?;
+        let info = {
+            let mut j = jbd2.write();
+            let info = j.commit(&t).map_err(journal_err)?;
+            if self.opts.lazy {
+                // Transactions whose blocks all moved on free their space now.
+                j.advance_tail().map_err(journal_err)?;
+            }
+            info
+        };
+        ws.last_commit = std::time::Instant::now();
         ws.stats.commits += 1;
         ws.stats.journal_blocks_logged += info.map_or(0, |i| i.journal_blocks);
         for (blk, data) in txn.blocks() {
@@ -235,6 +260,7 @@ impl Volume {
         if self.opts.lazy {
             let st = j.checkpoint_from_log(goal).map_err(journal_err)?;
             ws.stats.blocks_written_home += st.written;
+            ws.stats.blocks_migrated_home += st.written;
             return Ok(());
         }
         let WriteState { unwritten, stats, .. } = ws;
@@ -352,6 +378,23 @@ impl Volume {
         }
         if let Some(cutoff) = std::time::Instant::now().checked_sub(self.opts.dirty_expire) {
             self.write_back(&mut ws, Some(cutoff))?;
+        }
+        if self.opts.lazy && ws.running.is_empty() {
+            self.lazy_idle_work(&mut ws)?;
+        }
+        Ok(())
+    }
+
+    /// Lazy mode with nothing running: migrate cold blocks home after a long
+    /// quiet spell (if the policy says so), else clean a full log now rather
+    /// than in the next user's commit.
+    fn lazy_idle_work(&self, ws: &mut WriteState) -> Result<()> {
+        if self.opts.cleaner.idle_migrate.is_some_and(|after| ws.last_commit.elapsed() >= after) {
+            let r = self.migrate_oldest_home(ws);
+            return r.map_err(|e| self.fail_on_io(ws, e));
+        }
+        if self.clean_into_running(ws)? > 0 {
+            self.commit(ws)?;
         }
         Ok(())
     }

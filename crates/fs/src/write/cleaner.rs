@@ -1,0 +1,97 @@
+//! The lazy-mode cleaner: keep room in the journal without writing home.
+//!
+//! In lazy mode the journal is where metadata lives, so its space is
+//! reclaimed by moving, not by checkpointing: the live blocks of the oldest
+//! transactions (those whose newest copy is still there) are logged again in
+//! the running transaction, mixed with whatever users are doing, and once a
+//! transaction has no live block left the tail passes it. The blocks go
+//! through the normal transaction path, so a crash during cleaning is just a
+//! crash between commits.
+//!
+//! Policy (`CleanerPolicy`): cleaning starts when the log is fuller than
+//! `start_fill`, and moves at most `batch` blocks per commit so that a commit
+//! stays short. If the log is still too full for a commit, the oldest blocks
+//! migrate home from their journal copies (`checkpoint_from_log`), the one
+//! case where lazy mode writes metadata home. While the volume is idle, the
+//! oldest blocks can instead migrate home (`idle_migrate`): blocks nobody has
+//! changed since the oldest transaction are cold, and writing them home once
+//! costs less than carrying them around the log forever (hot/cold separation).
+
+use super::txn::Slot;
+use super::WriteState;
+use crate::error::Result;
+use crate::volume::Volume;
+use std::time::Duration;
+
+/// Above this share of live blocks in the used log, moving them gains nothing.
+const MAX_LIVE_RATIO: f64 = 0.9;
+
+/// When and how much the cleaner works (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CleanerPolicy {
+    /// Fraction of the log in use above which commits carry cleaned blocks.
+    pub start_fill: f64,
+    /// Blocks moved per commit at most.
+    pub batch: usize,
+    /// After this long without changes, migrate the oldest transaction's live
+    /// blocks home instead of moving them (None: never).
+    pub idle_migrate: Option<Duration>,
+}
+
+impl Default for CleanerPolicy {
+    fn default() -> Self {
+        CleanerPolicy { start_fill: 0.7, batch: 512, idle_migrate: None }
+    }
+}
+
+impl Volume {
+    /// Before a lazy commit: log again live blocks of the oldest transactions,
+    /// if the journal is full enough to need it. Returns the blocks moved.
+    pub(crate) fn clean_into_running(&self, ws: &mut WriteState) -> Result<usize> {
+        let Some(jbd2) = self.jbd2.as_ref() else { return Ok(0) };
+        let policy = self.opts.cleaner;
+        let victims: Vec<u64> = {
+            let j = jbd2.read();
+            let fill = j.fill();
+            if (fill.used as f64) < policy.start_fill * fill.log_blocks as f64 {
+                return Ok(0);
+            }
+            // A log that is nearly all live copies frees next to nothing when
+            // they move: then a full log migrates home instead (commit's fallback).
+            if j.jmap_stats().entries as f64 > MAX_LIVE_RATIO * fill.used as f64 {
+                return Ok(0);
+            }
+            // Stay inside the transaction limit: operations commit at half of
+            // it, cleaning may fill up to three quarters (descriptor and revoke
+            // blocks take the rest, with room to spare).
+            let used = ws.running.len() + ws.running.revoked().count();
+            let room = (j.max_transaction_blocks() * 3 / 4).saturating_sub(used as u64 + 64) as usize;
+            j.live_transactions().flat_map(|t| j.live_blocks(t.sequence)).take(policy.batch.min(room)).collect()
+        };
+        let mut moved = 0;
+        for blk in victims {
+            // Changed in this transaction already (it moves anyway), or freed
+            // by it (must not come back): leave it.
+            if !matches!(ws.running.slot(blk), Slot::Absent) {
+                continue;
+            }
+            let data = self.meta(blk)?;
+            self.install(ws, blk, data.to_vec());
+            moved += 1;
+        }
+        ws.stats.cleaner_blocks_moved += moved as u64;
+        Ok(moved)
+    }
+
+    /// Idle-time migration: the oldest transaction's live blocks go home.
+    pub(crate) fn migrate_oldest_home(&self, ws: &mut WriteState) -> Result<()> {
+        let Some(jbd2) = self.jbd2.as_ref() else { return Ok(()) };
+        let mut j = jbd2.write();
+        if j.live_transactions().next().is_none() {
+            return Ok(());
+        }
+        let st = j.checkpoint_from_log(journal::CheckpointGoal::Oldest).map_err(super::journal_err)?;
+        ws.stats.blocks_migrated_home += st.written;
+        Ok(())
+    }
+}
