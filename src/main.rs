@@ -34,6 +34,9 @@ enum Command {
         json: bool,
         image: PathBuf,
     },
+    /// Write every journalled metadata block home and empty the journal
+    /// (a lazy volume then needs no recovery).
+    Checkpoint { image: PathBuf },
     /// Install the binary in /usr/local/bin and the mount(8) helper /sbin/mount.fuse.ext4lazy.
     Install,
     /// Remove what `install` put in place.
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Mount { options, image, mountpoint } => cmd::mount::run(&options, &image, &mountpoint),
         Command::Umount { mountpoint } => cmd::umount::run(&mountpoint),
         Command::Stat { json, image } => cmd::stat::run(&image, json),
+        Command::Checkpoint { image } => cmd::checkpoint::run(&image),
         Command::Emu { cmd } => diskmodel::cli::run(cmd),
         Command::Install => cmd::install::install(),
         Command::Uninstall => cmd::install::uninstall(),

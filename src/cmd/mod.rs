@@ -1,3 +1,4 @@
+pub mod checkpoint;
 pub mod fusemount;
 pub mod helper;
 pub mod install;
