@@ -247,8 +247,27 @@ fn check_state(what: &str, got: &Tree, steps: &[Step], range: std::ops::RangeInc
     panic!("{what}: the recovered tree is none of the states {range:?}; closest is {best}: {:?}", &d[..d.len().min(8)]);
 }
 
-fn opts(lazy: bool) -> VolumeOptions {
-    VolumeOptions { read_only: false, commit_interval: Duration::ZERO, dirty_expire: Duration::ZERO, lazy, ..Default::default() }
+/// How a variant mounts: ordered, lazy, or lazy migrating cold blocks home whenever idle.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Ordered,
+    Lazy,
+    LazyMigrating,
+}
+
+fn opts(mode: Mode) -> VolumeOptions {
+    let mut cleaner = fs::CleanerPolicy::default();
+    if mode == Mode::LazyMigrating {
+        cleaner.idle_migrate = Some(Duration::ZERO);
+    }
+    VolumeOptions {
+        read_only: false,
+        commit_interval: Duration::ZERO,
+        dirty_expire: Duration::ZERO,
+        lazy: mode != Mode::Ordered,
+        cleaner,
+        ..Default::default()
+    }
 }
 
 fn is_root() -> bool {
@@ -278,20 +297,22 @@ fn kernel_tree(img: &Path, mnt: &Path) -> Tree {
 }
 
 /// Recover `img` with ext4lazy: a read-write open replays, the clean unmount empties the journal.
-fn ext4lazy_tree(img: &Path, lazy: bool) -> Tree {
-    let vol = Volume::open(Arc::new(FileDevice::open(img, true).unwrap()), opts(lazy)).unwrap();
+fn ext4lazy_tree(img: &Path, mode: Mode) -> Tree {
+    let vol = Volume::open(Arc::new(FileDevice::open(img, true).unwrap()), opts(mode)).unwrap();
     let t = tree_of_volume(&vol);
     vol.shutdown().unwrap();
     t
 }
 
-/// (name, mkfs options, lazy journaling)
-const VARIANTS: [(&str, &[&str], bool); 3] = [
+/// (name, mkfs options, journal mode)
+const VARIANTS: [(&str, &[&str], Mode); 4] = [
     // 1 KiB blocks and the smallest journal: forced checkpoints and wrap-around.
-    ("1k-small-journal", &["-b", "1024", "-J", "size=1"], false),
-    ("4k", &[], false),
-    // Lazy: metadata lives in the journal; a full one migrates its tail home.
-    ("1k-small-journal-lazy", &["-b", "1024", "-J", "size=1"], true),
+    ("1k-small-journal", &["-b", "1024", "-J", "size=1"], Mode::Ordered),
+    ("4k", &[], Mode::Ordered),
+    // Lazy: metadata lives in the journal, the cleaner moves it along.
+    ("1k-small-journal-lazy", &["-b", "1024", "-J", "size=1"], Mode::Lazy),
+    // Lazy with cold blocks migrating home whenever the volume is idle.
+    ("1k-small-journal-lazy-migrating", &["-b", "1024", "-J", "size=1"], Mode::LazyMigrating),
 ];
 
 #[test]
@@ -306,19 +327,27 @@ fn crash_at_any_point_recovers_a_state_the_workload_had() {
     std::fs::create_dir_all(&empty).unwrap();
     let mnt = work.path().join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
-    for (vi, (variant, mkfs, lazy)) in VARIANTS.iter().enumerate() {
+    for (vi, &(variant, mkfs, mode)) in VARIANTS.iter().enumerate() {
         let img = common::make_image(work.path(), &format!("{variant}.img"), 32, mkfs, &empty);
         let base = std::fs::read(&img).unwrap();
         let dev = Arc::new(FaultDevice::new(FileDevice::open(&img, true).unwrap()));
-        let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts(*lazy)).unwrap();
+        let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts(mode)).unwrap();
         let (steps, err) = workload(&vol, &dev, 100 + vi as u64, 1000);
         assert!(err.is_none(), "{variant}: {err:?}");
+        let ws = vol.write_stats().expect("read-write");
+        eprintln!("{variant}: {ws:?}");
+        // Cuts land in the middle of cleaning and of migration too.
+        match mode {
+            Mode::Ordered => {}
+            Mode::Lazy => assert!(ws.cleaner_blocks_moved > 0, "{variant}: {ws:?}"),
+            Mode::LazyMigrating => assert!(ws.blocks_migrated_home > 0, "{variant}: {ws:?}"),
+        }
         drop(vol); // a crash: no unmount
         let events = dev.events();
         let flushes = events.iter().filter(|e| matches!(e, Event::Flush)).count();
         let journal_bytes: usize = events.iter().map(|e| if let Event::Write { data, class: IoClass::Journal, .. } = e { data.len() } else { 0 }).sum();
         eprintln!("{variant}: {} operations, {} writes ({journal_bytes} bytes to the journal), {flushes} flushes", steps.len() - 1, events.len() - flushes);
-        if mkfs.contains(&"size=1") {
+        if mkfs.contains(&"size=1") && mode == Mode::Ordered {
             assert!(journal_bytes > 2 << 20, "the 1 MiB journal must wrap around (only {journal_bytes} bytes logged)");
         }
         let mut rng = Lcg(7 + vi as u64);
@@ -348,7 +377,7 @@ fn crash_at_any_point_recovers_a_state_the_workload_had() {
                 common::e2fsck_clean(&cut_img);
             }
             std::fs::write(&cut_img, &bytes).unwrap();
-            check_state(&format!("{what}, ext4lazy"), &ext4lazy_tree(&cut_img, *lazy), &steps, range);
+            check_state(&format!("{what}, ext4lazy"), &ext4lazy_tree(&cut_img, mode), &steps, range);
             common::e2fsck_clean_after_replay(&cut_img);
         }
         eprintln!("{variant}: {cuts} crash images (all/none/shuffled {by_policy:?}) recovered by {}", if kernel { "the kernel and ext4lazy" } else { "ext4lazy" });
@@ -360,13 +389,13 @@ fn device_errors_turn_the_volume_read_only() {
     let Some((work, _)) = common::setup() else { return };
     let empty = work.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
-    let (variant, mkfs, _) = VARIANTS[0];
+    let (variant, mkfs, mode) = VARIANTS[0];
     let img = common::make_image(work.path(), "eio.img", 32, mkfs, &empty);
     let base = std::fs::read(&img).unwrap();
     // A full run measures the stream, then runs fail at points spread over it.
     let total = {
         let dev = Arc::new(FaultDevice::new(FileDevice::open(&img, true).unwrap()));
-        let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts(false)).unwrap();
+        let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts(mode)).unwrap();
         let mount_events = dev.event_count();
         workload(&vol, &dev, 5, 200);
         (mount_events, dev.event_count())
@@ -375,7 +404,7 @@ fn device_errors_turn_the_volume_read_only() {
         std::fs::write(&img, &base).unwrap();
         let budget = total.0 + (total.1 - total.0) * k / 13;
         let dev = Arc::new(FaultDevice::new(FileDevice::open(&img, true).unwrap()));
-        let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts(false)).unwrap();
+        let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts(mode)).unwrap();
         dev.fail_after((budget - dev.event_count()) as u64);
         let (steps, err) = workload(&vol, &dev, 5, 200);
         let err = err.unwrap_or_else(|| panic!("{variant} budget {budget}: no error surfaced"));
@@ -390,7 +419,7 @@ fn device_errors_turn_the_volume_read_only() {
         // What reached the device recovers to a state between the last fsync and the failure.
         let range = allowed(&steps, dev.event_count());
         let range = *range.start()..=steps.len() - 1;
-        check_state(&format!("after EIO at budget {budget}"), &ext4lazy_tree(&img, false), &steps, range);
+        check_state(&format!("after EIO at budget {budget}"), &ext4lazy_tree(&img, mode), &steps, range);
         common::e2fsck_clean(&img);
     }
 }

@@ -92,6 +92,7 @@ impl Volume {
         }
         let st = j.checkpoint_from_log(journal::CheckpointGoal::Oldest).map_err(super::journal_err)?;
         ws.stats.blocks_migrated_home += st.written;
+        ws.stats.blocks_written_home += st.written;
         Ok(())
     }
 }
