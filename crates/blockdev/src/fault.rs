@@ -21,13 +21,20 @@ pub enum Event {
 pub struct FaultDevice<D> {
     inner: D,
     events: Mutex<Vec<Event>>,
+    /// Bytes read, by class (in `IoClass::ALL` order).
+    read_bytes: [AtomicU64; 3],
     /// Writes and flushes still allowed to succeed (u64::MAX: no limit).
     budget: AtomicU64,
 }
 
 impl<D: BlockDevice> FaultDevice<D> {
     pub fn new(inner: D) -> Self {
-        FaultDevice { inner, events: Mutex::new(Vec::new()), budget: AtomicU64::new(u64::MAX) }
+        FaultDevice { inner, events: Mutex::new(Vec::new()), read_bytes: Default::default(), budget: AtomicU64::new(u64::MAX) }
+    }
+
+    /// Bytes read so far in requests of `class`.
+    pub fn read_bytes(&self, class: IoClass) -> u64 {
+        self.read_bytes[class_index(class)].load(Ordering::Relaxed)
     }
 
     /// Every write and flush so far, in order.
@@ -67,10 +74,16 @@ impl<D: BlockDevice> BlockDevice for FaultDevice<D> {
         self.inner.sector_size()
     }
     fn read_at(&self, offset: u64, buf: &mut [u8], class: IoClass) -> io::Result<()> {
-        self.inner.read_at(offset, buf, class)
+        self.inner.read_at(offset, buf, class)?;
+        self.read_bytes[class_index(class)].fetch_add(buf.len() as u64, Ordering::Relaxed);
+        Ok(())
     }
     fn read_batch(&self, requests: &mut [ReadRequest<'_>]) -> io::Result<()> {
-        self.inner.read_batch(requests)
+        self.inner.read_batch(requests)?;
+        for r in requests.iter() {
+            self.read_bytes[class_index(r.class)].fetch_add(r.buf.len() as u64, Ordering::Relaxed);
+        }
+        Ok(())
     }
     fn write_at(&self, offset: u64, buf: &[u8], class: IoClass) -> io::Result<()> {
         self.admit()?;
@@ -84,6 +97,10 @@ impl<D: BlockDevice> BlockDevice for FaultDevice<D> {
         self.record(Event::Flush);
         Ok(())
     }
+}
+
+fn class_index(class: IoClass) -> usize {
+    IoClass::ALL.iter().position(|&c| c == class).expect("every class is in ALL")
 }
 
 /// What a crash does to writes no flush has made durable.

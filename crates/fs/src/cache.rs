@@ -19,6 +19,8 @@ struct Slot {
     referenced: bool,
     /// Dirty: newer than the block's home copy, so it must not be evicted.
     pinned: bool,
+    /// The cache epoch when this block was last modified (0: never).
+    version: u64,
 }
 
 #[derive(Default)]
@@ -42,6 +44,9 @@ pub struct BufferCache {
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
+    /// Counts modifications (`insert_dirty`): a reader that saw an older
+    /// epoch before its device read may be holding an outdated copy.
+    epoch: AtomicU64,
 }
 
 impl BufferCache {
@@ -53,6 +58,7 @@ impl BufferCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
         }
     }
 
@@ -93,6 +99,30 @@ impl BufferCache {
         self.put(block, data, true);
     }
 
+    /// The epoch to note before reading a block from the device, for [`BufferCache::insert_read`].
+    pub fn read_epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Cache a copy read from the device after noting `seen` = [`BufferCache::read_epoch`].
+    /// A block modified since (even if already committed and unpinned, or
+    /// evicted again) is not replaced by the older copy; when it cannot be
+    /// told whether this block changed, the copy is simply not cached.
+    pub fn insert_read(&self, block: u64, data: Block, seen: u64) {
+        let mut s = self.shard(block).lock();
+        if let Some(slot) = s.map.get_mut(&block) {
+            if !slot.pinned && slot.version <= seen {
+                slot.data = data;
+            }
+            return;
+        }
+        if self.epoch.load(Ordering::SeqCst) != seen {
+            return;
+        }
+        drop(s);
+        self.put(block, data, false);
+    }
+
     /// The home copy now matches `data` (if it is still the cached version): allow eviction.
     pub fn unpin(&self, block: u64, written: &Block) {
         if let Some(slot) = self.shard(block).lock().map.get_mut(&block) {
@@ -104,11 +134,15 @@ impl BufferCache {
 
     fn put(&self, block: u64, data: Block, dirty: bool) {
         let mut s = self.shard(block).lock();
+        // Under the shard lock, so that insert_read sees either the new
+        // version in the slot or the new epoch.
+        let version = if dirty { self.epoch.fetch_add(1, Ordering::SeqCst) + 1 } else { 0 };
         if let Some(slot) = s.map.get_mut(&block) {
             if dirty || !slot.pinned {
                 slot.data = data;
                 slot.pinned |= dirty;
             }
+            slot.version = slot.version.max(version);
             return;
         }
         // Sweep at most one full turn of the clock (twice: referenced blocks get a
@@ -133,7 +167,7 @@ impl BufferCache {
                 self.evictions.fetch_add(1, Ordering::Relaxed);
             }
         }
-        s.map.insert(block, Slot { data, referenced: false, pinned: dirty });
+        s.map.insert(block, Slot { data, referenced: false, pinned: dirty, version });
         s.clock.push_back(block);
     }
 
@@ -154,7 +188,7 @@ impl BufferCache {
                         slot.pinned = pinned;
                     }
                     None => {
-                        s.map.insert(block, Slot { data, referenced: false, pinned });
+                        s.map.insert(block, Slot { data, referenced: false, pinned, version: self.epoch.load(Ordering::SeqCst) });
                         s.clock.push_back(block);
                     }
                 }
@@ -184,6 +218,27 @@ impl BufferCache {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_read_older_than_a_modification_never_replaces_it() {
+        let c = BufferCache::new(64);
+        let old: Block = Arc::from(vec![1u8; 8]);
+        let new: Block = Arc::from(vec![2u8; 8]);
+        // A reader notes the epoch and reads the old copy; meanwhile the block
+        // is modified and committed (unpinned).
+        let seen = c.read_epoch();
+        c.insert_dirty(7, new.clone());
+        c.unpin(7, &new);
+        c.insert_read(7, old.clone(), seen);
+        assert_eq!(c.get(7).unwrap()[0], 2, "the newer copy stays");
+        // Modified and evicted again: the old copy is not cached at all.
+        c.remove(7);
+        c.insert_read(7, old.clone(), seen);
+        assert!(!c.contains(7));
+        // A read that saw the current epoch is cached as usual.
+        c.insert_read(8, old, c.read_epoch());
+        assert!(c.contains(8));
+    }
     use super::*;
 
     fn blk(v: u8) -> Block {

@@ -217,8 +217,9 @@ impl Volume {
             return Ok(b);
         }
         self.check_block(blk, "metadata block")?;
+        let seen = self.cache.read_epoch();
         let data: Block = Arc::from(self.read_blocks_uncached(blk, 1, IoClass::Metadata)?);
-        self.cache.insert(blk, data.clone());
+        self.cache.insert_read(blk, data.clone(), seen);
         Ok(data)
     }
 
@@ -235,6 +236,7 @@ impl Volume {
         self.check_block(start, "metadata block")?;
         self.check_block(start + count - 1, "metadata block")?;
         let bs = self.block_size as usize;
+        let seen = self.cache.read_epoch();
         let all = self.read_blocks_uncached(start, count, IoClass::Metadata)?;
         let mut wanted = None;
         for i in 0..count {
@@ -244,7 +246,7 @@ impl Volume {
                 wanted = Some(data.clone());
             }
             if !self.cache.contains(b) {
-                self.cache.insert(b, data);
+                self.cache.insert_read(b, data, seen);
             }
         }
         // OK to unwrap: blk lies in [start, start + count) as asserted above.
@@ -256,25 +258,43 @@ impl Volume {
     pub(crate) fn read_blocks_uncached(&self, start: u64, count: u64, class: IoClass) -> Result<Vec<u8>> {
         let bs = u64::from(self.block_size);
         let mut buf = vec![0u8; (count * bs) as usize];
-        self.dev
-            .read_at(start * bs, &mut buf, class)
-            .map_err(|e| FsError::io(format!("reading {count} block(s) at block {start}"), e))?;
+        if self.opts.lazy {
+            // Held across the reads: the tail cannot move and free a copy meanwhile.
+            if let Some(j) = self.jbd2.as_ref().map(|j| j.read()) {
+                // Blocks whose newest copy is in the journal come from there,
+                // only the runs between them from home.
+                let mut i = 0;
+                while i < count {
+                    let off = (i * bs) as usize;
+                    if j.read_newest(start + i, &mut buf[off..off + bs as usize]).map_err(crate::write::journal_err)? {
+                        i += 1;
+                        continue;
+                    }
+                    let run = i;
+                    while i < count && j.newest_copy(start + i).is_none() {
+                        i += 1;
+                    }
+                    self.read_home(start + run, &mut buf[(run * bs) as usize..(i * bs) as usize], class)?;
+                }
+                return Ok(buf);
+            }
+        }
+        self.read_home(start, &mut buf, class)?;
         if !self.overlay.is_empty() {
             for i in 0..count {
                 let off = (i * bs) as usize;
                 self.overlay.apply(self, start + i, &mut buf[off..off + bs as usize])?;
             }
         }
-        if self.opts.lazy {
-            // Held across the reads: the tail cannot move and free a copy meanwhile.
-            if let Some(j) = self.jbd2.as_ref().map(|j| j.read()) {
-                for i in 0..count {
-                    let off = (i * bs) as usize;
-                    j.read_newest(start + i, &mut buf[off..off + bs as usize]).map_err(crate::write::journal_err)?;
-                }
-            }
-        }
         Ok(buf)
+    }
+
+    /// Read blocks from their home location, one request.
+    fn read_home(&self, start: u64, buf: &mut [u8], class: IoClass) -> Result<()> {
+        let bs = u64::from(self.block_size);
+        self.dev
+            .read_at(start * bs, buf, class)
+            .map_err(|e| FsError::io(format!("reading {} block(s) at block {start}", buf.len() as u64 / bs), e))
     }
 
     /// Read inode `ino` (1-based), checking its range and checksum.
