@@ -26,6 +26,9 @@ pub struct JournalInfo {
     pub revoke_records: u64,
     /// Journal blocks held by the transactions recovery found (tail to head).
     pub used_blocks: u64,
+    /// The recovery scan itself, kept for a read-write mount to use instead
+    /// of scanning the whole log a second time.
+    pub(crate) recovery: Option<journal::Recovery>,
 }
 
 impl JournalInfo {
@@ -92,6 +95,7 @@ pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
         replayed_blocks: 0,
         revoke_records: 0,
         used_blocks: 0,
+        recovery: None,
     };
 
     if vol.sb.needs_recovery() {
@@ -115,6 +119,9 @@ pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
         if !map.is_empty() {
             vol.overlay = Overlay::new(map);
             reload_after_replay(vol)?;
+        }
+        if !vol.opts.read_only {
+            info.recovery = Some(rec);
         }
     }
     Ok(Some(info))

@@ -20,7 +20,11 @@ impl Volume {
             let map = journal::JournalMap::new(info.runs.clone(), info.len_blocks, self.block_size()).map_err(super::journal_err)?;
             let mut j = journal::Journal::load(self.dev.clone(), map).map_err(super::journal_err)?;
             if j.needs_recovery() {
-                let rec = j.recover().map_err(super::journal_err)?;
+                // The scan `open` made for its in-memory replay, if it made one.
+                let rec = match self.journal.as_mut().and_then(|i| i.recovery.take()) {
+                    Some(rec) => rec,
+                    None => j.recover().map_err(super::journal_err)?,
+                };
                 if self.opts.lazy {
                     // Lazy: the log goes on where it ended; its copies stay the
                     // metadata's home, found through the jmap. Nothing is written home.
