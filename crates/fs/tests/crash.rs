@@ -258,7 +258,7 @@ enum Mode {
 fn opts(mode: Mode) -> VolumeOptions {
     let mut cleaner = fs::CleanerPolicy::default();
     if mode == Mode::LazyMigrating {
-        cleaner.idle_migrate = Some(Duration::ZERO);
+        cleaner.cold_age = Some(Duration::ZERO);
     }
     VolumeOptions {
         read_only: false,

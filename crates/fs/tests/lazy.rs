@@ -227,3 +227,73 @@ fn the_cleaner_keeps_a_small_journal_going_without_writing_home() {
     drop(vol);
     common::e2fsck_clean_after_replay(&img);
 }
+
+/// Hot/cold separation: a cold set written once and a hot set updated in
+/// bursts, with quiet spells between them, in a journal that must wrap. With
+/// `cold_age` the cold blocks go home once, in a quiet spell after they have
+/// aged; without it, the cleaner carries them around the log on every wrap.
+/// (Time is scaled down: bursts every ~40 ms, a cold age of 100 ms.)
+#[test]
+fn idle_migration_sends_cold_blocks_home_once() {
+    let Some((work, _)) = common::setup() else { return };
+    let empty = work.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let mut rows = Vec::new();
+    let mut moved = Vec::new();
+    for migrate in [false, true] {
+        let img = common::make_image(work.path(), &format!("hotcold-{migrate}.img"), 256, &["-b", "4096", "-J", "size=16"], &empty);
+        let dev = Arc::new(FaultDevice::new(FileDevice::open(&img, true).unwrap()));
+        let mut cleaner = fs::CleanerPolicy::default();
+        if migrate {
+            cleaner.cold_age = Some(std::time::Duration::from_millis(100));
+        }
+        let opts = VolumeOptions { read_only: false, lazy: true, cleaner, ..Default::default() };
+        let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
+        // Cold: 4,000 files in 40 directories, written once.
+        for d in 0..40 {
+            let dir = vol.create(ROOT_INO, format!("cold{d}").as_bytes(), CreateKind::Dir, 0o755, 0, 0).unwrap();
+            for f in 0..100 {
+                vol.create(dir.ino, format!("f{f}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap();
+            }
+        }
+        vol.sync().unwrap();
+        // Hot: 2,000 files updated in 25 bursts, each followed by a quiet spell.
+        let hot_dir = vol.create(ROOT_INO, b"hot", CreateKind::Dir, 0o755, 0, 0).unwrap();
+        let hot: Vec<u32> = (0..2000).map(|i| vol.create(hot_dir.ino, format!("h{i}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino).collect();
+        for burst in 0..25 {
+            for _ in 0..4 {
+                for (i, &ino) in hot.iter().enumerate() {
+                    let t = fs::Timestamp { sec: 1_700_000_000 + burst * 10 + i as i64 % 7, nsec: 0 };
+                    vol.setattr(ino, &fs::SetAttr { mtime: Some(t), ..Default::default() }).unwrap();
+                }
+                vol.sync().unwrap();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20)); // the quiet spell
+            vol.background_tick().unwrap();
+        }
+        let st = vol.write_stats().unwrap();
+        let js = vol.journal_stats().unwrap();
+        vol.shutdown().unwrap();
+        drop(vol);
+        let (bytes, _) = tally(&dev.events(), 4096);
+        let mib = |c: &str| *bytes.get(c).unwrap_or(&0) as f64 / f64::from(1 << 20);
+        rows.push(format!(
+            "| {} | {} | {} | {:.2} | {:.2} | {} of {} |",
+            if migrate { "cold blocks migrate home (cold_age)" } else { "cleaner only" },
+            st.cleaner_blocks_moved,
+            st.blocks_migrated_home,
+            mib("journal"),
+            mib("metadata"),
+            js.journal_live_blocks,
+            js.journal_used_blocks
+        ));
+        moved.push(st.cleaner_blocks_moved);
+        common::e2fsck_clean_after_replay(&img);
+    }
+    eprintln!(
+        "| policy | cleaner blocks moved | blocks migrated home | journal writes (MiB) | metadata writes home (MiB) | live / used journal blocks at the end |\n|---|---|---|---|---|---|\n{}",
+        rows.join("\n")
+    );
+    assert!(moved[0] > 0, "the workload must make the cleaner work");
+    assert!(moved[1] < moved[0], "idle migration must spare the cleaner work ({} vs {})", moved[1], moved[0]);
+}

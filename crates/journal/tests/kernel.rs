@@ -22,7 +22,7 @@ use std::path::Path;
 
 use blockdev::FileDevice;
 use common::tools::*;
-use journal::{recover, CheckpointGoal, Journal, JournalMap, Transaction};
+use journal::{recover, CheckpointGoal, Journal, Transaction};
 
 struct Case {
     name: &'static str,
@@ -105,6 +105,19 @@ fn make_dirty_image(dir: &Path, case: &Case) -> std::path::PathBuf {
     copy
 }
 
+/// A copy of `dirty` (as `dir/fixed`) whose journal `e2fsck -y -E journal_only`
+/// replayed, opened, and e2fsck's output.
+fn e2fsck_replayed_copy(dir: &Path, dirty: &Path) -> (std::fs::File, String) {
+    let fixed = p(dir, "fixed");
+    std::fs::copy(dirty, &fixed).unwrap();
+    let out = run_ok(
+        "e2fsck",
+        &["-y", "-E", "journal_only", fixed.to_str().unwrap()],
+        &[0, 1],
+    );
+    (std::fs::File::open(&fixed).unwrap(), out)
+}
+
 fn check_case(case: &Case) {
     let dir = tmpdir();
     let dirty = make_dirty_image(dir.path(), case);
@@ -122,14 +135,7 @@ fn check_case(case: &Case) {
     assert!(r.bad_data_blocks.is_empty() && r.failed_commit.is_none());
 
     // The oracle: e2fsck replays a second copy.
-    let fixed = p(dir.path(), "fixed");
-    std::fs::copy(&dirty, &fixed).unwrap();
-    run_ok(
-        "e2fsck",
-        &["-y", "-E", "journal_only", fixed.to_str().unwrap()],
-        &[0, 1],
-    );
-    let fixed_file = std::fs::File::open(&fixed).unwrap();
+    let (fixed_file, _) = e2fsck_replayed_copy(dir.path(), &dirty);
     let bs = jr.bs;
     // The primary superblock (byte 1024) is rewritten by e2fsck after replay.
     let sb_block = 1024 / u64::from(bs);
@@ -202,10 +208,8 @@ fn check_resume(case: &Case) {
     let dirty = make_dirty_image(dir.path(), case);
     let jr = ImageJournal::open(&dirty);
     let bs = jr.bs;
-    let runs: Vec<(u64, u64, u64)> = jr.map.iter().map(|(l, (p, n))| (*l, *p, *n)).collect();
-    let map = JournalMap::new(runs, jr.len, bs).unwrap();
     let before = std::fs::File::open(&dirty).unwrap();
-    let mut j = Journal::load(FileDevice::open(&dirty, true).unwrap(), map).unwrap();
+    let mut j = Journal::load(FileDevice::open(&dirty, true).unwrap(), jr.journal_map()).unwrap();
     assert!(j.needs_recovery());
     let r = j.recover().unwrap();
     assert!(r.transactions > 0);
@@ -325,19 +329,12 @@ fn check_resume(case: &Case) {
     assert_eq!(d.tags.len() as u64, r2.replayed_tags + r2.revoke_hits);
     assert_eq!(d.revokes.len() as u64, r2.revoke_records);
     // e2fsck's replay gives exactly the newest copies.
-    let fixed = p(dir.path(), "fixed");
-    std::fs::copy(&dirty, &fixed).unwrap();
-    let out = run_ok(
-        "e2fsck",
-        &["-y", "-E", "journal_only", fixed.to_str().unwrap()],
-        &[0, 1],
-    );
+    let (fixed_file, out) = e2fsck_replayed_copy(dir.path(), &dirty);
     assert!(
         !out.contains("Clear") && !out.contains("Fix"),
         "{}: e2fsck: {out}",
         case.name
     );
-    let fixed_file = std::fs::File::open(&fixed).unwrap();
     let bad: Vec<u64> = want
         .iter()
         .filter(|(b, d)| **b != sb_block && read_fs_block(&fixed_file, bs, **b) != **d)
@@ -357,12 +354,17 @@ fn check_resume(case: &Case) {
     );
 }
 
-macro_rules! resume_case {
-    ($fn:ident, $mkfs:expr, $size:expr, $mount:expr, $rounds:expr, $wrap:expr) => {
+/// A test that runs `$check` (`check_case` or `check_resume`) on a [`Case`]
+/// named after the test; `want_wrap` is false unless given.
+macro_rules! case_test {
+    ($check:ident: $fn:ident, $mkfs:expr, $size:expr, $mount:expr, $rounds:expr) => {
+        case_test!($check: $fn, $mkfs, $size, $mount, $rounds, false);
+    };
+    ($check:ident: $fn:ident, $mkfs:expr, $size:expr, $mount:expr, $rounds:expr, $wrap:expr) => {
         #[test]
         fn $fn() {
             require_tools!(true);
-            check_resume(&Case {
+            $check(&Case {
                 name: stringify!($fn),
                 mkfs: $mkfs,
                 size: $size,
@@ -372,6 +374,10 @@ macro_rules! resume_case {
             });
         }
     };
+}
+
+macro_rules! resume_case {
+    ($($case:tt)*) => { case_test!(check_resume: $($case)*); };
 }
 
 resume_case!(resume_default_features, &[], "256M", "", 3, false);
@@ -401,23 +407,7 @@ resume_case!(
 );
 
 macro_rules! kernel_case {
-    ($fn:ident, $mkfs:expr, $size:expr, $mount:expr, $rounds:expr) => {
-        kernel_case!($fn, $mkfs, $size, $mount, $rounds, false);
-    };
-    ($fn:ident, $mkfs:expr, $size:expr, $mount:expr, $rounds:expr, $wrap:expr) => {
-        #[test]
-        fn $fn() {
-            require_tools!(true);
-            check_case(&Case {
-                name: stringify!($fn),
-                mkfs: $mkfs,
-                size: $size,
-                mount: $mount,
-                rounds: $rounds,
-                want_wrap: $wrap,
-            });
-        }
-    };
+    ($($case:tt)*) => { case_test!(check_case: $($case)*); };
 }
 
 // 256M volumes get 1 KiB blocks from mke2fs.conf's "small" type.

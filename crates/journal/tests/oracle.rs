@@ -20,11 +20,11 @@
 mod common;
 
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use blockdev::FileDevice;
 use common::tools::*;
-use journal::{CheckpointGoal, Journal, JournalMap, Transaction};
+use journal::{CheckpointGoal, CommitInfo, Journal, JournalMap, Transaction};
 use ondisk::inode::Inode;
 use ondisk::superblock::{feature, Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 
@@ -115,324 +115,311 @@ fn with_mtime(sb: &Superblock, table_block: &[u8], off: usize, ino: u32, mtime: 
     out
 }
 
+/// Whether `dumpe2fs -h` lists needs_recovery among the image's features.
+fn has_needs_recovery(img: &Path) -> bool {
+    dumpe2fs_field(img, "Filesystem features")
+        .unwrap()
+        .contains("needs_recovery")
+}
+
+/// Mount `image` with the kernel (`-o opts`), read file f's mtime
+/// (`stat -c %Y`) and contents, unmount.
+fn kernel_view(image: &Path, mnt: &Path, opts: &str) -> (String, Vec<u8>) {
+    std::fs::create_dir_all(mnt).unwrap();
+    run(
+        "mount",
+        &["-o", opts, image.to_str().unwrap(), mnt.to_str().unwrap()],
+    );
+    let got = std::panic::catch_unwind(|| {
+        let m = run("stat", &["-c", "%Y", mnt.join("f").to_str().unwrap()]);
+        (m.trim().to_string(), std::fs::read(mnt.join("f")).unwrap())
+    });
+    umount(mnt);
+    got.unwrap()
+}
+
+/// A 64M volume made by `mkfs.ext4 -F -q MKFS` holding file f, and where the
+/// transactions of a case go: f's inode table block, a free victim block.
+struct Vol {
+    dir: tempfile::TempDir,
+    img: PathBuf,
+    /// f's contents, as written by debugfs.
+    src: PathBuf,
+    sb: Superblock,
+    bs: u32,
+    ino: u32,
+    /// The inode table block holding f's inode, the inode's offset in it,
+    /// and the block as mkfs + debugfs left it.
+    table_block: u64,
+    off: usize,
+    orig: Vec<u8>,
+    /// A free block near the end of the volume, to log garbage into and revoke.
+    victim: u64,
+    map: JournalMap,
+}
+
+impl Vol {
+    fn new(mkfs: &[&str], contents: &[u8]) -> Vol {
+        let dir = tmpdir();
+        let img = p(dir.path(), "img");
+        let src = p(dir.path(), "src");
+        std::fs::write(&src, contents).unwrap();
+        let mut args = vec!["-F", "-q"];
+        args.extend_from_slice(mkfs);
+        args.extend_from_slice(&[img.to_str().unwrap(), "64M"]);
+        run("mkfs.ext4", &args);
+        debugfs_write(&img, &format!("write {} f\n", src.display()));
+        let ino = ino_of(&img, "f");
+        let sb = read_sb(&img);
+        let bs = sb.block_size();
+        let (table_block, off) = inode_location(&img, ino);
+        let orig = read_fs_block(&std::fs::File::open(&img).unwrap(), bs, table_block);
+        let victim = sb.blocks_count() - 5;
+        assert!(debugfs(&img, &format!("testb {victim}")).contains("not in use"));
+        let map = ImageJournal::open(&img).journal_map();
+        Vol {
+            dir,
+            img,
+            src,
+            sb,
+            bs,
+            ino,
+            table_block,
+            off,
+            orig,
+            victim,
+            map,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        p(self.dir.path(), name)
+    }
+
+    fn load(&self) -> Journal<FileDevice> {
+        Journal::load(FileDevice::open(&self.img, true).unwrap(), self.map.clone()).unwrap()
+    }
+
+    /// The journal features ext4 sets at mount (mkfs leaves the journal without).
+    fn set_ext4_features(&self, j: &mut Journal<FileDevice>) {
+        let (compat, incompat) =
+            journal::ext4_features(self.sb.has_metadata_csum(), self.sb.is_64bit());
+        j.set_features(compat, incompat).unwrap();
+    }
+
+    /// Commit T1: f's inode with `mtime`, and `garbage` bytes into the victim.
+    fn commit_first(&self, j: &mut Journal<FileDevice>, mtime: u32, garbage: u8) -> CommitInfo {
+        let mut t = Transaction::new(self.bs);
+        t.log(
+            self.table_block,
+            &with_mtime(&self.sb, &self.orig, self.off, self.ino, mtime),
+        )
+        .unwrap();
+        t.log(self.victim, &vec![garbage; self.bs as usize])
+            .unwrap();
+        j.commit(&t).unwrap().unwrap()
+    }
+
+    /// Commit T2, f's inode with `mtime`, and T3, the victim revoked.
+    fn commit_rest(&self, j: &mut Journal<FileDevice>, mtime: u32) -> (CommitInfo, CommitInfo) {
+        let mut t = Transaction::new(self.bs);
+        t.log(
+            self.table_block,
+            &with_mtime(&self.sb, &self.orig, self.off, self.ino, mtime),
+        )
+        .unwrap();
+        let c2 = j.commit(&t).unwrap().unwrap();
+        let mut t = Transaction::new(self.bs);
+        t.revoke(self.victim);
+        (c2, j.commit(&t).unwrap().unwrap())
+    }
+
+    /// debugfs's logdump shows `commits` commit blocks and exactly the tags of
+    /// T1 and T2 and the revoke of T3.
+    fn assert_logdump(
+        &self,
+        commits: u32,
+        why: &str,
+        c1: &CommitInfo,
+        c2: &CommitInfo,
+        c3: &CommitInfo,
+    ) {
+        let d = logdump(&self.img);
+        assert_eq!(d.commits, commits, "{why}");
+        let jblock =
+            |c: &CommitInfo, b: u64| c.blocks.iter().find(|l| l.block == b).unwrap().jblock;
+        let mut tags = d.tags.clone();
+        tags.sort();
+        let mut want = vec![
+            (c1.sequence, self.table_block, jblock(c1, self.table_block)),
+            (c1.sequence, self.victim, jblock(c1, self.victim)),
+            (c2.sequence, self.table_block, c2.blocks[0].jblock),
+        ];
+        want.sort();
+        assert_eq!(tags, want);
+        assert_eq!(d.revokes, vec![(c3.sequence, self.victim)]);
+    }
+
+    /// The victim block of `image` is still zero: its revoked copy was not replayed.
+    fn assert_victim_not_replayed(&self, image: &Path) {
+        let f = std::fs::File::open(image).unwrap();
+        assert_eq!(
+            read_fs_block(&f, self.bs, self.victim),
+            vec![0u8; self.bs as usize],
+            "revoked block replayed"
+        );
+    }
+
+    /// `e2fsck -fy` on a copy replays the journal and nothing else, after
+    /// which `e2fsck -fn` finds it clean with f's mtime `mtime`.
+    fn assert_e2fsck_replays(&self, mtime: u32) {
+        let fsck = self.path("fsck");
+        std::fs::copy(&self.img, &fsck).unwrap();
+        let out = run_ok("e2fsck", &["-fy", fsck.to_str().unwrap()], &[0, 1]);
+        assert!(
+            !out.contains("Fix") && !out.contains("Clear"),
+            "e2fsck repaired more than the journal:\n{out}"
+        );
+        run("e2fsck", &["-fn", fsck.to_str().unwrap()]);
+        assert_eq!(mtime_via_debugfs(&fsck, "f"), i64::from(mtime));
+        self.assert_victim_not_replayed(&fsck);
+        assert!(!has_needs_recovery(&fsck));
+    }
+
+    /// The kernel replays `image` at mount to f's `mtime` and contents, and
+    /// leaves it clean.
+    fn assert_kernel_replays(&self, image: &Path, mtime: u32) {
+        let (m, data) = kernel_view(image, &self.path("mnt"), "loop");
+        assert_eq!(m, mtime.to_string());
+        assert_eq!(data, std::fs::read(&self.src).unwrap());
+        run("e2fsck", &["-fn", image.to_str().unwrap()]);
+        self.assert_victim_not_replayed(image);
+    }
+}
+
 fn check(mkfs: &[&str]) {
-    let dir = tmpdir();
-    let img = p(dir.path(), "img");
-    let src = p(dir.path(), "src");
-    std::fs::write(&src, b"hello from the journal oracle\n").unwrap();
-    let mut args = vec!["-F", "-q"];
-    args.extend_from_slice(mkfs);
-    args.extend_from_slice(&[img.to_str().unwrap(), "64M"]);
-    run("mkfs.ext4", &args);
-    debugfs_write(&img, &format!("write {} f\n", src.display()));
-    let ino = ino_of(&img, "f");
-    let sb = read_sb(&img);
-    let bs = sb.block_size();
-    let (table_block, off) = inode_location(&img, ino);
-    let orig = read_fs_block(&std::fs::File::open(&img).unwrap(), bs, table_block);
-    // A free block near the end of the volume, to log garbage into and revoke.
-    let victim = sb.blocks_count() - 5;
-    assert!(debugfs(&img, &format!("testb {victim}")).contains("not in use"));
+    let v = Vol::new(mkfs, b"hello from the journal oracle\n");
+    let bs = v.bs;
 
     // Our transactions, written into the volume's own journal.
-    let ij = ImageJournal::open(&img);
-    let runs: Vec<(u64, u64, u64)> = ij.map.iter().map(|(l, (p, n))| (*l, *p, *n)).collect();
-    let map = JournalMap::new(runs, ij.len, bs).unwrap();
-    let dev = FileDevice::open(&img, true).unwrap();
-    let mut j = Journal::load(dev, map.clone()).unwrap();
+    let mut j = v.load();
     assert!(!j.needs_recovery());
-    // What ext4 does at mount: mkfs leaves the journal without features.
-    let (compat, incompat) = journal::ext4_features(sb.has_metadata_csum(), sb.is_64bit());
-    j.set_features(compat, incompat).unwrap();
+    v.set_ext4_features(&mut j);
     eprintln!(
         "{mkfs:?}: block size {bs}, {:?} checksum, 64bit tags {}",
         j.layout().checksum,
         j.layout().is_64bit
     );
     let (t1_mtime, t2_mtime) = (1_000_000_000u32, 1_234_567_890u32);
-    let mut t = Transaction::new(bs);
-    t.log(table_block, &with_mtime(&sb, &orig, off, ino, t1_mtime))
-        .unwrap();
-    t.log(victim, &vec![0xAB; bs as usize]).unwrap();
-    let c1 = j.commit(&t).unwrap().unwrap();
-    let mut t = Transaction::new(bs);
-    t.log(table_block, &with_mtime(&sb, &orig, off, ino, t2_mtime))
-        .unwrap();
-    let c2 = j.commit(&t).unwrap().unwrap();
-    let mut t = Transaction::new(bs);
-    t.revoke(victim);
-    let c3 = j.commit(&t).unwrap().unwrap();
+    let c1 = v.commit_first(&mut j, t1_mtime, 0xAB);
+    let (c2, c3) = v.commit_rest(&mut j, t2_mtime);
     drop(j);
-    set_needs_recovery(&img, true);
-    assert!(dumpe2fs_field(&img, "Filesystem features")
-        .unwrap()
-        .contains("needs_recovery"));
+    set_needs_recovery(&v.img, true);
+    assert!(has_needs_recovery(&v.img));
 
     // debugfs sees our log.
-    let d = logdump(&img);
-    assert_eq!(d.commits, 3);
-    let mut tags = d.tags.clone();
-    tags.sort();
-    let mut want = vec![
-        (
-            c1.sequence,
-            table_block,
-            c1.blocks
-                .iter()
-                .find(|l| l.block == table_block)
-                .unwrap()
-                .jblock,
-        ),
-        (
-            c1.sequence,
-            victim,
-            c1.blocks.iter().find(|l| l.block == victim).unwrap().jblock,
-        ),
-        (c2.sequence, table_block, c2.blocks[0].jblock),
-    ];
-    want.sort();
-    assert_eq!(tags, want);
-    assert_eq!(d.revokes, vec![(c3.sequence, victim)]);
+    v.assert_logdump(3, "three transactions", &c1, &c2, &c3);
 
     // e2fsck replays it and the volume is clean.
-    let fsck = p(dir.path(), "fsck");
-    std::fs::copy(&img, &fsck).unwrap();
-    let out = run_ok("e2fsck", &["-fy", fsck.to_str().unwrap()], &[0, 1]);
-    assert!(
-        !out.contains("Fix") && !out.contains("Clear"),
-        "e2fsck repaired more than the journal:\n{out}"
-    );
-    run("e2fsck", &["-fn", fsck.to_str().unwrap()]);
-    assert_eq!(mtime_via_debugfs(&fsck, "f"), i64::from(t2_mtime));
-    let fsck_file = std::fs::File::open(&fsck).unwrap();
-    assert_eq!(
-        read_fs_block(&fsck_file, bs, victim),
-        vec![0u8; bs as usize],
-        "revoked block replayed"
-    );
-    assert!(!dumpe2fs_field(&fsck, "Filesystem features")
-        .unwrap()
-        .contains("needs_recovery"));
+    v.assert_e2fsck_replays(t2_mtime);
 
     // The kernel replays it at mount.
-    let kern = p(dir.path(), "kern");
-    let mnt = p(dir.path(), "mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    std::fs::copy(&img, &kern).unwrap();
-    run(
-        "mount",
-        &["-o", "loop", kern.to_str().unwrap(), mnt.to_str().unwrap()],
-    );
-    let got = std::panic::catch_unwind(|| {
-        let m = run("stat", &["-c", "%Y", mnt.join("f").to_str().unwrap()]);
-        let data = std::fs::read(mnt.join("f")).unwrap();
-        (m.trim().to_string(), data)
-    });
-    umount(&mnt);
-    let (m, data) = got.unwrap();
-    assert_eq!(m, t2_mtime.to_string());
-    assert_eq!(data, std::fs::read(&src).unwrap());
-    run("e2fsck", &["-fn", kern.to_str().unwrap()]);
-    let kern_file = std::fs::File::open(&kern).unwrap();
-    assert_eq!(
-        read_fs_block(&kern_file, bs, victim),
-        vec![0u8; bs as usize]
-    );
+    let kern = v.path("kern");
+    std::fs::copy(&v.img, &kern).unwrap();
+    v.assert_kernel_replays(&kern, t2_mtime);
 
     // Our own checkpoint + empty: the journal needs nothing afterwards.
-    let mut j = Journal::load(FileDevice::open(&img, true).unwrap(), map).unwrap();
+    let mut j = v.load();
     assert!(j.needs_recovery());
     let r = j.recover().unwrap();
     assert_eq!(r.transactions, 3);
     assert_eq!(j.replay_to_disk(&r).unwrap(), 1);
     // A transaction after the replay, checkpointed from the log at "unmount".
-    let now = read_fs_block(&std::fs::File::open(&img).unwrap(), bs, table_block);
+    let now = read_fs_block(&std::fs::File::open(&v.img).unwrap(), bs, v.table_block);
     let mut t = Transaction::new(bs);
-    t.log(table_block, &with_mtime(&sb, &now, off, ino, t2_mtime + 1))
-        .unwrap();
+    t.log(
+        v.table_block,
+        &with_mtime(&v.sb, &now, v.off, v.ino, t2_mtime + 1),
+    )
+    .unwrap();
     let c4 = j.commit(&t).unwrap().unwrap();
     assert!(journal::tid_gt(c4.sequence, c3.sequence));
     j.checkpoint_from_log(CheckpointGoal::All).unwrap();
     j.empty().unwrap();
     drop(j);
-    set_needs_recovery(&img, false);
-    assert!(!dumpe2fs_field(&img, "Filesystem features")
-        .unwrap()
-        .contains("needs_recovery"));
+    set_needs_recovery(&v.img, false);
+    assert!(!has_needs_recovery(&v.img));
     assert_eq!(
-        dumpe2fs_field(&img, "Journal start").as_deref(),
+        dumpe2fs_field(&v.img, "Journal start").as_deref(),
         Some("0"),
         "journal not empty"
     );
-    run("e2fsck", &["-fn", img.to_str().unwrap()]);
-    assert_eq!(mtime_via_debugfs(&img, "f"), i64::from(t2_mtime + 1));
-    let img_file = std::fs::File::open(&img).unwrap();
-    assert_eq!(read_fs_block(&img_file, bs, victim), vec![0u8; bs as usize]);
+    run("e2fsck", &["-fn", v.img.to_str().unwrap()]);
+    assert_eq!(mtime_via_debugfs(&v.img, "f"), i64::from(t2_mtime + 1));
+    v.assert_victim_not_replayed(&v.img);
     // The kernel mounts it without replay and agrees.
-    run(
-        "mount",
-        &[
-            "-o",
-            "loop,ro",
-            img.to_str().unwrap(),
-            mnt.to_str().unwrap(),
-        ],
-    );
-    let m =
-        std::panic::catch_unwind(|| run("stat", &["-c", "%Y", mnt.join("f").to_str().unwrap()]));
-    umount(&mnt);
-    assert_eq!(m.unwrap().trim(), (t2_mtime + 1).to_string());
+    let (m, data) = kernel_view(&v.img, &v.path("mnt"), "loop,ro");
+    assert_eq!(m, (t2_mtime + 1).to_string());
+    assert_eq!(data, std::fs::read(&v.src).unwrap());
 }
 
 /// Crash after the first transaction, resume, commit the rest; e2fsck and the
 /// kernel replay the continued log.
 fn check_resume(mkfs: &[&str]) {
-    let dir = tmpdir();
-    let img = p(dir.path(), "img");
-    let src = p(dir.path(), "src");
-    std::fs::write(&src, b"resumed journal\n").unwrap();
-    let mut args = vec!["-F", "-q"];
-    args.extend_from_slice(mkfs);
-    args.extend_from_slice(&[img.to_str().unwrap(), "64M"]);
-    run("mkfs.ext4", &args);
-    debugfs_write(&img, &format!("write {} f\n", src.display()));
-    let ino = ino_of(&img, "f");
-    let sb = read_sb(&img);
-    let bs = sb.block_size();
-    let (table_block, off) = inode_location(&img, ino);
-    let orig = read_fs_block(&std::fs::File::open(&img).unwrap(), bs, table_block);
-    let victim = sb.blocks_count() - 5;
-    let ij = ImageJournal::open(&img);
-    let runs: Vec<(u64, u64, u64)> = ij.map.iter().map(|(l, (p, n))| (*l, *p, *n)).collect();
-    let map = JournalMap::new(runs, ij.len, bs).unwrap();
-    let (compat, incompat) = journal::ext4_features(sb.has_metadata_csum(), sb.is_64bit());
+    let v = Vol::new(mkfs, b"resumed journal\n");
 
     // Mount 1: one transaction, then a crash.
-    let mut j = Journal::load(FileDevice::open(&img, true).unwrap(), map.clone()).unwrap();
-    j.set_features(compat, incompat).unwrap();
+    let mut j = v.load();
+    v.set_ext4_features(&mut j);
     let (m1, m2) = (1_100_000_000u32, 1_300_000_000u32);
-    let mut t = Transaction::new(bs);
-    t.log(table_block, &with_mtime(&sb, &orig, off, ino, m1))
-        .unwrap();
-    t.log(victim, &vec![0xCD; bs as usize]).unwrap();
-    let c1 = j.commit(&t).unwrap().unwrap();
+    let c1 = v.commit_first(&mut j, m1, 0xCD);
     drop(j);
-    set_needs_recovery(&img, true);
+    set_needs_recovery(&v.img, true);
 
     // Mount 2 (lazy): resume, two more transactions, nothing written home.
-    let mut j = Journal::load(FileDevice::open(&img, true).unwrap(), map).unwrap();
+    let mut j = v.load();
     let r = j.recover().unwrap();
     assert_eq!(r.transactions, 1);
     j.resume(&r).unwrap();
-    j.set_features(compat, incompat).unwrap();
-    let mut t = Transaction::new(bs);
-    t.log(table_block, &with_mtime(&sb, &orig, off, ino, m2))
-        .unwrap();
-    let c2 = j.commit(&t).unwrap().unwrap();
-    let mut t = Transaction::new(bs);
-    t.revoke(victim);
-    let c3 = j.commit(&t).unwrap().unwrap();
+    v.set_ext4_features(&mut j);
+    let (c2, c3) = v.commit_rest(&mut j, m2);
     assert_eq!(
         (c2.sequence, c3.sequence),
         (c1.sequence + 2, c1.sequence + 3)
     );
     drop(j);
     assert_eq!(
-        read_fs_block(&std::fs::File::open(&img).unwrap(), bs, table_block),
-        orig,
+        read_fs_block(&std::fs::File::open(&v.img).unwrap(), v.bs, v.table_block),
+        v.orig,
         "resume wrote home"
     );
 
-    let d = logdump(&img);
-    assert_eq!(d.commits, 4, "one, the gap-closing empty one, two more");
-    let mut tags = d.tags.clone();
-    tags.sort();
-    let mut want = vec![
-        (
-            c1.sequence,
-            table_block,
-            c1.blocks
-                .iter()
-                .find(|l| l.block == table_block)
-                .unwrap()
-                .jblock,
-        ),
-        (
-            c1.sequence,
-            victim,
-            c1.blocks.iter().find(|l| l.block == victim).unwrap().jblock,
-        ),
-        (c2.sequence, table_block, c2.blocks[0].jblock),
-    ];
-    want.sort();
-    assert_eq!(tags, want);
-    assert_eq!(d.revokes, vec![(c3.sequence, victim)]);
-
+    v.assert_logdump(4, "one, the gap-closing empty one, two more", &c1, &c2, &c3);
     // e2fsck replays it.
-    let fsck = p(dir.path(), "fsck");
-    std::fs::copy(&img, &fsck).unwrap();
-    let out = run_ok("e2fsck", &["-fy", fsck.to_str().unwrap()], &[0, 1]);
-    assert!(
-        !out.contains("Fix") && !out.contains("Clear"),
-        "e2fsck repaired more than the journal:\n{out}"
-    );
-    run("e2fsck", &["-fn", fsck.to_str().unwrap()]);
-    assert_eq!(mtime_via_debugfs(&fsck, "f"), i64::from(m2));
-    let fsck_file = std::fs::File::open(&fsck).unwrap();
-    assert_eq!(
-        read_fs_block(&fsck_file, bs, victim),
-        vec![0u8; bs as usize],
-        "revoked block replayed"
-    );
-
+    v.assert_e2fsck_replays(m2);
     // So does the kernel.
-    let mnt = p(dir.path(), "mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    run(
-        "mount",
-        &["-o", "loop", img.to_str().unwrap(), mnt.to_str().unwrap()],
-    );
-    let got = std::panic::catch_unwind(|| {
-        let m = run("stat", &["-c", "%Y", mnt.join("f").to_str().unwrap()]);
-        (m.trim().to_string(), std::fs::read(mnt.join("f")).unwrap())
-    });
-    umount(&mnt);
-    let (m, data) = got.unwrap();
-    assert_eq!(m, m2.to_string());
-    assert_eq!(data, std::fs::read(&src).unwrap());
-    run("e2fsck", &["-fn", img.to_str().unwrap()]);
-    let img_file = std::fs::File::open(&img).unwrap();
-    assert_eq!(read_fs_block(&img_file, bs, victim), vec![0u8; bs as usize]);
+    v.assert_kernel_replays(&v.img, m2);
 }
 
-macro_rules! resume_case {
-    ($fn:ident, $mkfs:expr) => {
+/// A test running `$check` on a volume made with `mkfs.ext4 $mkfs`.
+macro_rules! mkfs_case {
+    ($check:ident: $fn:ident, $mkfs:expr) => {
         #[test]
         fn $fn() {
             require_tools!(true);
-            check_resume($mkfs);
+            $check($mkfs);
         }
     };
 }
 
-resume_case!(resume_default_features, &[]);
-resume_case!(resume_block_4k, &["-b", "4096"]);
-resume_case!(resume_no_csum_no_64bit, &["-O", "^metadata_csum,^64bit"]);
-
-macro_rules! oracle_case {
-    ($fn:ident, $mkfs:expr) => {
-        #[test]
-        fn $fn() {
-            require_tools!(true);
-            check($mkfs);
-        }
-    };
-}
+mkfs_case!(check_resume: resume_default_features, &[]);
+mkfs_case!(check_resume: resume_block_4k, &["-b", "4096"]);
+mkfs_case!(check_resume: resume_no_csum_no_64bit, &["-O", "^metadata_csum,^64bit"]);
 
 // 64M volumes get 1 KiB blocks from mke2fs.conf's "small" type.
-oracle_case!(default_features, &[]);
-oracle_case!(block_4k, &["-b", "4096"]);
-oracle_case!(block_1k, &["-b", "1024"]);
-oracle_case!(no_metadata_csum, &["-O", "^metadata_csum"]);
-oracle_case!(no_64bit, &["-O", "^64bit"]);
-oracle_case!(no_csum_no_64bit, &["-O", "^metadata_csum,^64bit"]);
+mkfs_case!(check: default_features, &[]);
+mkfs_case!(check: block_4k, &["-b", "4096"]);
+mkfs_case!(check: block_1k, &["-b", "1024"]);
+mkfs_case!(check: no_metadata_csum, &["-O", "^metadata_csum"]);
+mkfs_case!(check: no_64bit, &["-O", "^64bit"]);
+mkfs_case!(check: no_csum_no_64bit, &["-O", "^metadata_csum,^64bit"]);

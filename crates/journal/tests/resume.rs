@@ -14,46 +14,30 @@ mod common;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use common::dev::{apply, MemDevice, Op};
-use common::Builder;
+use common::dev::{
+    after_replay, apply, commit_to_model, copy_or_home, empty_journal_at, load_recover,
+    unflushed_dropped, MemDevice, Op, Rng,
+};
+use common::{Builder, V3_32, V3_64};
 use journal::{CheckpointGoal, Error, Journal, JournalMap, LogCopy, Recovery, Transaction};
 use ondisk::jbd2::*;
 
 type J = Journal<Arc<MemDevice>>;
 
+/// The journal starts at device block JPHYS, its second half GAP blocks
+/// further; the test blocks (below BLOCKS) lie before it.
 const JPHYS: u64 = 300;
-
-fn map_for(jlen: u64, bs: u32) -> JournalMap {
-    // Two runs with a gap, so writes split as on a fragmented journal inode.
-    let half = jlen / 2;
-    JournalMap::new(
-        vec![(0, JPHYS, half), (half, JPHYS + half + 5, jlen - half)],
-        jlen,
-        bs,
-    )
-    .unwrap()
-}
+const GAP: u64 = 5;
 
 /// A device with an empty journal (s_start = 0, s_sequence = seq).
 fn setup(bs: u32, jlen: u32, compat: u32, incompat: u32, seq: u32) -> (Arc<MemDevice>, JournalMap) {
-    let map = map_for(u64::from(jlen), bs);
-    let dev = Arc::new(MemDevice::new(
-        ((JPHYS + u64::from(jlen) + 5 + 8) * u64::from(bs)) as usize,
-    ));
-    let b = Builder::with_start(bs, jlen, compat, incompat, 0, seq);
-    let mut block = vec![0u8; bs as usize];
-    b.sb.write_to(&mut block).unwrap();
-    dev.put_block(bs, map.phys(0).unwrap(), &block);
-    dev.take_ops();
-    (dev, map)
+    empty_journal_at(JPHYS, GAP, bs, jlen, compat, incompat, seq)
 }
 
+/// The common test contents, some starting with the jbd2 magic so that
+/// escaping is exercised.
 fn content(bs: u32, tag: u64, block: u64) -> Vec<u8> {
-    let mut v = vec![0u8; bs as usize];
-    for (i, x) in v.iter_mut().enumerate() {
-        *x = (tag as usize * 31 + block as usize * 7 + i) as u8;
-    }
-    // Some blocks start with the jbd2 magic, so escaping is exercised.
+    let mut v = common::dev::content(bs, tag, block);
     if (tag + block).is_multiple_of(11) {
         v[..4].copy_from_slice(&MAGIC.to_be_bytes());
     }
@@ -61,10 +45,7 @@ fn content(bs: u32, tag: u64, block: u64) -> Vec<u8> {
 }
 
 const FORMATS: [(u32, u32); 4] = [
-    (
-        0,
-        FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V3,
-    ),
+    (0, V3_64),
     (0, FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_CSUM_V2),
     (0, FEATURE_INCOMPAT_REVOKE),
     (FEATURE_COMPAT_CHECKSUM, FEATURE_INCOMPAT_REVOKE),
@@ -73,27 +54,10 @@ const FORMATS: [(u32, u32); 4] = [
 /// Static blocks the tests use.
 const BLOCKS: u64 = 160;
 
-/// Load and recover what is on `dev` now.
-fn load_recover(dev: &Arc<MemDevice>, map: &JournalMap) -> (J, Recovery) {
-    let j = Journal::load(dev.clone(), map.clone()).unwrap();
-    let r = j.recover().unwrap();
-    (j, r)
-}
-
 /// What a reader sees for every test block after replay: the replayed copy,
 /// else the block at home.
 fn replayed_state(j: &J, r: &Recovery, dev: &MemDevice) -> Vec<Vec<u8>> {
-    let bs = j.map().block_size();
-    (0..BLOCKS)
-        .map(|b| {
-            let mut buf = vec![0u8; bs as usize];
-            if r.read_replayed(j, b, &mut buf).unwrap() {
-                buf
-            } else {
-                dev.block(bs, b)
-            }
-        })
-        .collect()
+    (0..BLOCKS).map(|b| after_replay(j, r, dev, b)).collect()
 }
 
 /// What a resumed journal serves for every test block: its newest copy via
@@ -101,14 +65,7 @@ fn replayed_state(j: &J, r: &Recovery, dev: &MemDevice) -> Vec<Vec<u8>> {
 fn served_state(j: &J, dev: &MemDevice) -> Vec<Vec<u8>> {
     let bs = j.map().block_size();
     (0..BLOCKS)
-        .map(|b| {
-            let mut buf = vec![0u8; bs as usize];
-            if j.read_newest(b, &mut buf).unwrap() {
-                buf
-            } else {
-                dev.block(bs, b)
-            }
-        })
+        .map(|b| copy_or_home(dev, bs, b, |buf| j.read_newest(b, buf).unwrap()))
         .collect()
 }
 
@@ -128,18 +85,6 @@ fn live_of(j: &J) -> Vec<(u32, u64, u64, u64, BTreeSet<u64>)> {
             )
         })
         .collect()
-}
-
-/// Pseudo-random numbers, reproducible.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
 }
 
 /// One random transaction over blocks `0..BLOCKS` (some revokes), committed
@@ -169,13 +114,7 @@ fn random_commit(
             .unwrap();
     }
     let c = j.commit(&t).unwrap().unwrap();
-    for (b, d) in t.blocks() {
-        model.insert(b, d.to_vec());
-    }
-    for b in t.revoked() {
-        // Revoked: no longer metadata; whatever is home stays.
-        model.remove(&b);
-    }
+    commit_to_model(&t, model);
     c
 }
 
@@ -265,13 +204,7 @@ fn resume_continues_the_log() {
 #[test]
 fn resumed_tail_is_cleaned_by_rejournalling() {
     let bs = 1024;
-    let (dev, map) = setup(
-        bs,
-        256,
-        0,
-        FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_CSUM_V3,
-        1,
-    );
+    let (dev, map) = setup(bs, 256, 0, V3_32, 1);
     let mut j = Journal::load(dev.clone(), map.clone()).unwrap();
     let mut model = HashMap::new();
     let mut rng = Rng(99);
@@ -591,15 +524,10 @@ fn cuts(compat: u32, incompat: u32, torn: Torn) {
         prev_k = k;
         // A disk may drop unflushed writes: keep only the last one since the
         // last flush before the cut.
-        let last_flush = ops[..cut]
-            .iter()
-            .rposition(|o| matches!(o, Op::Flush))
-            .map_or(0, |i| i + 1);
-        let mut kept: Vec<Op> = ops[..last_flush].to_vec();
-        if cut > last_flush {
-            kept.push(ops[cut - 1].clone());
-        }
-        let img = Arc::new(MemDevice::from_bytes(apply(&base, &kept)));
+        let img = Arc::new(MemDevice::from_bytes(apply(
+            &base,
+            &unflushed_dropped(&ops, cut),
+        )));
         let k2 = check_cut(&img, &map, &states, &what, cut);
         assert!(
             k2 >= durable,

@@ -11,9 +11,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use blockdev::IoClass;
-use common::dev::{apply, MemDevice, Op};
-use common::Builder;
-use journal::{CheckpointGoal, Error, Journal, JournalMap, JournalReader, Transaction};
+use common::dev::{
+    after_replay, apply, commit_to_model, content, empty_journal_at, load_recover,
+    unflushed_dropped, MemDevice, Op, Rng,
+};
+use common::{V3_32, V3_64};
+use journal::{CheckpointGoal, Error, Journal, JournalMap, Transaction};
 use ondisk::jbd2::*;
 
 /// Journal blocks live at device block JPHYS (second half after a gap, so
@@ -21,36 +24,9 @@ use ondisk::jbd2::*;
 const JPHYS: u64 = 100;
 const GAP: u64 = 7;
 
-fn map_for(jlen: u64, bs: u32) -> JournalMap {
-    let half = jlen / 2;
-    JournalMap::new(
-        vec![(0, JPHYS, half), (half, JPHYS + half + GAP, jlen - half)],
-        jlen,
-        bs,
-    )
-    .unwrap()
-}
-
 /// A device with an empty journal (s_start = 0, s_sequence = seq).
 fn setup(bs: u32, jlen: u32, compat: u32, incompat: u32, seq: u32) -> (Arc<MemDevice>, JournalMap) {
-    let map = map_for(u64::from(jlen), bs);
-    let dev = Arc::new(MemDevice::new(
-        ((JPHYS + u64::from(jlen) + GAP + 8) * u64::from(bs)) as usize,
-    ));
-    let b = Builder::with_start(bs, jlen, compat, incompat, 0, seq);
-    let mut block = vec![0u8; bs as usize];
-    b.sb.write_to(&mut block).unwrap();
-    dev.put_block(bs, map.phys(0).unwrap(), &block);
-    dev.take_ops();
-    (dev, map)
-}
-
-fn content(bs: u32, tag: u64, block: u64) -> Vec<u8> {
-    let mut v = vec![0u8; bs as usize];
-    for (i, x) in v.iter_mut().enumerate() {
-        *x = (tag as usize * 31 + block as usize * 7 + i) as u8;
-    }
-    v
+    empty_journal_at(JPHYS, GAP, bs, jlen, compat, incompat, seq)
 }
 
 fn magic_block(bs: u32) -> Vec<u8> {
@@ -59,35 +35,9 @@ fn magic_block(bs: u32) -> Vec<u8> {
     v
 }
 
-/// "Crash": load a fresh journal over the same device and recover it.
-fn crash(dev: &Arc<MemDevice>, map: &JournalMap) -> (Journal<Arc<MemDevice>>, journal::Recovery) {
-    let j = Journal::load(dev.clone(), map.clone()).unwrap();
-    let r = j.recover().unwrap();
-    (j, r)
-}
-
-/// What the volume holds after replay: the replayed copy if any, else home.
-fn after_replay(
-    j: &Journal<Arc<MemDevice>>,
-    r: &journal::Recovery,
-    dev: &MemDevice,
-    block: u64,
-) -> Vec<u8> {
-    let bs = j.block_size();
-    let mut buf = vec![0u8; bs as usize];
-    if r.read_replayed(j, block, &mut buf).unwrap() {
-        buf
-    } else {
-        dev.block(bs, block)
-    }
-}
-
 const FORMATS: [(u32, u32); 7] = [
-    (
-        0,
-        FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V3,
-    ),
-    (0, FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_CSUM_V3),
+    (0, V3_64),
+    (0, V3_32),
     (
         0,
         FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V2,
@@ -131,7 +81,7 @@ fn round_trip_in_every_format() {
             assert_eq!(j.head(), c3.end);
             assert_eq!(j.superblock().start, 1, "{what}");
 
-            let (j2, r) = crash(&dev, &map);
+            let (j2, r) = load_recover(&dev, &map);
             assert!(j2.needs_recovery());
             assert_eq!(r.transactions, 3, "{what}");
             assert_eq!(r.start_sequence, 42);
@@ -217,21 +167,15 @@ fn wraps(incompat: u32, fc_blocks: u32) {
     let log_end = j.log_area().1;
     let mut model: HashMap<u64, Vec<u8>> = HashMap::new();
     let mut wrapped = 0;
-    let mut seed = 12345u64;
-    let mut rnd = |n: u64| {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (seed >> 33) % n
-    };
+    let mut rng = Rng(12345);
     for round in 1..=120u64 {
         let mut t = Transaction::new(bs);
-        for _ in 0..1 + rnd(25) {
-            let b = rnd(60);
+        for _ in 0..1 + rng.below(25) {
+            let b = rng.below(60);
             t.log(b, &content(bs, round, b)).unwrap();
         }
-        if rnd(4) == 0 {
-            let b = rnd(60);
+        if rng.below(4) == 0 {
+            let b = rng.below(60);
             if t.get(b).is_none() {
                 t.revoke(b);
             }
@@ -251,14 +195,9 @@ fn wraps(incompat: u32, fc_blocks: u32) {
             wrapped += 1;
         }
         assert!(c.blocks.iter().all(|l| l.jblock < log_end));
-        for (b, d) in t.blocks() {
-            model.insert(b, d.to_vec());
-        }
-        for b in t.revoked() {
-            model.remove(&b);
-        }
+        commit_to_model(&t, &mut model);
         if round % 7 == 0 {
-            let (j2, r) = crash(&dev, &map);
+            let (j2, r) = load_recover(&dev, &map);
             assert!(r.bad_data_blocks.is_empty());
             assert_eq!(r.last_transaction, Some(c.sequence));
             assert_eq!(r.head, c.end);
@@ -278,7 +217,7 @@ fn wraps(incompat: u32, fc_blocks: u32) {
     // Everything home, then empty: nothing left to replay, contents home.
     j.checkpoint_from_log(CheckpointGoal::All).unwrap();
     j.empty().unwrap();
-    let (j2, r) = crash(&dev, &map);
+    let (j2, r) = load_recover(&dev, &map);
     assert!(!r.needed && !j2.needs_recovery());
     for (b, want) in &model {
         assert_eq!(&dev.block(bs, *b), want);
@@ -287,31 +226,19 @@ fn wraps(incompat: u32, fc_blocks: u32) {
 
 #[test]
 fn wrap_around_with_checkpoints() {
-    wraps(
-        FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V3,
-        0,
-    );
+    wraps(V3_64, 0);
     wraps(FEATURE_INCOMPAT_REVOKE, 0);
 }
 
 #[test]
 fn fast_commit_area_is_never_used() {
-    wraps(
-        FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V3,
-        40,
-    );
+    wraps(V3_64, 40);
 }
 
 #[test]
 fn full_log_refuses_until_checkpointed() {
     let bs = 1024;
-    let (dev, map) = setup(
-        bs,
-        256,
-        0,
-        FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_CSUM_V3,
-        1,
-    );
+    let (dev, map) = setup(bs, 256, 0, V3_32, 1);
     let mut j = Journal::load(dev.clone(), map.clone()).unwrap();
     let mut committed = 0;
     let err = loop {
@@ -354,7 +281,7 @@ fn full_log_refuses_until_checkpointed() {
     assert_eq!(u64::from(j.superblock().start), newest.start);
     assert_eq!(j.tail(), newest.start);
     j.commit(&t).unwrap().unwrap();
-    let (j2, r) = crash(&dev, &map);
+    let (j2, r) = load_recover(&dev, &map);
     assert_eq!(r.transactions, 2);
     assert_eq!(after_replay(&j2, &r, &dev, 50), content(bs, 99, 50));
     // The new transaction superseded all of it; then everything goes home.
@@ -375,13 +302,7 @@ fn full_log_refuses_until_checkpointed() {
 #[test]
 fn caller_supplied_checkpoint_and_writeback() {
     let bs = 1024;
-    let (dev, map) = setup(
-        bs,
-        256,
-        0,
-        FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_CSUM_V3,
-        1,
-    );
+    let (dev, map) = setup(bs, 256, 0, V3_32, 1);
     let mut j = Journal::load(dev.clone(), map).unwrap();
     let mut t = Transaction::new(bs);
     t.log(3, &content(bs, 1, 3)).unwrap();
@@ -422,13 +343,7 @@ fn caller_supplied_checkpoint_and_writeback() {
 #[test]
 fn sequence_keeps_increasing_across_empty_and_remount() {
     let bs = 4096;
-    let (dev, map) = setup(
-        bs,
-        1024,
-        0,
-        FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V3,
-        u32::MAX - 2,
-    );
+    let (dev, map) = setup(bs, 1024, 0, V3_64, u32::MAX - 2);
     let mut last = None;
     for mount in 0..4 {
         let mut j = Journal::load(dev.clone(), map.clone()).unwrap();
@@ -460,13 +375,7 @@ fn sequence_keeps_increasing_across_empty_and_remount() {
 #[test]
 fn replay_to_disk_writes_home_and_empties() {
     let bs = 1024;
-    let (dev, map) = setup(
-        bs,
-        512,
-        0,
-        FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V3,
-        500,
-    );
+    let (dev, map) = setup(bs, 512, 0, V3_64, 500);
     let mut j = Journal::load(dev.clone(), map.clone()).unwrap();
     let mut t = Transaction::new(bs);
     t.log(8, &magic_block(bs)).unwrap();
@@ -508,7 +417,7 @@ fn replay_to_disk_writes_home_and_empties() {
     t.log(10, &content(bs, 5, 10)).unwrap();
     let c2 = j.commit(&t).unwrap().unwrap();
     assert_eq!(c2.sequence, r.next_sequence);
-    let (_, r2) = crash(&dev, &map);
+    let (_, r2) = load_recover(&dev, &map);
     assert_eq!(r2.transactions, 1);
     assert_eq!(r2.blocks.keys().copied().collect::<Vec<_>>(), vec![10]);
 }
@@ -540,29 +449,18 @@ fn crash_at_every_write_is_all_or_nothing() {
             j.commit(&t).unwrap();
             durable_at.push(dev.ops.lock().unwrap().len());
             let mut s = states.last().unwrap().clone();
-            for (b, d) in t.blocks() {
-                s.insert(b, d.to_vec());
-            }
-            for b in t.revoked() {
-                s.remove(&b);
-            }
+            commit_to_model(&t, &mut s);
             states.push(s);
         }
         let ops = dev.take_ops();
         // A disk may lose or reorder writes not yet flushed: keep only the
         // last write since the last flush before the cut. Still a committed state.
         for cut in 0..=ops.len() {
-            let last_flush = ops[..cut]
-                .iter()
-                .rposition(|o| matches!(o, Op::Flush))
-                .map_or(0, |i| i + 1);
-            let mut kept: Vec<Op> = ops[..last_flush].to_vec();
-            if cut > last_flush {
-                kept.push(ops[cut - 1].clone());
-            }
-            let img = Arc::new(MemDevice::from_bytes(apply(&base, &kept)));
-            let j2 = Journal::load(img.clone(), map.clone()).unwrap();
-            let r = j2.recover().unwrap();
+            let img = Arc::new(MemDevice::from_bytes(apply(
+                &base,
+                &unflushed_dropped(&ops, cut),
+            )));
+            let (j2, r) = load_recover(&img, &map);
             assert!(
                 states.iter().any(|st| st
                     .iter()
@@ -574,8 +472,7 @@ fn crash_at_every_write_is_all_or_nothing() {
         let mut prev_k = 0;
         for cut in 0..=ops.len() {
             let img = Arc::new(MemDevice::from_bytes(apply(&base, &ops[..cut])));
-            let j2 = Journal::load(img.clone(), map.clone()).unwrap();
-            let r = j2.recover().unwrap();
+            let (j2, r) = load_recover(&img, &map);
             // The state after replay is one of the committed states.
             let k = (0..states.len())
                 .rev()
@@ -601,13 +498,7 @@ fn crash_at_every_write_is_all_or_nothing() {
 fn writes_stay_inside_the_journal() {
     let bs = 1024;
     let jlen = 300u64;
-    let (dev, map) = setup(
-        bs,
-        jlen as u32,
-        0,
-        FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_CSUM_V3,
-        1,
-    );
+    let (dev, map) = setup(bs, jlen as u32, 0, V3_32, 1);
     let mut j = Journal::load(dev.clone(), map.clone()).unwrap();
     let mut logged = std::collections::HashSet::new();
     for round in 0..60u64 {
@@ -666,13 +557,7 @@ fn writes_stay_inside_the_journal() {
 #[test]
 fn running_transaction_from_many_threads() {
     let bs = 1024;
-    let (dev, map) = setup(
-        bs,
-        1024,
-        0,
-        FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V3,
-        1,
-    );
+    let (dev, map) = setup(bs, 1024, 0, V3_64, 1);
     let running = Arc::new(journal::Running::new(bs));
     let threads: Vec<_> = (0..4u64)
         .map(|t| {
@@ -691,7 +576,7 @@ fn running_transaction_from_many_threads() {
     let txn = running.take();
     assert_eq!(txn.len(), 200);
     j.commit(&txn).unwrap();
-    let (j2, r) = crash(&dev, &map);
+    let (j2, r) = load_recover(&dev, &map);
     assert_eq!(r.blocks.len(), 200);
     assert_eq!(after_replay(&j2, &r, &dev, 302), content(bs, 3, 2));
 }
@@ -720,7 +605,7 @@ fn features_are_set_as_ext4_does_only_on_an_empty_log() {
         j.set_features(0, FEATURE_INCOMPAT_ASYNC_COMMIT),
         Err(Error::NotCheckpointed { .. })
     ));
-    let (j2, r) = crash(&dev, &map);
+    let (j2, r) = load_recover(&dev, &map);
     assert_eq!(j2.layout().checksum, Checksum::V3);
     assert_eq!(r.transactions, 1);
     assert_eq!(r.revoke_records, 1);
@@ -729,13 +614,7 @@ fn features_are_set_as_ext4_does_only_on_an_empty_log() {
 #[test]
 fn oldest_checkpoint_frees_only_what_is_home() {
     let bs = 1024;
-    let (dev, map) = setup(
-        bs,
-        256,
-        0,
-        FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_CSUM_V3,
-        1,
-    );
+    let (dev, map) = setup(bs, 256, 0, V3_32, 1);
     let mut j = Journal::load(dev.clone(), map.clone()).unwrap();
     let mut seqs = Vec::new();
     for round in 0..3u64 {
@@ -767,7 +646,7 @@ fn oldest_checkpoint_frees_only_what_is_home() {
     assert_eq!(j.tail(), seqs[1].start);
     assert_eq!(j.superblock().sequence, seqs[1].sequence);
     // A crash now replays transactions 2 and 3 only.
-    let (j2, r) = crash(&dev, &map);
+    let (j2, r) = load_recover(&dev, &map);
     assert_eq!(r.start_sequence, seqs[1].sequence);
     assert_eq!(r.transactions, 2);
     assert_eq!(after_replay(&j2, &r, &dev, 10), content(bs, 2, 10));

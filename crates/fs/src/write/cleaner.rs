@@ -12,9 +12,9 @@
 //! `start_fill`, and moves at most `batch` blocks per commit so that a commit
 //! stays short. If the log is still too full for a commit, the oldest blocks
 //! migrate home from their journal copies (`checkpoint_from_log`), the one
-//! case where lazy mode writes metadata home. While the volume is idle, the
-//! oldest blocks can instead migrate home (`idle_migrate`): blocks nobody has
-//! changed since the oldest transaction are cold, and writing them home once
+//! case where lazy mode writes metadata home. While the volume is idle,
+//! transactions older than `cold_age` can instead migrate home: their live
+//! blocks have not changed since, they are cold, and writing them home once
 //! costs less than carrying them around the log forever (hot/cold separation).
 
 use super::txn::Slot;
@@ -33,14 +33,14 @@ pub struct CleanerPolicy {
     pub start_fill: f64,
     /// Blocks moved per commit at most.
     pub batch: usize,
-    /// After this long without changes, migrate the oldest transaction's live
-    /// blocks home instead of moving them (None: never).
-    pub idle_migrate: Option<Duration>,
+    /// While nothing is running, migrate home the live blocks of transactions
+    /// committed longer ago than this, instead of moving them (None: never).
+    pub cold_age: Option<Duration>,
 }
 
 impl Default for CleanerPolicy {
     fn default() -> Self {
-        CleanerPolicy { start_fill: 0.7, batch: 512, idle_migrate: None }
+        CleanerPolicy { start_fill: 0.7, batch: 512, cold_age: None }
     }
 }
 
@@ -83,16 +83,41 @@ impl Volume {
         Ok(moved)
     }
 
-    /// Idle-time migration: the oldest transaction's live blocks go home.
-    pub(crate) fn migrate_oldest_home(&self, ws: &mut WriteState) -> Result<()> {
-        let Some(jbd2) = self.jbd2.as_ref() else { return Ok(()) };
+    /// Idle-time migration: while the oldest transaction is older than
+    /// `cold_age` (transactions found at mount count as old), its live blocks
+    /// go home. Returns whether anything was migrated.
+    pub(crate) fn migrate_cold_home(&self, ws: &mut WriteState, cold_age: Duration) -> Result<bool> {
+        let Some(jbd2) = self.jbd2.as_ref() else { return Ok(false) };
         let mut j = jbd2.write();
-        if j.live_transactions().next().is_none() {
-            return Ok(());
+        let mut migrated = false;
+        loop {
+            prune_commit_times(ws, &j);
+            let Some(oldest) = j.oldest_live().map(|t| t.sequence) else { break };
+            let committed = ws.commit_times.iter().find(|&&(seq, _)| seq == oldest).map(|&(_, t)| t);
+            if committed.is_some_and(|t| t.elapsed() < cold_age) {
+                break;
+            }
+            let st = j.checkpoint_from_log(journal::CheckpointGoal::Oldest).map_err(super::journal_err)?;
+            ws.stats.blocks_migrated_home += st.written;
+            ws.stats.blocks_written_home += st.written;
+            migrated = true;
+            if st.transactions_freed == 0 {
+                break; // nothing moved: do not spin
+            }
         }
-        let st = j.checkpoint_from_log(journal::CheckpointGoal::Oldest).map_err(super::journal_err)?;
-        ws.stats.blocks_migrated_home += st.written;
-        ws.stats.blocks_written_home += st.written;
-        Ok(())
+        Ok(migrated)
     }
+}
+
+/// Drop the commit times of transactions the tail has passed.
+pub(crate) fn prune_commit_times(ws: &mut WriteState, j: &super::Jbd2) {
+    let oldest = j.oldest_live().map_or(j.next_sequence(), |t| t.sequence);
+    while ws.commit_times.front().is_some_and(|&(seq, _)| seq_before(seq, oldest)) {
+        ws.commit_times.pop_front();
+    }
+}
+
+/// Whether transaction ID `a` comes before `b` (IDs wrap around, as in jbd2).
+fn seq_before(a: u32, b: u32) -> bool {
+    (b.wrapping_sub(a) as i32) > 0
 }

@@ -78,6 +78,8 @@ pub struct WriteState {
     pub deferred: Vec<Deferred>,
     /// When the last commit ended (idle-time work waits for quiet).
     pub last_commit: std::time::Instant,
+    /// Lazy mode: when each transaction still in the log was committed, oldest first.
+    pub commit_times: std::collections::VecDeque<(u32, std::time::Instant)>,
     /// The running operation's undo record.
     pub undo: Option<undo::Undo>,
     /// Set when a device error turned the volume read-only: what failed.
@@ -125,6 +127,7 @@ impl WriteState {
             stats: WriteStats::default(),
             deferred: Vec::new(),
             last_commit: std::time::Instant::now(),
+            commit_times: Default::default(),
             undo: None,
             failed: None,
         }
@@ -233,10 +236,14 @@ impl Volume {
             if self.opts.lazy {
                 // Transactions whose blocks all moved on free their space now.
                 j.advance_tail().map_err(journal_err)?;
+                cleaner::prune_commit_times(ws, &j);
             }
             info
         };
         ws.last_commit = std::time::Instant::now();
+        if let (true, Some(i)) = (self.opts.lazy, info.as_ref()) {
+            ws.commit_times.push_back((i.sequence, ws.last_commit));
+        }
         ws.stats.commits += 1;
         ws.stats.journal_blocks_logged += info.map_or(0, |i| i.journal_blocks);
         for (blk, data) in txn.blocks() {
@@ -385,13 +392,16 @@ impl Volume {
         Ok(())
     }
 
-    /// Lazy mode with nothing running: migrate cold blocks home after a long
-    /// quiet spell (if the policy says so), else clean a full log now rather
-    /// than in the next user's commit.
+    /// Lazy mode with nothing running: migrate cold transactions home (if
+    /// the policy says so), else clean a full log now rather than in the
+    /// next user's commit.
     fn lazy_idle_work(&self, ws: &mut WriteState) -> Result<()> {
-        if self.opts.cleaner.idle_migrate.is_some_and(|after| ws.last_commit.elapsed() >= after) {
-            let r = self.migrate_oldest_home(ws);
-            return r.map_err(|e| self.fail_on_io(ws, e));
+        if let Some(age) = self.opts.cleaner.cold_age {
+            match self.migrate_cold_home(ws, age) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) => return Err(self.fail_on_io(ws, e)),
+            }
         }
         if self.clean_into_running(ws)? > 0 {
             self.commit(ws)?;

@@ -48,7 +48,9 @@ impl JournalReader for MemJournal {
     }
 }
 
+/// Revoke and checksum v3, with 64-bit tags and with 32-bit ones.
 pub const V3_64: u32 = FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V3;
+pub const V3_32: u32 = FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_CSUM_V3;
 
 /// Writes a journal transaction by transaction.
 pub struct Builder {

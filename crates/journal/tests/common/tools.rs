@@ -8,7 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use journal::JournalReader;
+use journal::{JournalMap, JournalReader};
 
 /// Why tests needing root and e2fsprogs cannot run here, if they cannot.
 pub fn skip_reason(need_root: bool) -> Option<String> {
@@ -116,6 +116,12 @@ impl ImageJournal {
             map,
             len,
         }
+    }
+
+    /// The journal inode's extents as the writer's map.
+    pub fn journal_map(&self) -> JournalMap {
+        let runs: Vec<(u64, u64, u64)> = self.map.iter().map(|(l, (p, n))| (*l, *p, *n)).collect();
+        JournalMap::new(runs, self.len, self.bs).unwrap()
     }
 
     /// Physical block of journal block `j`.
