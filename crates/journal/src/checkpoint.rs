@@ -158,7 +158,7 @@ impl<D: BlockDevice> Journal<D> {
     pub fn advance_tail(&mut self) -> Result<usize, Error> {
         let mut freed = 0;
         while let Some(t) = self.live.front() {
-            if self.jmap.live_count(t.sequence) != 0 {
+            if self.jmap.has_live(t.sequence) {
                 break;
             }
             self.jmap.retire(t.sequence);

@@ -25,7 +25,7 @@ use blockdev::{BlockDevice, IoClass};
 use ondisk::jbd2::{BlockType, Layout, Superblock, MAGIC};
 use ondisk::Location;
 
-use crate::jmap::{Jmap, JmapStats};
+use crate::jmap::{Jmap, JmapStats, JBLOCK_LIMIT};
 use crate::{tid_gt, Error, JournalReader, Recovery};
 
 /// Blocks of the log jbd2 never hands out (`jbd2_log_space_left` keeps 32 back
@@ -217,6 +217,13 @@ impl<D: BlockDevice> Journal<D> {
         let layout = sb.layout();
         let first = u64::from(sb.first);
         let last = u64::from(sb.log_end());
+        if last > u64::from(JBLOCK_LIMIT) {
+            // The jmap keeps journal blocks in 31 bits (mke2fs makes
+            // journals of at most 10,240,000 blocks).
+            return Err(Error::Format(ondisk::FormatError::Unsupported {
+                what: format!("a journal of {last} blocks (at most {JBLOCK_LIMIT})"),
+            }));
+        }
         if last - first <= RESERVED_BLOCKS + 2 {
             return Err(Error::Geometry {
                 what: "log length",
@@ -346,9 +353,12 @@ impl<D: BlockDevice> Journal<D> {
         let mut jmap = Jmap::with_capacity(recovery.blocks.len());
         for (&block, copy) in &recovery.blocks {
             debug_assert!(recovery.extents.iter().any(|t| t.sequence == copy.sequence));
-            let jblock = u32::try_from(copy.jblock).map_err(|_| {
-                Error::Invalid(format!("journal block {} of block {block}", copy.jblock))
-            })?;
+            let jblock = u32::try_from(copy.jblock)
+                .ok()
+                .filter(|&j| j < JBLOCK_LIMIT)
+                .ok_or_else(|| {
+                    Error::Invalid(format!("journal block {} of block {block}", copy.jblock))
+                })?;
             jmap.insert(block, jblock, copy.escaped, copy.sequence);
         }
         self.jmap = jmap;
@@ -553,7 +563,8 @@ impl<D: BlockDevice> Journal<D> {
         self.live.front()
     }
 
-    /// Static blocks whose newest copy live transaction `sequence` holds.
+    /// Number of static blocks whose newest copy live transaction `sequence`
+    /// holds (O(live): the jmap keeps no counts, see its documentation).
     pub fn live_count(&self, sequence: u32) -> usize {
         self.jmap.live_count(sequence)
     }
@@ -584,16 +595,34 @@ impl<D: BlockDevice> Journal<D> {
         self.jmap.get(block).map(|e| LogCopy {
             jblock: u64::from(e.jblock),
             escaped: e.escaped,
-            sequence: e.txn,
+            sequence: self.owner(u64::from(e.jblock)),
         })
+    }
+
+    /// Sequence of the live transaction whose blocks include `jblock` (the
+    /// jmap does not store owners): live transactions are consecutive ranges
+    /// of the log from the tail, so a binary search over their starts by
+    /// distance from the tail finds it. O(log live transactions).
+    fn owner(&self, jblock: u64) -> u32 {
+        let len = self.last - self.first;
+        let from_tail = |j: u64| (j + len - self.tail) % len;
+        let d = from_tail(jblock);
+        let i = self.live.partition_point(|t| from_tail(t.start) <= d);
+        let t = &self.live[i.checked_sub(1).expect("a jmap entry before the tail")];
+        debug_assert!(
+            d < from_tail(t.start) + t.blocks,
+            "jmap entry outside the live log"
+        );
+        t.sequence
     }
 
     /// Read the newest committed copy of `block` from the log (escape undone).
     pub fn read_newest(&self, block: u64, buf: &mut [u8]) -> Result<bool, Error> {
-        let Some(c) = self.newest_copy(block) else {
+        // Not newest_copy: the owner's sequence is not needed here.
+        let Some(c) = self.jmap.get(block) else {
             return Ok(false);
         };
-        read_jblock(&self.dev, &self.map, c.jblock, buf)?;
+        read_jblock(&self.dev, &self.map, u64::from(c.jblock), buf)?;
         if c.escaped {
             buf[..4].copy_from_slice(&MAGIC.to_be_bytes());
         }
