@@ -3,6 +3,7 @@ installed helper, data written by ext4lazy read back by the kernel, e2fsck -fn
 clean after every unmount, and a kill -9 of the daemon replayed by the kernel
 with everything fsync'd intact."""
 
+import contextlib
 import json
 import os
 import signal
@@ -45,16 +46,37 @@ def e2fsck_clean(img):
     assert p.returncode == 0, f"e2fsck -fn {img}:\n{p.stdout}{p.stderr}"
 
 
+def mount_point(workdir, name):
+    """The directory workdir/name, made if missing, to mount on."""
+    mnt = os.path.join(workdir, name)
+    os.makedirs(mnt, exist_ok=True)
+    return mnt
+
+
 def kernel_read(img, workdir, fn):
     """Mount img with the kernel (replaying its journal if needed), call fn(mnt), unmount."""
-    mnt = os.path.join(workdir, "kmnt")
-    os.makedirs(mnt, exist_ok=True)
+    mnt = mount_point(workdir, "kmnt")
     util.run(["mount", "-o", "loop", img, mnt])
     try:
         return fn(mnt)
     finally:
         util.run(["umount", mnt])
         util.detach_loops(img)
+
+
+@contextlib.contextmanager
+def ext4lazy_mounted(ext4lazy_bin, img, mnt, opts):
+    """`ext4lazy mount -o opts img mnt`; `ext4lazy umount` (which waits for the write-back) on leaving."""
+    util.run([ext4lazy_bin, "mount", "-o", opts, img, mnt])
+    try:
+        yield mnt
+    finally:
+        util.run([ext4lazy_bin, "umount", mnt])
+
+
+def needs_recovery(img):
+    """Whether dumpe2fs -h lists needs_recovery among img's features."""
+    return "needs_recovery" in subprocess.run(["dumpe2fs", "-h", img], capture_output=True, text=True).stdout
 
 
 def findmnt(mnt):
@@ -64,16 +86,14 @@ def findmnt(mnt):
 
 def test_mount8_helper_and_umount_by_image(installed, workdir):
     img = fresh_image(workdir, "helper.img")
-    mnt = os.path.join(workdir, "helper-mnt")
-    os.makedirs(mnt, exist_ok=True)
+    mnt = mount_point(workdir, "helper-mnt")
     util.run(["mount", "-t", "fuse.ext4lazy", img, mnt, "-o", "allow_other"])
     try:
         assert findmnt(mnt) == [img, "fuse.ext4lazy"]
         with open(os.path.join(mnt, "hello"), "w") as f:
             f.write("written through mount(8)\n")
         # A second mount of the same image is refused, nothing mounted.
-        other = os.path.join(workdir, "helper-mnt2")
-        os.makedirs(other, exist_ok=True)
+        other = mount_point(workdir, "helper-mnt2")
         p = subprocess.run(["mount", "-t", "fuse.ext4lazy", img, other], capture_output=True, text=True)
         assert p.returncode != 0 and "already mounted" in p.stderr
         assert not util.in_proc_mounts(other)
@@ -86,8 +106,7 @@ def test_mount8_helper_and_umount_by_image(installed, workdir):
 
 def test_fstab_entry_with_systemd_options(installed, workdir):
     img = fresh_image(workdir, "fstab.img")
-    mnt = os.path.join(workdir, "fstab-mnt")
-    os.makedirs(mnt, exist_ok=True)
+    mnt = mount_point(workdir, "fstab-mnt")
     line = f"{img} {mnt} fuse.ext4lazy rw,allow_other,noatime,_netdev,nofail,x-systemd.automount 0 0\n"
     with open("/etc/fstab", "a") as f:
         f.write(line)
@@ -111,8 +130,7 @@ def test_fstab_entry_with_systemd_options(installed, workdir):
 
 def test_bad_option_mounts_nothing(installed, workdir):
     img = fresh_image(workdir, "badopt.img")
-    mnt = os.path.join(workdir, "badopt-mnt")
-    os.makedirs(mnt, exist_ok=True)
+    mnt = mount_point(workdir, "badopt-mnt")
     p = subprocess.run(["mount", "-t", "fuse.ext4lazy", "-o", "no_such_option", img, mnt], capture_output=True, text=True)
     assert p.returncode != 0
     assert "no_such_option" in p.stderr
@@ -132,40 +150,36 @@ def write_tree(root, n):
     return want
 
 
+def read_files(root):
+    """Every file below root but lost+found, as write_tree returns them: {relative path: bytes}."""
+    got = {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            if "lost+found" not in p:
+                got[os.path.relpath(p, root)] = open(p, "rb").read()
+    return got
+
+
 @pytest.mark.parametrize("mkfs", [(), ("-b", "1024"), ("-O", "^has_journal")], ids=["default", "1k", "nojournal"])
 def test_written_tree_reads_back_in_the_kernel(ext4lazy_bin, workdir, mkfs):
     img = fresh_image(workdir, "rw.img", opts=mkfs)
-    mnt = os.path.join(workdir, "rw-mnt")
-    os.makedirs(mnt, exist_ok=True)
-    util.run([ext4lazy_bin, "mount", "-o", "rw", img, mnt])
-    try:
+    mnt = mount_point(workdir, "rw-mnt")
+    with ext4lazy_mounted(ext4lazy_bin, img, mnt, "rw"):
         want = write_tree(mnt, 600)
         os.rename(os.path.join(mnt, "d0"), os.path.join(mnt, "d6", "moved"))
         want = {(("d6/moved/" + k[3:]) if k.startswith("d0/") else k): v for k, v in want.items()}
         for k in [k for k in want if k.endswith("5")][:40]:
             os.unlink(os.path.join(mnt, k))
             del want[k]
-    finally:
-        util.run([ext4lazy_bin, "umount", mnt])
     e2fsck_clean(img)
-
-    def check(m):
-        got = {}
-        for dirpath, _, files in os.walk(m):
-            for f in files:
-                p = os.path.join(dirpath, f)
-                if "lost+found" not in p:
-                    got[os.path.relpath(p, m)] = open(p, "rb").read()
-        return got
-
-    assert kernel_read(img, workdir, check) == want
+    assert kernel_read(img, workdir, read_files) == want
 
 
 @pytest.mark.parametrize("journal", ["ordered", "lazy"])
 def test_kill9_is_replayed_by_the_kernel(ext4lazy_bin, workdir, journal):
     img = fresh_image(workdir, "crash.img")
-    mnt = os.path.join(workdir, "crash-mnt")
-    os.makedirs(mnt, exist_ok=True)
+    mnt = mount_point(workdir, "crash-mnt")
     util.run([ext4lazy_bin, "mount", "-o", f"rw,commit=1,journal={journal}", img, mnt])
     pids = util.pids_holding(img)
     assert pids, "no daemon holds the image"
@@ -185,44 +199,26 @@ def test_kill9_is_replayed_by_the_kernel(ext4lazy_bin, workdir, journal):
         util.wait_pid_gone(pid)
     util.force_unmount(mnt)
     # The stock tools see a journal to replay; the kernel replays it.
-    out = subprocess.run(["dumpe2fs", "-h", img], capture_output=True, text=True).stdout
-    assert "needs_recovery" in out
+    assert needs_recovery(img)
     copy = img + ".copy"
     util.run(["cp", "--sparse=always", img, copy])
     assert kernel_read(img, workdir, lambda m: open(os.path.join(m, "synced"), "rb").read()) == data
     e2fsck_clean(img)
     # ext4lazy recovers the same crash itself on a read-write mount.
-    util.run([ext4lazy_bin, "mount", "-o", f"rw,journal={journal}", copy, mnt])
-    try:
+    with ext4lazy_mounted(ext4lazy_bin, copy, mnt, f"rw,journal={journal}"):
         assert open(synced, "rb").read() == data
-    finally:
-        util.run([ext4lazy_bin, "umount", mnt])
     if journal == "lazy":
         kernel_read(copy, workdir, lambda m: None)  # the kernel replays what lazy mode left
     e2fsck_clean(copy)
 
 
-def read_files(m):
-    got = {}
-    for dirpath, _, files in os.walk(m):
-        for f in files:
-            p = os.path.join(dirpath, f)
-            if "lost+found" not in p:
-                got[os.path.relpath(p, m)] = open(p, "rb").read()
-    return got
-
-
 def test_lazy_volume_replays_in_the_kernel_and_switches_modes(ext4lazy_bin, workdir):
     img = fresh_image(workdir, "lazy.img")
-    mnt = os.path.join(workdir, "lazy-mnt")
-    os.makedirs(mnt, exist_ok=True)
-    util.run([ext4lazy_bin, "mount", "-o", "rw,journal=lazy", img, mnt])
-    try:
+    mnt = mount_point(workdir, "lazy-mnt")
+    with ext4lazy_mounted(ext4lazy_bin, img, mnt, "rw,journal=lazy"):
         want = write_tree(mnt, 300)
-    finally:
-        util.run([ext4lazy_bin, "umount", mnt])
     # Lazy mode leaves the metadata in the journal, for any ext4 to replay.
-    assert "needs_recovery" in subprocess.run(["dumpe2fs", "-h", img], capture_output=True, text=True).stdout
+    assert needs_recovery(img)
     copy = img + ".copy"
     util.run(["cp", "--sparse=always", img, copy])
     assert kernel_read(copy, workdir, read_files) == want
@@ -230,37 +226,29 @@ def test_lazy_volume_replays_in_the_kernel_and_switches_modes(ext4lazy_bin, work
     # `ext4lazy checkpoint` writes the journal home: no recovery needed, e2fsck clean as is.
     util.run(["cp", "--sparse=always", img, copy])
     util.run([ext4lazy_bin, "checkpoint", copy])
-    assert "needs_recovery" not in subprocess.run(["dumpe2fs", "-h", copy], capture_output=True, text=True).stdout
+    assert not needs_recovery(copy)
     e2fsck_clean(copy)
     assert kernel_read(copy, workdir, read_files) == want
     # lazy -> ordered: the ordered mount recovers, and unmounts clean.
-    util.run([ext4lazy_bin, "mount", "-o", "rw,journal=ordered", img, mnt])
-    try:
+    with ext4lazy_mounted(ext4lazy_bin, img, mnt, "rw,journal=ordered"):
         assert read_files(mnt) == want
         os.unlink(os.path.join(mnt, sorted(want)[0]))
         del want[sorted(want)[0]]
-    finally:
-        util.run([ext4lazy_bin, "umount", mnt])
     e2fsck_clean(img)
     # ordered -> lazy again, then the kernel's view.
-    util.run([ext4lazy_bin, "mount", "-o", "rw,journal=lazy", img, mnt])
-    try:
+    with ext4lazy_mounted(ext4lazy_bin, img, mnt, "rw,journal=lazy"):
         assert read_files(mnt) == want
         with open(os.path.join(mnt, "late"), "wb") as f:
             f.write(b"written in lazy mode")
         want["late"] = b"written in lazy mode"
-    finally:
-        util.run([ext4lazy_bin, "umount", mnt])
     assert kernel_read(img, workdir, read_files) == want
     e2fsck_clean(img)
 
 
 def test_live_figures_of_a_mounted_volume(ext4lazy_bin, workdir):
     img = fresh_image(workdir, "live.img")
-    mnt = os.path.join(workdir, "live-mnt")
-    os.makedirs(mnt, exist_ok=True)
-    util.run([ext4lazy_bin, "mount", "-o", "rw,commit=1", img, mnt])
-    try:
+    mnt = mount_point(workdir, "live-mnt")
+    with ext4lazy_mounted(ext4lazy_bin, img, mnt, "rw,commit=1"):
         write_tree(mnt, 50)
         deadline = time.time() + 10
         while True:
@@ -270,7 +258,5 @@ def test_live_figures_of_a_mounted_volume(ext4lazy_bin, workdir):
             time.sleep(0.3)
         assert v["write"]["commits"] > 0 and v["write"]["journal_blocks_logged"] > 0, v
         assert v["read_only"] is False
-    finally:
-        util.run([ext4lazy_bin, "umount", mnt])
     p = subprocess.run([ext4lazy_bin, "stat", mnt], capture_output=True, text=True)
     assert p.returncode != 0 and "not an ext4lazy mount point" in p.stderr
