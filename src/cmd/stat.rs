@@ -121,6 +121,16 @@ fn print_human(v: &serde_json::Value) {
             j["start"]
         ),
     }
+    if v["journal"].is_object() {
+        println!(
+            "Journal use:     {} of {} blocks in use, {} live ({} jmap entries, {} bytes)",
+            g("journal_used_blocks"),
+            g("journal_blocks"),
+            g("journal_live_blocks"),
+            g("jmap_entries"),
+            g("jmap_bytes")
+        );
+    }
     if v["needs_recovery"].as_bool() == Some(true) {
         println!("Recovery:        {} transactions, {} blocks replayed in memory (image not written)",
             v["journal"]["replayed_transactions"], v["journal"]["replayed_blocks"]);
