@@ -15,8 +15,9 @@ through a loop device, fuse2fs as `fuse2fs IMG MNT -o rw,fakeroot -f`, ext4lazy 
 workload, `syncfs` on the mount and the unmount have returned.  The unmount is what waits for everything to be
 on the image: `umount` (kernel; the loop device is detached afterwards), `fusermount3 -u` + the fuse2fs
 process's exit, `ext4lazy umount` (returns once the daemon has committed everything, written it home in ordered
-mode, and exited).  Best of --runs; `e2fsck -fn` and an inode count check afterwards (untimed; --no-fsck skips
-them).  A lazy volume is left needing recovery by design (its metadata lives in the journal), so for
+mode, and exited).  Best of --runs, the systems' runs interleaved (run 1 of every system, then run 2, ...) so
+that load from elsewhere on a shared machine falls on all of them alike; the 1-minute load average is recorded
+as each run starts.  `e2fsck -fn` and an inode count check afterwards (untimed; --no-fsck skips them).  A lazy volume is left needing recovery by design (its metadata lives in the journal), so for
 ext4lazy-lazy the check first replays the journal with `e2fsck -fy -E journal_only IMG` (exit 0 or 1 is fine);
 an ordered or kernel volume that needs recovery after its unmount is an error.
 
@@ -436,56 +437,65 @@ def run_once(args, system, adapter, workload, img, mnt, pool, mkfs_opts=()):
     return rec
 
 
-def run_series(args, system, workload, pool, mkfs_opts=(), label=None):
-    """--runs runs of one (system, workload[, journal size]); returns the entry for the JSON."""
-    a = adapters.get(SYSTEMS[system][0])
-    if a.name == "ext4lazy":
-        a.bin = args.ext4lazy_bin
-    ok, why = a.available()
-    if not ok:
-        return {"available": False, "reason": why, "runs": [], "best": None, "errors": []}
-    img = os.path.join(args.image_dir, f"writepath-{system}.img")
+def run_series(args, systems, workload, pool, mkfs_opts=(), label=None):
+    """--runs runs of one workload [and journal size] on each of `systems`, interleaved (run 1 of every system,
+    then run 2, ...) so that load from elsewhere on a shared machine falls on all systems alike rather than on
+    whichever one it coincides with.  Returns {system: the entry for the JSON}."""
     mnt = os.path.join(args.image_dir, "writepath-mnt")
     os.makedirs(mnt, exist_ok=True)
     label = label or workload.name
-    entry = {"available": True, "reason": "", "runs": [], "errors": []}
+    entries, adapter = {}, {}
+    for system in systems:
+        a = adapter[system] = adapters.get(SYSTEMS[system][0])
+        if a.name == "ext4lazy":
+            a.bin = args.ext4lazy_bin
+        ok, why = a.available()
+        entries[system] = {"available": ok, "reason": why, "runs": [], "errors": []}
     for r in range(args.runs):
-        log(f"{system}: {label} run {r + 1}/{args.runs}")
-        try:
-            rec = run_once(args, system, a, workload, img, mnt, pool, mkfs_opts)
-        except adapters.MountFailed as e:
-            entry.update(available=False, reason="mount failed: " + " ".join(str(e).splitlines()[:3]))
-            log(f"{system}: {entry['reason']}")
-            break
-        except Exception as e:  # a failed run is a result, not a crash of the benchmark
-            msg = f"{type(e).__name__}: {str(e).strip()[-400:]}"
-            entry["runs"].append({"seconds": None, "error": msg})
-            entry["errors"].append(msg)
-            log(f"{system}: {label} FAILED: {msg}")
-            util.force_unmount(mnt)
-            util.detach_loops(img)
-            continue
-        finally:
-            if os.path.exists(img):
-                os.unlink(img)
-        if args.fsck and not rec["fsck"]["clean"]:
-            entry["errors"].append(f"e2fsck -fn found errors (rc={rec['fsck']['rc']}): {rec['fsck']['tail']}")
-            log(f"{system}: {entry['errors'][-1]}")
-        entry["runs"].append(rec)
-        c = rec.get("counters") or {}
-        extra = "" if "commits" not in c else (f"; commits {c.get('commits')}, journal {c.get('journal_mib', 0):.1f} MiB, "
-                                  f"forced checkpoints {c.get('forced_checkpoints')}")
-        if "home_mib" in c:
-            extra += f", home {c['home_mib']:.1f} MiB"
-        if c.get("cleaner_blocks_moved"):
-            extra += f", cleaner moved {c['cleaner_blocks_moved']}"
-        log(f"{system}: {label} {rec['seconds']:.2f} s (work {rec['work_s']:.2f} + syncfs {rec['syncfs_s']:.2f} "
-            f"+ umount {rec['umount_s']:.2f}){extra}")
-    good = [x for x in entry["runs"] if x.get("seconds") is not None]
-    best = min(good, key=lambda x: x["seconds"]) if good and not entry["errors"] else None
-    entry["best"] = best["seconds"] if best else None
-    entry["best_run"] = entry["runs"].index(best) if best else None
-    return entry
+        for system in systems:
+            entry, a = entries[system], adapter[system]
+            if not entry["available"]:
+                continue
+            img = os.path.join(args.image_dir, f"writepath-{system}.img")
+            log(f"{system}: {label} run {r + 1}/{args.runs}")
+            load = os.getloadavg()[0]
+            try:
+                rec = run_once(args, system, a, workload, img, mnt, pool, mkfs_opts)
+            except adapters.MountFailed as e:
+                entry.update(available=False, reason="mount failed: " + " ".join(str(e).splitlines()[:3]))
+                log(f"{system}: {entry['reason']}")
+                continue
+            except Exception as e:  # a failed run is a result, not a crash of the benchmark
+                msg = f"{type(e).__name__}: {str(e).strip()[-400:]}"
+                entry["runs"].append({"seconds": None, "error": msg, "loadavg_1m": load})
+                entry["errors"].append(msg)
+                log(f"{system}: {label} FAILED: {msg}")
+                util.force_unmount(mnt)
+                util.detach_loops(img)
+                continue
+            finally:
+                if os.path.exists(img):
+                    os.unlink(img)
+            rec["loadavg_1m"] = load            # the 1-minute load average as the run started
+            if args.fsck and not rec["fsck"]["clean"]:
+                entry["errors"].append(f"e2fsck -fn found errors (rc={rec['fsck']['rc']}): {rec['fsck']['tail']}")
+                log(f"{system}: {entry['errors'][-1]}")
+            entry["runs"].append(rec)
+            c = rec.get("counters") or {}
+            extra = "" if "commits" not in c else (f"; commits {c.get('commits')}, journal {c.get('journal_mib', 0):.1f} "
+                                                   f"MiB, forced checkpoints {c.get('forced_checkpoints')}")
+            if "home_mib" in c:
+                extra += f", home {c['home_mib']:.1f} MiB"
+            if c.get("cleaner_blocks_moved"):
+                extra += f", cleaner moved {c['cleaner_blocks_moved']}"
+            log(f"{system}: {label} {rec['seconds']:.2f} s (work {rec['work_s']:.2f} + syncfs {rec['syncfs_s']:.2f} "
+                f"+ umount {rec['umount_s']:.2f}){extra}; load {load:.2f}")
+    for entry in entries.values():
+        good = [x for x in entry["runs"] if x.get("seconds") is not None]
+        best = min(good, key=lambda x: x["seconds"]) if good and not entry["errors"] else None
+        entry["best"] = best["seconds"] if best else None
+        entry["best_run"] = entry["runs"].index(best) if best else None
+    return entries
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -560,7 +570,8 @@ def report(args, results, workloads, tar_info):
             for w, o in e.get("workloads", {}).items():
                 notes += [f"- {s} {w}: {err}" for err in o["errors"][:1]]
         lines += ([""] + notes if notes else []) + [
-            "", "All runs (s; * = best) and the best run's split (work + syncfs + unmount, s) and counters:", ""]
+            "", "All runs (s, in the order run; * = best; load = 1-minute load average as each run started) "
+            "and the best run's split (work + syncfs + unmount, s) and counters:", ""]
         for s in systems:
             for w in workloads:
                 e = results["systems"].get(s, {}).get("workloads", {}).get(w)
@@ -569,6 +580,9 @@ def report(args, results, workloads, tar_info):
                 runs = " ".join(("FAIL" if r.get("seconds") is None else f"{r['seconds']:.2f}")
                                 + ("*" if i == e.get("best_run") else "") for i, r in enumerate(e["runs"]))
                 line = f"- {LABEL.get(s, s)} {w}: {runs}"
+                loads = [r.get("loadavg_1m") for r in e["runs"]]
+                if all(v is not None for v in loads):
+                    line += " (load " + " ".join(f"{v:.1f}" for v in loads) + ")"
                 if e.get("best_run") is not None:
                     r = e["runs"][e["best_run"]]
                     c = r.get("counters") or {}
@@ -622,7 +636,8 @@ def report(args, results, workloads, tar_info):
                 good = [x for x in e["runs"] if x.get("seconds") is not None]
                 if len(good) > 1:
                     notes.append(f"- {LABEL.get(s, s)} journal {js}: runs " + " ".join(
-                        f"{x['seconds']:.2f}" for x in e["runs"] if x.get("seconds") is not None) + " s")
+                        f"{x['seconds']:.2f}" for x in e["runs"] if x.get("seconds") is not None) + " s (load " +
+                        " ".join(f"{x.get('loadavg_1m') or 0:.1f}" for x in e["runs"]) + ")")
         lines += ["", "ext4lazy: the daemon's counters (`-o stats=FILE`, written at unmount). Ordered: forced "
                   "checkpoints are those a commit made for want of journal space, the unmount's last commit "
                   "included. Lazy: a forced checkpoint is the fallback when the cleaner cannot free enough of the "
@@ -719,27 +734,27 @@ def main():
     try:
         for s in systems if wls else []:
             results["systems"][s] = {"available": True, "reason": "", "workloads": {}}
-            for name, w in workloads.items():
-                e = results["systems"][s]["workloads"][name] = run_series(args, s, w, pool)
+        for name, w in workloads.items():
+            live = [s for s in systems if results["systems"][s]["available"]]
+            for s, e in run_series(args, live, w, pool).items():
+                results["systems"][s]["workloads"][name] = e
                 if not e["available"]:
                     results["systems"][s].update(available=False, reason=e["reason"])
                     log(f"{s}: NOT AVAILABLE: {e['reason']}")
-                    break
         if args.journal or args.all:
             jd = args.journal_dirs if args.journal_dirs is not None else int(args.journal_files * 0.6)
             jw = depth10_width(jd)
             jwl = Workload("createfiles", files=args.journal_files, file_size=args.file_size, dirs=jd, width=jw,
                            depth=tree_depth(jd, jw))
             results["journal"] = {"workload": dict(jwl.kw, name="createfiles"), "systems": {}}
-            for s in jsystems:
-                results["journal"]["systems"][s] = {}
-                for js in jsizes:
-                    e = run_series(args, s, jwl, pool, mkfs_opts=[] if js == "default" else ["-J", f"size={js}"],
-                                   label=f"journal {js} createfiles {args.journal_files}")
+            results["journal"]["systems"] = {s: {} for s in jsystems}
+            for js in jsizes:
+                live = [s for s in jsystems if all(e["available"] for e in results["journal"]["systems"][s].values())]
+                for s, e in run_series(args, live, jwl, pool, mkfs_opts=[] if js == "default" else ["-J", f"size={js}"],
+                                       label=f"journal {js} createfiles {args.journal_files}").items():
                     results["journal"]["systems"][s][js] = e
                     if not e["available"]:
                         log(f"{s}: NOT AVAILABLE: {e['reason']}")
-                        break
     finally:
         if pool:
             pool.terminate()
