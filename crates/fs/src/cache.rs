@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const SHARDS: usize = 64;
+const RECENT_SLOTS: usize = 4096;
 
 pub type Block = Arc<[u8]>;
 
@@ -47,6 +48,14 @@ pub struct BufferCache {
     /// Counts modifications (`insert_dirty`): a reader that saw an older
     /// epoch before its device read may be holding an outdated copy.
     epoch: AtomicU64,
+    /// The epoch of the last modification of any block hashing to each slot:
+    /// remembers modifications of blocks evicted since (lossy, so a collision
+    /// only costs a copy not cached).
+    recent: Vec<AtomicU64>,
+}
+
+fn recent_slot(block: u64) -> usize {
+    (block.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % RECENT_SLOTS
 }
 
 impl BufferCache {
@@ -59,6 +68,7 @@ impl BufferCache {
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
+            recent: (0..RECENT_SLOTS).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -116,8 +126,8 @@ impl BufferCache {
             }
             return;
         }
-        if self.epoch.load(Ordering::SeqCst) != seen {
-            return;
+        if self.recent[recent_slot(block)].load(Ordering::SeqCst) > seen {
+            return; // modified (and evicted) since the reader looked
         }
         drop(s);
         self.put(block, data, false);
@@ -137,6 +147,9 @@ impl BufferCache {
         // Under the shard lock, so that insert_read sees either the new
         // version in the slot or the new epoch.
         let version = if dirty { self.epoch.fetch_add(1, Ordering::SeqCst) + 1 } else { 0 };
+        if dirty {
+            self.recent[recent_slot(block)].fetch_max(version, Ordering::SeqCst);
+        }
         if let Some(slot) = s.map.get_mut(&block) {
             if dirty || !slot.pinned {
                 slot.data = data;
@@ -235,9 +248,13 @@ mod tests {
         c.remove(7);
         c.insert_read(7, old.clone(), seen);
         assert!(!c.contains(7));
-        // A read that saw the current epoch is cached as usual.
-        c.insert_read(8, old, c.read_epoch());
+        // A read that saw the current epoch is cached as usual, and so is one
+        // of a block nobody modified, even if others were.
+        c.insert_read(8, old.clone(), c.read_epoch());
         assert!(c.contains(8));
+        assert_ne!(recent_slot(7), recent_slot(9));
+        c.insert_read(9, old, seen);
+        assert!(c.contains(9), "an unrelated modification does not stop caching");
     }
     use super::*;
 
