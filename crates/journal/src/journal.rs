@@ -584,6 +584,35 @@ impl<D: BlockDevice> Journal<D> {
         }
     }
 
+    /// The live log as a snapshot (see [`crate::snapshot`]): decoded at the
+    /// next mount, it stands for the recovery scan. Only meaningful for a log
+    /// the superblock describes as live (`s_start != 0`).
+    pub fn snapshot(&self) -> Vec<u8> {
+        let n = self.live.len();
+        let txns: Vec<crate::RecoveredTransaction> = self
+            .live
+            .iter()
+            .enumerate()
+            .map(|(i, t)| crate::RecoveredTransaction {
+                sequence: t.sequence,
+                start: t.start,
+                end: t.end,
+                blocks: t.blocks,
+                // Only the newest commit time matters (it only ever grows).
+                commit_sec: if i + 1 == n { self.last_commit_sec } else { 0 },
+            })
+            .collect();
+        let mut entries = Vec::with_capacity(self.jmap.len());
+        for t in &self.live {
+            for s in self.jmap.live_blocks(t.sequence) {
+                if let Some(e) = self.jmap.get(s) {
+                    entries.push((s, crate::ReplayedCopy { jblock: u64::from(e.jblock), escaped: e.escaped, sequence: t.sequence }));
+                }
+            }
+        }
+        crate::snapshot::encode(&self.sb, self.head, self.next_sequence, self.next_sequence.wrapping_add(1), &txns, &entries)
+    }
+
     /// Entries in the jmap and the memory it holds.
     pub fn jmap_stats(&self) -> JmapStats {
         self.jmap.stats()

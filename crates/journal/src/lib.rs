@@ -30,6 +30,7 @@ pub mod jmap;
 pub mod journal;
 pub mod recovery;
 pub mod revoke;
+pub mod snapshot;
 pub mod transaction;
 
 pub use checkpoint::{CheckpointGoal, CheckpointStats};

@@ -113,6 +113,29 @@ pub struct Recovery {
 }
 
 impl Recovery {
+    /// Nothing found yet in the log `sb` describes (the starting point of a scan).
+    pub fn empty(sb: Superblock) -> Recovery {
+        Recovery {
+            needed: sb.start != 0,
+            layout: sb.layout(),
+            blocks: BTreeMap::new(),
+            start_sequence: sb.sequence,
+            end_sequence: sb.sequence,
+            next_sequence: sb.sequence.wrapping_add(1),
+            last_transaction: None,
+            head: u64::from(sb.first),
+            transactions: 0,
+            extents: Vec::new(),
+            replayed_tags: 0,
+            revoke_records: 0,
+            revoke_hits: 0,
+            failed_commit: None,
+            bad_data_blocks: Vec::new(),
+            revoked: RevokeTable::new(),
+            superblock: sb,
+        }
+    }
+
     /// The newest surviving copy of static block `block`, if the journal has one.
     pub fn copy(&self, block: u64) -> Option<&ReplayedCopy> {
         self.blocks.get(&block)
@@ -184,26 +207,7 @@ pub fn recover<R: JournalReader + ?Sized>(reader: &R) -> Result<Recovery, Error>
         });
     }
     sb.validate(reader.len_blocks())?;
-    let layout = sb.layout();
-    let mut out = Recovery {
-        needed: sb.start != 0,
-        layout,
-        blocks: BTreeMap::new(),
-        start_sequence: sb.sequence,
-        end_sequence: sb.sequence,
-        next_sequence: sb.sequence.wrapping_add(1),
-        last_transaction: None,
-        head: u64::from(sb.first),
-        transactions: 0,
-        extents: Vec::new(),
-        replayed_tags: 0,
-        revoke_records: 0,
-        revoke_hits: 0,
-        failed_commit: None,
-        bad_data_blocks: Vec::new(),
-        revoked: RevokeTable::new(),
-        superblock: sb.clone(),
-    };
+    let mut out = Recovery::empty(sb.clone());
     if sb.start == 0 {
         if sb.head >= sb.first && sb.head < sb.log_end() {
             out.head = u64::from(sb.head);
