@@ -187,6 +187,7 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
         commit_interval: Duration::from_secs(opts.commit_s),
         dirty_expire: Duration::from_secs(opts.dirty_expire_s),
         lazy: opts.lazy,
+        jmap_snapshot: opts.lazy.then(|| jmap_snapshot_path(&image)),
         ..Default::default()
     };
     let vol = Volume::open(dev, vopts).with_context(|| format!("{} is not a usable ext4 volume", image.display()))?;
@@ -256,6 +257,18 @@ fn detach(mountpoint: &Path) -> Result<()> {
 /// Where a daemon's messages go: /run/ext4lazy/<mount point with / as _>.log
 pub fn log_path(mountpoint: &Path) -> PathBuf {
     run_file(mountpoint, "log")
+}
+
+/// Where a lazy volume's jmap snapshot lives: beside an image file
+/// (`IMAGE.jmap`), under /var/lib/ext4lazy for a device.
+pub fn jmap_snapshot_path(image: &Path) -> PathBuf {
+    if image.is_file() {
+        let mut name = image.as_os_str().to_owned();
+        name.push(".jmap");
+        return PathBuf::from(name);
+    }
+    let flat: String = image.display().to_string().chars().map(|c| if c == '/' { '_' } else { c }).collect();
+    PathBuf::from("/var/lib/ext4lazy").join(format!("{}.jmap", flat.trim_start_matches('_')))
 }
 
 /// Where a daemon keeps its live figures (`ext4lazy stat MOUNTPOINT`).

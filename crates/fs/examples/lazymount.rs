@@ -30,9 +30,17 @@ fn main() {
 
     // Fill the log: the cleaner never starts, and a full log would migrate
     // home, so stop at 90%.
-    let opts = |cleaner| VolumeOptions { read_only: false, lazy: true, cleaner, commit_interval: Duration::from_secs(3600), ..Default::default() };
+    let snap = img.with_extension("img.jmap");
+    let opts = |cleaner, snapshot: bool| VolumeOptions {
+        read_only: false,
+        lazy: true,
+        cleaner,
+        commit_interval: Duration::from_secs(3600),
+        jmap_snapshot: snapshot.then(|| snap.clone()),
+        ..Default::default()
+    };
     let hold = CleanerPolicy { start_fill: 2.0, ..Default::default() };
-    let vol = Volume::open(Arc::new(FileDevice::open(&img, true).expect("open")), opts(hold)).expect("mount");
+    let vol = Volume::open(Arc::new(FileDevice::open(&img, true).expect("open")), opts(hold, true)).expect("mount");
     let mut inodes = Vec::new();
     for d in 0..200 {
         let dir = vol.create(ROOT_INO, format!("d{d}").as_bytes(), CreateKind::Dir, 0o755, 0, 0).expect("mkdir");
@@ -59,22 +67,27 @@ fn main() {
     drop(vol);
     eprintln!("filled {} of {} journal blocks in {round} rounds ({:.1} s)", js.journal_used_blocks, js.journal_blocks, t0.elapsed().as_secs_f64());
 
-    // Cold: nothing of the image in the page cache.
-    let _ = std::process::Command::new("sync").status();
-    let dropped = std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok();
-    let t = Instant::now();
-    let vol = Volume::open(Arc::new(FileDevice::open(&img, true).expect("open")), opts(CleanerPolicy::default())).expect("lazy mount");
-    let secs = t.elapsed().as_secs_f64();
-    let js = vol.journal_stats().expect("journal");
-    let gib = js.journal_used_blocks as f64 * 4096.0 / f64::from(1 << 30);
-    println!(
-        "lazy mount: {secs:.2} s for {:.2} GiB of log ({:.2} s/GiB{}), {} jmap entries, {:.1} bytes/entry",
-        gib,
-        secs / gib,
-        if dropped { ", cold cache" } else { ", page cache NOT dropped (not root)" },
-        js.jmap_entries,
-        js.jmap_bytes as f64 / js.jmap_entries.max(1) as f64
-    );
-    vol.shutdown().expect("unmount");
+    // Cold (nothing of the image in the page cache), first with the snapshot
+    // the unmount saved, then with a scan of the whole log.
+    for snapshot in [true, false] {
+        let _ = std::process::Command::new("sync").status();
+        let dropped = std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok();
+        let t = Instant::now();
+        let vol = Volume::open(Arc::new(FileDevice::open(&img, true).expect("open")), opts(CleanerPolicy::default(), snapshot)).expect("lazy mount");
+        let secs = t.elapsed().as_secs_f64();
+        let js = vol.journal_stats().expect("journal");
+        let how = if vol.journal().expect("journal").from_snapshot { "from the snapshot" } else { "scanning the log" };
+        let gib = js.journal_used_blocks as f64 * 4096.0 / f64::from(1 << 30);
+        println!(
+            "lazy mount {how}: {secs:.3} s for {:.2} GiB of log ({:.2} s/GiB{}), {} jmap entries, {:.1} bytes/entry",
+            gib,
+            secs / gib,
+            if dropped { ", cold cache" } else { ", page cache NOT dropped (not root)" },
+            js.jmap_entries,
+            js.jmap_bytes as f64 / js.jmap_entries.max(1) as f64
+        );
+        vol.shutdown().expect("unmount");
+    }
     let _ = std::fs::remove_file(&img);
+    let _ = std::fs::remove_file(&snap);
 }

@@ -29,6 +29,8 @@ pub struct JournalInfo {
     /// The recovery scan itself, kept for a read-write mount to use instead
     /// of scanning the whole log a second time.
     pub(crate) recovery: Option<journal::Recovery>,
+    /// The scan was replaced by a valid jmap snapshot.
+    pub from_snapshot: bool,
 }
 
 impl JournalInfo {
@@ -96,14 +98,23 @@ pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
         revoke_records: 0,
         used_blocks: 0,
         recovery: None,
+        from_snapshot: false,
     };
 
     if vol.sb.needs_recovery() {
-        let rec = journal::recover(&Reader { vol, runs: &info.runs, len_blocks }).map_err(|e| match e {
+        let reader = Reader { vol, runs: &info.runs, len_blocks };
+        let scan_err = |e| match e {
             journal::Error::Format(f) => FsError::Format(f),
             journal::Error::Io { jblock, source } => FsError::io(format!("reading journal block {jblock}"), source),
             other => FsError::Unsupported(format!("journal recovery: {other}")),
-        })?;
+        };
+        let rec = match snapshot_recovery(vol, &reader, &info.superblock).map_err(scan_err)? {
+            Some(rec) => {
+                info.from_snapshot = true;
+                rec
+            }
+            None => journal::recover(&reader).map_err(scan_err)?,
+        };
         info.needed_recovery = rec.needed;
         info.replayed_transactions = rec.transactions;
         info.replayed_blocks = rec.blocks.len();
@@ -125,6 +136,16 @@ pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
         }
     }
     Ok(Some(info))
+}
+
+/// A lazy read-write mount may use the jmap snapshot instead of scanning the
+/// log. The file is removed first, whatever its verdict: it describes the
+/// log only until the next commit, and a crash after that must never find it.
+fn snapshot_recovery(vol: &Volume, reader: &Reader<'_>, sb: &ondisk::jbd2::Superblock) -> std::result::Result<Option<journal::Recovery>, journal::Error> {
+    let Some(path) = vol.opts.jmap_snapshot.as_ref().filter(|_| vol.opts.lazy && !vol.opts.read_only) else { return Ok(None) };
+    let Ok(bytes) = std::fs::read(path) else { return Ok(None) };
+    let _ = std::fs::remove_file(path);
+    Ok(journal::snapshot::decode(&bytes, sb, reader)?.ok())
 }
 
 /// Recovery may have replaced the superblock and group descriptors: read them again through the overlay.

@@ -32,6 +32,9 @@ pub struct VolumeOptions {
     pub lazy: bool,
     /// How the lazy-mode cleaner works.
     pub cleaner: crate::write::CleanerPolicy,
+    /// Lazy mode: where the jmap snapshot lives (written at unmount, used
+    /// instead of scanning the log at the next read-write lazy mount).
+    pub jmap_snapshot: Option<std::path::PathBuf>,
 }
 
 impl Default for VolumeOptions {
@@ -45,6 +48,7 @@ impl Default for VolumeOptions {
             dirty_expire: std::time::Duration::from_secs(30),
             lazy: false,
             cleaner: Default::default(),
+            jmap_snapshot: None,
         }
     }
 }

@@ -297,3 +297,55 @@ fn idle_migration_sends_cold_blocks_home_once() {
     assert!(moved[0] > 0, "the workload must make the cleaner work");
     assert!(moved[1] < moved[0], "idle migration must spare the cleaner work ({} vs {})", moved[1], moved[0]);
 }
+
+/// The jmap snapshot replaces the scan at the next lazy mount, is removed as
+/// it is used, and is refused once the log has moved past it (a crash of a
+/// mount that did not write a new one).
+#[test]
+fn jmap_snapshot_replaces_the_scan_until_the_log_moves_on() {
+    let Some((work, _)) = common::setup() else { return };
+    let empty = work.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let img = common::make_image(work.path(), "snap.img", 128, &["-b", "4096", "-J", "size=16"], &empty);
+    let snap = work.path().join("snap.img.jmap");
+    let open_lazy = |snapshot: bool| {
+        let opts = VolumeOptions { read_only: false, lazy: true, jmap_snapshot: snapshot.then(|| snap.clone()), ..Default::default() };
+        Volume::open(Arc::new(FileDevice::open(&img, true).unwrap()), opts).unwrap()
+    };
+    let vol = open_lazy(true);
+    let want = workload(&vol, 500);
+    vol.shutdown().unwrap();
+    drop(vol);
+    assert!(snap.exists(), "a lazy unmount saves the jmap");
+    // Used instead of the scan, and removed.
+    let vol = open_lazy(true);
+    assert!(vol.journal().unwrap().from_snapshot, "the snapshot was valid");
+    assert!(!snap.exists(), "a used snapshot is removed before anything is committed");
+    assert_eq!(read_tree(&vol), want);
+    vol.shutdown().unwrap();
+    drop(vol);
+    // A mount that ignores the snapshot commits more and crashes.
+    assert!(snap.exists());
+    let vol = open_lazy(false);
+    let d = vol.create(ROOT_INO, b"after-the-snapshot", CreateKind::Dir, 0o755, 0, 0).unwrap();
+    let mut want = want;
+    want.insert("after-the-snapshot/".into(), Vec::new());
+    let _ = d;
+    vol.sync().unwrap();
+    drop(vol); // no shutdown: a crash
+    let vol = open_lazy(true);
+    assert!(!vol.journal().unwrap().from_snapshot, "a snapshot the log moved past is refused");
+    assert_eq!(read_tree(&vol), want, "the scan found the newer state");
+    vol.shutdown().unwrap();
+    drop(vol);
+    // A write of the snapshot cut short (as a crash in the middle could leave
+    // it, were it not written aside and renamed) is refused too.
+    let bytes = std::fs::read(&snap).unwrap();
+    std::fs::write(&snap, &bytes[..bytes.len() / 2]).unwrap();
+    let vol = open_lazy(true);
+    assert!(!vol.journal().unwrap().from_snapshot, "a truncated snapshot is refused");
+    assert_eq!(read_tree(&vol), want);
+    vol.shutdown().unwrap();
+    drop(vol);
+    common::e2fsck_clean_after_replay(&img);
+}

@@ -109,6 +109,33 @@ impl Volume {
     }
 }
 
+impl Volume {
+    /// At a lazy unmount: save the jmap so the next mount need not scan the
+    /// log (temp file, fsync, rename: a crash leaves the old file or none).
+    pub(crate) fn save_jmap_snapshot(&self) -> Result<()> {
+        let (Some(path), Some(jbd2)) = (self.opts.jmap_snapshot.as_ref(), self.jbd2.as_ref()) else { return Ok(()) };
+        let j = jbd2.read();
+        if j.superblock().start == 0 {
+            return Ok(()); // nothing live: the next mount has nothing to scan
+        }
+        let bytes = j.snapshot();
+        drop(j);
+        let tmp = path.with_extension("jmap-tmp");
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)
+        };
+        // Losing the snapshot only costs the next mount a scan: not an error of the volume.
+        write().map_err(|e| crate::error::FsError::io(format!("writing the jmap snapshot {}", path.display()), e))
+    }
+}
+
 /// Drop the commit times of transactions the tail has passed.
 pub(crate) fn prune_commit_times(ws: &mut WriteState, j: &super::Jbd2) {
     let oldest = j.oldest_live().map_or(j.next_sequence(), |t| t.sequence);

@@ -681,7 +681,10 @@ impl Volume {
         if self.opts.lazy && self.jbd2.is_some() {
             // The journal is where the metadata lives: it stays, flagged for
             // recovery, so the kernel and e2fsck replay it and see our tree.
-            return self.write_super_home(ws);
+            self.write_super_home(ws)?;
+            // A lost snapshot only costs the next mount a scan.
+            let _ = self.save_jmap_snapshot();
+            return Ok(());
         }
         self.write_back(ws, None)?;
         if let Some(j) = self.jbd2.as_ref() {
