@@ -119,18 +119,19 @@ impl BufferCache {
     /// evicted again) is not replaced by the older copy; when it cannot be
     /// told whether this block changed, the copy is simply not cached.
     pub fn insert_read(&self, block: u64, data: Block, seen: u64) {
+        // One critical section: a modification lands either before the check
+        // (and is seen) or after the insert (and replaces the copy).
         let mut s = self.shard(block).lock();
+        if self.recent[recent_slot(block)].load(Ordering::SeqCst) > seen {
+            return; // modified since the reader looked (or one sharing its slot was)
+        }
         if let Some(slot) = s.map.get_mut(&block) {
             if !slot.pinned && slot.version <= seen {
                 slot.data = data;
             }
             return;
         }
-        if self.recent[recent_slot(block)].load(Ordering::SeqCst) > seen {
-            return; // modified (and evicted) since the reader looked
-        }
-        drop(s);
-        self.put(block, data, false);
+        self.insert_locked(&mut s, block, data, false, 0);
     }
 
     /// The home copy now matches `data` (if it is still the cached version): allow eviction.
@@ -158,6 +159,11 @@ impl BufferCache {
             slot.version = slot.version.max(version);
             return;
         }
+        self.insert_locked(&mut s, block, data, dirty, version);
+    }
+
+    /// Add a block that is not cached, evicting as needed (shard lock held).
+    fn insert_locked(&self, s: &mut Shard, block: u64, data: Block, dirty: bool, version: u64) {
         // Sweep at most one full turn of the clock (twice: referenced blocks get a
         // second chance); if everything is pinned, grow past the limit instead of spinning.
         let mut budget = 2 * s.clock.len();

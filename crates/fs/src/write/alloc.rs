@@ -161,9 +161,26 @@ impl Volume {
     /// Free `len` blocks from `start`: they become free when the running
     /// transaction commits (see [`super::Deferred`]).
     pub(crate) fn free_blocks(&self, ws: &mut WriteState, start: u64, len: u64) -> Result<()> {
-        // A damaged map must fail this operation, not the commit.
+        // A damaged map or bitmap must fail this operation, not the commit
+        // that applies the free: check the range, the bitmaps' checksums, and
+        // that every block is in use.
         self.check_block(start, "freed block range")?;
         self.check_block(start + len.max(1) - 1, "freed block range")?;
+        let mut b = start;
+        while b < start + len {
+            let g = self.block_group_of(b);
+            let gfirst = self.group_first_block(g);
+            let gend = (gfirst + self.group_blocks(g)).min(start + len);
+            let bits = self.block_bitmap(g)?;
+            if let Some(x) = (b..gend).find(|&x| !bitmap::test(&bits, (x - gfirst) as usize)) {
+                return Err(FsError::Format(ondisk::FormatError::corrupt(
+                    "block bitmap",
+                    ondisk::Location::Block(x),
+                    ondisk::Corruption::BadField { field: "freeing a block that is not in use", value: x },
+                )));
+            }
+            b = gend;
+        }
         ws.deferred.push(super::Deferred::Free { start, len });
         Ok(())
     }

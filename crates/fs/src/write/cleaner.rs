@@ -83,29 +83,23 @@ impl Volume {
         Ok(moved)
     }
 
-    /// Idle-time migration: while the oldest transaction is older than
+    /// Idle-time migration: if the oldest transaction is older than
     /// `cold_age` (transactions found at mount count as old), its live blocks
-    /// go home. Returns whether anything was migrated.
+    /// go home. One transaction per call, so that the locks are let go between
+    /// ticks. Returns whether anything was migrated.
     pub(crate) fn migrate_cold_home(&self, ws: &mut WriteState, cold_age: Duration) -> Result<bool> {
         let Some(jbd2) = self.jbd2.as_ref() else { return Ok(false) };
         let mut j = jbd2.write();
-        let mut migrated = false;
-        loop {
-            prune_commit_times(ws, &j);
-            let Some(oldest) = j.oldest_live().map(|t| t.sequence) else { break };
-            let committed = ws.commit_times.iter().find(|&&(seq, _)| seq == oldest).map(|&(_, t)| t);
-            if committed.is_some_and(|t| t.elapsed() < cold_age) {
-                break;
-            }
-            let st = j.checkpoint_from_log(journal::CheckpointGoal::Oldest).map_err(super::journal_err)?;
-            ws.stats.blocks_migrated_home += st.written;
-            ws.stats.blocks_written_home += st.written;
-            migrated = true;
-            if st.transactions_freed == 0 {
-                break; // nothing moved: do not spin
-            }
+        prune_commit_times(ws, &j);
+        let Some(oldest) = j.oldest_live().map(|t| t.sequence) else { return Ok(false) };
+        let committed = ws.commit_times.iter().find(|&&(seq, _)| seq == oldest).map(|&(_, t)| t);
+        if committed.is_some_and(|t| t.elapsed() < cold_age) {
+            return Ok(false);
         }
-        Ok(migrated)
+        let st = j.checkpoint_from_log(journal::CheckpointGoal::Oldest).map_err(super::journal_err)?;
+        ws.stats.blocks_migrated_home += st.written;
+        ws.stats.blocks_written_home += st.written;
+        Ok(true)
     }
 }
 

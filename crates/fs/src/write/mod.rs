@@ -96,8 +96,9 @@ pub struct WriteState {
 pub enum Deferred {
     /// Clear these blocks in the bitmaps.
     Free { start: u64, len: u64 },
-    /// This block stops being metadata: drop its committed copies so that no
-    /// checkpoint writes them over its next contents.
+    /// This block stops being metadata: once the freeing commit is durable,
+    /// drop its pending write-back so nothing writes it over its next contents.
+    /// (Until then its committed copies must survive: a crash brings it back.)
     Forget(u64),
 }
 
@@ -178,7 +179,10 @@ impl Volume {
     /// Any failure turns the volume read-only: the changes are in memory and
     /// will never be committed, so nothing more may be written after them.
     pub(crate) fn commit(&self, ws: &mut WriteState) -> Result<()> {
-        debug_assert!(ws.undo.is_none(), "commit inside an operation");
+        if ws.undo.is_some() {
+            // Only after an operation panicked halfway: never commit half of it.
+            ws.failed.get_or_insert_with(|| "an operation stopped halfway (panic)".into());
+        }
         if let Some(why) = &ws.failed {
             return Err(read_only_after(why));
         }
@@ -195,7 +199,7 @@ impl Volume {
             ws.running_since = None;
             return Ok(());
         }
-        self.apply_deferred(ws)?;
+        let forgotten = self.apply_deferred(ws)?;
         if self.opts.lazy {
             self.clean_into_running(ws)?;
         }
@@ -206,6 +210,9 @@ impl Volume {
         let Some(jbd2) = self.jbd2.as_ref() else {
             // No journal: flush data, then write the metadata home directly.
             self.dev.flush().map_err(|e| FsError::io("flushing data before commit", e))?;
+            for blk in forgotten {
+                ws.unwritten.remove(&blk);
+            }
             for (blk, data) in txn.blocks() {
                 ws.unwritten.insert(blk, Unwritten { data: data.clone(), since: now });
             }
@@ -246,6 +253,12 @@ impl Volume {
         }
         ws.stats.commits += 1;
         ws.stats.journal_blocks_logged += info.map_or(0, |i| i.journal_blocks);
+        // Freed metadata: its committed copies were needed until the free was
+        // durable (a checkpoint before this commit still wrote them home); the
+        // commit's revoke records took them out of the journal's map.
+        for blk in forgotten {
+            ws.unwritten.remove(&blk);
+        }
         for (blk, data) in txn.blocks() {
             if self.opts.lazy {
                 // The journal copy is the block's home now: the cached copy is clean.
@@ -292,19 +305,17 @@ impl Volume {
     }
 
     /// Apply the running transaction's deferred frees: it is about to commit.
-    fn apply_deferred(&self, ws: &mut WriteState) -> Result<()> {
+    /// Returns the blocks that stopped being metadata: their pending
+    /// write-back is dropped only once this commit is durable.
+    fn apply_deferred(&self, ws: &mut WriteState) -> Result<Vec<u64>> {
+        let mut forgotten = Vec::new();
         for d in std::mem::take(&mut ws.deferred) {
             match d {
                 Deferred::Free { start, len } => self.release_blocks(ws, start, len)?,
-                Deferred::Forget(blk) => {
-                    ws.unwritten.remove(&blk);
-                    if let Some(j) = self.jbd2.as_ref() {
-                        j.write().forget(blk);
-                    }
-                }
+                Deferred::Forget(blk) => forgotten.push(blk),
             }
         }
-        Ok(())
+        Ok(forgotten)
     }
 
     /// The write path's counters (None on a read-only volume).

@@ -38,12 +38,16 @@ impl Volume {
             // What the overlay served is now home (ordered) or in the jmap (lazy).
             self.overlay = Default::default();
             let (compat, incompat) = journal::ext4_features(self.sb.has_metadata_csum(), self.sb.is_64bit());
-            if let Err(journal::Error::NotCheckpointed { .. }) = j.set_features(compat, incompat) {
-                // A live log in a format we do not write (another writer's
-                // features): bring it home, then start a log of our own.
-                j.checkpoint_from_log(journal::CheckpointGoal::All).map_err(super::journal_err)?;
-                j.empty().map_err(super::journal_err)?;
-                j.set_features(compat, incompat).map_err(super::journal_err)?;
+            match j.set_features(compat, incompat) {
+                Ok(()) => {}
+                Err(journal::Error::NotCheckpointed { .. }) => {
+                    // A live log in a format we do not write (another writer's
+                    // features): bring it home, then start a log of our own.
+                    j.checkpoint_from_log(journal::CheckpointGoal::All).map_err(super::journal_err)?;
+                    j.empty().map_err(super::journal_err)?;
+                    j.set_features(compat, incompat).map_err(super::journal_err)?;
+                }
+                Err(e) => return Err(super::journal_err(e)),
             }
             self.jbd2 = Some(parking_lot::RwLock::new(j));
             // As the kernel does: the flag says the journal may hold committed
@@ -83,7 +87,14 @@ impl Volume {
                 return Ok(()); // not an orphan (never was, or already freed)
             }
             let inode = self.inode(ino)?;
-            debug_assert_eq!(inode.links_count(), 0, "orphan {ino} has links");
+            if inode.links_count() != 0 {
+                // A damaged orphan list: never free an inode that still has names.
+                return Err(FsError::Format(ondisk::FormatError::corrupt(
+                    "orphan list",
+                    ondisk::Location::Inode(u64::from(ino)),
+                    ondisk::Corruption::BadField { field: "links of an orphan", value: u64::from(inode.links_count()) },
+                )));
+            }
             match prev {
                 None => ws.sb.f.last_orphan = inode.base.dtime,
                 Some(p) => {

@@ -69,6 +69,12 @@ impl Volume {
     /// after committing it (those blocks may be reused only then).
     pub(crate) fn atomic<T>(&self, mut op: impl FnMut(&mut WriteState) -> Result<T>) -> Result<T> {
         let mut ws = self.writer()?;
+        if ws.undo.is_some() {
+            // An operation panicked halfway: its changes are in memory and must
+            // never be committed.
+            ws.failed.get_or_insert_with(|| "an operation stopped halfway (panic)".into());
+            return Err(FsError::ReadOnly);
+        }
         let mut retried = false;
         loop {
             ws.undo = Some(Undo::begin(&ws));
