@@ -26,6 +26,8 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "system"))
 from harness import adapters, images, util  # noqa: E402
 
+import benchlib  # noqa: E402  (beside this script)
+
 OPS = {
     "ls -lR": "ls -lR . > /dev/null",
     "find": "find . > /dev/null",
@@ -34,8 +36,7 @@ OPS = {
 }
 
 
-def log(msg):
-    print(f"[readpath {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+log = benchlib.logger("readpath")
 
 
 def build_tree(root, ndirs, nfiles, width, seed=42):
@@ -197,12 +198,7 @@ def main():
     if notes:
         lines += [""] + notes
     md = "\n".join(lines) + "\n"
-    with open(out + ".md", "w") as f:
-        f.write(md)
-    with open(out + ".json", "w") as f:
-        json.dump(results, f, indent=1)
-    print(md)
-    log(f"wrote {out}.md and {out}.json")
+    benchlib.save(out, md, results, log)
     unavailable = [s for s in systems if not results["systems"][s]["available"]]
     return 1 if unavailable and len(unavailable) == len(systems) else 0
 

@@ -65,6 +65,8 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "system"))
 from harness import adapters, images, util  # noqa: E402
 
+import benchlib  # noqa: E402  (beside this script)
+
 WORKLOADS = ("makedirs", "createfiles", "untar")
 # system -> (harness adapter, mount options; ext4lazy adds stats=FILE)
 SYSTEMS = {"kernel": ("kernel", ["rw"]), "fuse2fs": ("fuse2fs", ["rw", "fakeroot"]),
@@ -81,8 +83,7 @@ JBD2_EVENTS = {"jbd2_end_commit": "dev", "jbd2_run_stats": "blocks_logged", "jbd
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def log(msg):
-    print(f"[writepath {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+log = benchlib.logger("writepath")
 
 
 # ---------------------------------------------------------------------------------------------- tree shapes
@@ -761,12 +762,7 @@ def main():
             pool.join()
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     md = report(args, results, workloads, tar_info)
-    with open(out + ".md", "w") as f:
-        f.write(md)
-    with open(out + ".json", "w") as f:
-        json.dump(results, f, indent=1)
-    print(md)
-    log(f"wrote {out}.md and {out}.json")
+    benchlib.save(out, md, results, log)
     return 0
 
 
