@@ -317,14 +317,12 @@ const VARIANTS: [(&str, &[&str], Mode); 4] = [
 
 #[test]
 fn crash_at_any_point_recovers_a_state_the_workload_had() {
-    let Some((work, _)) = common::setup() else { return };
+    let Some((work, empty)) = common::setup_empty() else { return };
     let kernel = is_root();
     if !kernel {
         eprintln!("SKIPPED (kernel half): not root");
     }
     let cuts: usize = std::env::var("EXT4LAZY_CRASH_CUTS").ok().and_then(|s| s.parse().ok()).unwrap_or(150);
-    let empty = work.path().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
     let mnt = work.path().join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
     for (vi, &(variant, mkfs, mode)) in VARIANTS.iter().enumerate() {
@@ -386,9 +384,7 @@ fn crash_at_any_point_recovers_a_state_the_workload_had() {
 
 #[test]
 fn device_errors_turn_the_volume_read_only() {
-    let Some((work, _)) = common::setup() else { return };
-    let empty = work.path().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
+    let Some((work, empty)) = common::setup_empty() else { return };
     let (variant, mkfs, mode) = VARIANTS[0];
     let img = common::make_image(work.path(), "eio.img", 32, mkfs, &empty);
     let base = std::fs::read(&img).unwrap();
@@ -430,9 +426,7 @@ fn device_errors_turn_the_volume_read_only() {
 /// review found the copy dropped before the checkpoint; this reproduces it.)
 #[test]
 fn a_freed_block_survives_until_its_free_commits() {
-    let Some((work, _)) = common::setup() else { return };
-    let empty = work.path().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
+    let Some((work, empty)) = common::setup_empty() else { return };
     let pristine_img = common::make_image(work.path(), "freed.img", 16, &["-b", "1024", "-J", "size=1"], &empty);
     let pristine = std::fs::read(&pristine_img).unwrap();
     for lazy in [false, true] {

@@ -114,9 +114,7 @@ fn tally(events: &[Event], bs: u64) -> (BTreeMap<&'static str, u64>, BTreeSet<u6
 
 #[test]
 fn lazy_mode_writes_metadata_once_and_the_kernel_replays_it() {
-    let Some((work, _)) = common::setup() else { return };
-    let empty = work.path().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
+    let Some((work, empty)) = common::setup_empty() else { return };
     let mut table = Vec::new();
     // A small cache (most metadata is evicted and read again, in lazy mode
     // from the journal through the jmap) and the default one.
@@ -182,9 +180,7 @@ fn lazy_mode_writes_metadata_once_and_the_kernel_replays_it() {
 /// replays.
 #[test]
 fn the_cleaner_keeps_a_small_journal_going_without_writing_home() {
-    let Some((work, _)) = common::setup() else { return };
-    let empty = work.path().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
+    let Some((work, empty)) = common::setup_empty() else { return };
     // 4 MiB journal (1,024 blocks of 4 KiB); the workload logs ~6 times that.
     let img = common::make_image(work.path(), "small-journal.img", 256, &["-b", "4096", "-J", "size=4"], &empty);
     let (vol, dev) = open(&img, true, 1 << 20);
@@ -235,9 +231,7 @@ fn the_cleaner_keeps_a_small_journal_going_without_writing_home() {
 /// (Time is scaled down: bursts every ~40 ms, a cold age of 100 ms.)
 #[test]
 fn idle_migration_sends_cold_blocks_home_once() {
-    let Some((work, _)) = common::setup() else { return };
-    let empty = work.path().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
+    let Some((work, empty)) = common::setup_empty() else { return };
     let mut rows = Vec::new();
     let mut moved = Vec::new();
     for migrate in [false, true] {
@@ -303,9 +297,7 @@ fn idle_migration_sends_cold_blocks_home_once() {
 /// mount that did not write a new one).
 #[test]
 fn jmap_snapshot_replaces_the_scan_until_the_log_moves_on() {
-    let Some((work, _)) = common::setup() else { return };
-    let empty = work.path().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
+    let Some((work, empty)) = common::setup_empty() else { return };
     let img = common::make_image(work.path(), "snap.img", 128, &["-b", "4096", "-J", "size=16"], &empty);
     let snap = work.path().join("snap.img.jmap");
     let open_lazy = |snapshot: bool| {

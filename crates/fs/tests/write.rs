@@ -104,9 +104,7 @@ fn unmount_and_verify(vol: Volume, img: &std::path::Path, model: &BTreeMap<Strin
 
 #[test]
 fn random_operations_match_model_and_pass_e2fsck() {
-    let Some((work, _)) = common::setup() else { return };
-    let empty = work.path().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
+    let Some((work, empty)) = common::setup_empty() else { return };
     for (variant, opts, seed) in [
         ("default", vec![], 1u64),
         ("1k", vec!["-b", "1024"], 2),
@@ -234,9 +232,7 @@ fn random_operations_match_model_and_pass_e2fsck() {
 
 #[test]
 fn big_directory_grows_an_htree_and_stays_consistent() {
-    let Some((work, _)) = common::setup() else { return };
-    let empty = work.path().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
+    let Some((work, empty)) = common::setup_empty() else { return };
     let img = common::make_image(work.path(), "big.img", 256, &[], &empty);
     let vol = open_rw(&img);
     let d = vol.create(ROOT_INO, b"big", CreateKind::Dir, 0o755, 0, 0).unwrap();
@@ -265,9 +261,7 @@ fn big_directory_grows_an_htree_and_stays_consistent() {
 
 #[test]
 fn xattrs_spill_to_a_block_and_come_back() {
-    let Some((work, _)) = common::setup() else { return };
-    let empty = work.path().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
+    let Some((work, empty)) = common::setup_empty() else { return };
     for (variant, opts, n) in [("4k", vec!["-b", "4096"], 40usize), ("i128-1k", vec!["-I", "128", "-b", "1024"], 14)] {
         let img = common::make_image(work.path(), &format!("x-{variant}.img"), 32, &opts, &empty);
         let vol = open_rw(&img);
@@ -328,9 +322,7 @@ fn xattrs_spill_to_a_block_and_come_back() {
 /// the model, which only records successes, must match; e2fsck must be clean.
 #[test]
 fn full_volume_fails_operations_whole() {
-    let Some((work, _)) = common::setup() else { return };
-    let empty = work.path().join("empty");
-    std::fs::create_dir_all(&empty).unwrap();
+    let Some((work, empty)) = common::setup_empty() else { return };
     for (variant, opts, seed) in [("1k", vec!["-b", "1024", "-N", "256"], 11u64), ("4k-nojournal", vec!["-O", "^has_journal", "-N", "128"], 12)] {
         let img = common::make_image(work.path(), &format!("full-{variant}.img"), 8, &opts, &empty);
         let vol = open_rw(&img);
@@ -441,7 +433,7 @@ fn pattern(len: usize, salt: u8) -> Vec<u8> {
 #[test]
 fn inline_data_inodes_convert_on_first_change() {
     use ondisk::inode::flags::{EXTENTS, INLINE_DATA};
-    let Some((work, _)) = common::setup() else { return };
+    let Some((work, _)) = common::setup_empty() else { return };
     for (variant, opts) in [("1k-csum", vec!["-O", "inline_data", "-b", "1024"]), ("4k-nocsum", vec!["-O", "inline_data,^metadata_csum", "-b", "4096"])] {
         let src = work.path().join(format!("inline-src-{variant}"));
         let mut model: BTreeMap<String, Node> = BTreeMap::new();

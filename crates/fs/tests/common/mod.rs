@@ -42,13 +42,21 @@ pub fn make_image(work: &Path, name: &str, size_mb: u64, extra: &[&str], src: &P
 /// A temp dir with a populated source tree in `src/`, or None (with a
 /// message) where mkfs.ext4 is missing.
 pub fn setup() -> Option<(tempfile::TempDir, PathBuf)> {
+    let (work, src) = setup_empty()?;
+    populate(&src);
+    Some((work, src))
+}
+
+/// A temp dir with an empty source tree in `src/` (for images mkfs leaves
+/// empty), or None (with a message) where mkfs.ext4 is missing.
+pub fn setup_empty() -> Option<(tempfile::TempDir, PathBuf)> {
     if !have_mkfs() {
         eprintln!("SKIPPED: mkfs.ext4 not installed");
         return None;
     }
     let work = tempfile::tempdir().unwrap();
     let src = work.path().join("src");
-    populate(&src);
+    std::fs::create_dir_all(&src).unwrap();
     Some((work, src))
 }
 
