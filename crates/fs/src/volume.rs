@@ -275,7 +275,7 @@ impl Volume {
                         continue;
                     }
                     let run = i;
-                    while i < count && j.newest_copy(start + i).is_none() {
+                    while i < count && !j.has_copy(start + i) {
                         i += 1;
                     }
                     self.read_home(start + run, &mut buf[(run * bs) as usize..(i * bs) as usize], class)?;

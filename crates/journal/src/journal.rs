@@ -618,6 +618,12 @@ impl<D: BlockDevice> Journal<D> {
         self.jmap.stats()
     }
 
+    /// Whether the live log holds a needed copy of `block` (a jmap lookup,
+    /// without the owner search [`Self::newest_copy`] does).
+    pub fn has_copy(&self, block: u64) -> bool {
+        self.jmap.get(block).is_some()
+    }
+
     /// Newest committed copy of `block` in the live log, if it is still
     /// needed from there (ordered mode: not yet written home).
     pub fn newest_copy(&self, block: u64) -> Option<LogCopy> {

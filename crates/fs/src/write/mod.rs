@@ -76,8 +76,6 @@ pub struct WriteState {
     pub stats: WriteStats,
     /// Changes that wait for the running transaction to commit (see [`Deferred`]).
     pub deferred: Vec<Deferred>,
-    /// When the last commit ended (idle-time work waits for quiet).
-    pub last_commit: std::time::Instant,
     /// Lazy mode: when each transaction still in the log was committed, oldest first.
     pub commit_times: std::collections::VecDeque<(u32, std::time::Instant)>,
     /// The running operation's undo record.
@@ -127,7 +125,6 @@ impl WriteState {
             unwritten: Default::default(),
             stats: WriteStats::default(),
             deferred: Vec::new(),
-            last_commit: std::time::Instant::now(),
             commit_times: Default::default(),
             undo: None,
             failed: None,
@@ -247,9 +244,8 @@ impl Volume {
             }
             info
         };
-        ws.last_commit = std::time::Instant::now();
         if let (true, Some(i)) = (self.opts.lazy, info.as_ref()) {
-            ws.commit_times.push_back((i.sequence, ws.last_commit));
+            ws.commit_times.push_back((i.sequence, std::time::Instant::now()));
         }
         ws.stats.commits += 1;
         ws.stats.journal_blocks_logged += info.map_or(0, |i| i.journal_blocks);
