@@ -24,19 +24,11 @@ pub fn run(image: &Path) -> Result<()> {
         bail!("{} is in use by an ext4lazy daemon", image.display());
     }
     let dev = FileDevice::open(&image, true).with_context(|| format!("{}", image.display()))?;
-    let before = {
-        let ro = Volume::open(Arc::new(FileDevice::open(&image, false)?), VolumeOptions { cache_bytes: 8 << 20, ..Default::default() })
-            .with_context(|| format!("{} is not a usable ext4 volume", image.display()))?;
-        ro.journal_stats().unwrap_or_default()
-    };
     let vol = Volume::open(Arc::new(dev), VolumeOptions { read_only: false, lazy: false, cache_bytes: 64 << 20, ..Default::default() })
         .with_context(|| format!("{}: recovering the journal", image.display()))?;
+    // What the open's recovery scan found, before the shutdown empties the log.
+    let (live, used) = vol.journal().map_or((0, 0), |j| (j.replayed_blocks, j.used_blocks));
     vol.shutdown().with_context(|| format!("{}: writing home and emptying the journal", image.display()))?;
-    println!(
-        "{}: {} journalled blocks written home from {} journal blocks in use; the journal is empty",
-        image.display(),
-        before.journal_live_blocks,
-        before.journal_used_blocks
-    );
+    println!("{}: {live} journalled blocks written home from {used} journal blocks in use; the journal is empty", image.display());
     Ok(())
 }
