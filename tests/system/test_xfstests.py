@@ -32,6 +32,12 @@ def test_xfstests_generic_quick(adapter_id, adapter):
     if adapter_id != "ext4lazy":
         pytest.skip("the xfstests gate is for ext4lazy")
     assert os.access("/opt/xfstests/check", os.X_OK), f"build xfstests first: bash {SCRIPT} build"
+    # A run killed halfway (a machine restart, a CI timeout) leaves FUSE mounts whose
+    # daemon is gone; mountpoint(1) cannot stat them, so the script's own cleanup
+    # misses them and check(8) aborts on "already mounted". Clear them first.
+    for sub in ("scratch", "test"):
+        mnt = f"/mnt/xfst-fuse-ext4lazy/{sub}"
+        assert util.force_unmount(mnt), f"a stale mount at {mnt} cannot be removed"
     util.run([adapter.bin, "install"])
     try:
         env = dict(os.environ, XFST_MOUNT_OPTS="allow_other,default_permissions,nosubtype", XFST_TIMEOUT="1800")
