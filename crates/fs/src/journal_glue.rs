@@ -212,6 +212,12 @@ pub struct JournalStats {
 }
 
 impl Volume {
+    /// Whether the newest copy of metadata block `block` is in the journal
+    /// (committed, and in ordered mode not yet written home).
+    pub fn metadata_in_journal(&self, block: u64) -> bool {
+        self.jbd2.as_ref().is_some_and(|j| j.read().has_copy(block))
+    }
+
     /// Journal occupancy: live from the writing journal, else from the
     /// recovery scan done at open.
     pub fn journal_stats(&self) -> Option<JournalStats> {

@@ -318,7 +318,7 @@ impl Volume {
     }
 
     /// Block and byte offset of inode `ino`'s record (the number must be valid).
-    pub(crate) fn inode_location(&self, ino: u32) -> (u64, usize) {
+    pub fn inode_location(&self, ino: u32) -> (u64, usize) {
         let (_, blk, off) = self.inode_slot(ino);
         (blk, off)
     }

@@ -291,9 +291,27 @@ fn kernel_tree(img: &Path, mnt: &Path) -> Tree {
         std::thread::sleep(Duration::from_millis(200));
     }
     let t = tree_of_dir(mnt);
-    let st = std::process::Command::new("umount").arg(mnt).status().unwrap();
-    assert!(st.success());
-    t
+    // udev may still be probing the new mount: a busy unmount is retried.
+    let mut tries = 0;
+    loop {
+        let out = std::process::Command::new("umount").arg(mnt).output().unwrap();
+        if out.status.success() {
+            break;
+        }
+        tries += 1;
+        assert!(tries < 20, "umount {}: {}", mnt.display(), String::from_utf8_lossy(&out.stderr));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The loop device lets go of the image asynchronously after the
+    // unmount: wait, so that nothing of this replay reaches the next image.
+    for _ in 0..200 {
+        let out = std::process::Command::new("losetup").arg("-j").arg(img).output().unwrap();
+        if out.stdout.is_empty() {
+            return t;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("the loop device over {} was not released", img.display());
 }
 
 /// Recover `img` with ext4lazy: a read-write open replays, the clean unmount empties the journal.
@@ -325,7 +343,12 @@ fn crash_at_any_point_recovers_a_state_the_workload_had() {
     let cuts: usize = std::env::var("EXT4LAZY_CRASH_CUTS").ok().and_then(|s| s.parse().ok()).unwrap_or(150);
     let mnt = work.path().join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
+    // EXT4LAZY_CRASH_VARIANT=NAME runs one variant (when chasing a failure).
+    let only = std::env::var("EXT4LAZY_CRASH_VARIANT").ok();
     for (vi, &(variant, mkfs, mode)) in VARIANTS.iter().enumerate() {
+        if only.as_deref().is_some_and(|v| v != variant) {
+            continue;
+        }
         let img = common::make_image(work.path(), &format!("{variant}.img"), 32, mkfs, &empty);
         let base = std::fs::read(&img).unwrap();
         let dev = Arc::new(FaultDevice::new(FileDevice::open(&img, true).unwrap()));
@@ -349,7 +372,6 @@ fn crash_at_any_point_recovers_a_state_the_workload_had() {
             assert!(journal_bytes > 2 << 20, "the 1 MiB journal must wrap around (only {journal_bytes} bytes logged)");
         }
         let mut rng = Lcg(7 + vi as u64);
-        let cut_img = work.path().join("cut.img");
         let mut by_policy = [0usize; 3];
         for i in 0..cuts {
             // Half the cuts just after a flush (the durable edge), half anywhere.
@@ -369,14 +391,20 @@ fn crash_at_any_point_recovers_a_state_the_workload_had() {
             let mut bytes = base.clone();
             crash_image(&mut bytes, &events, cut, volatile);
             let what = format!("{variant} cut {cut}/{} ({volatile:?})", events.len());
+            // A new file for every image (and every recovery), never one a
+            // loop device may still hold.
+            let cut_img = work.path().join(format!("cut-{i}.img"));
             if kernel {
                 std::fs::write(&cut_img, &bytes).unwrap();
                 check_state(&format!("{what}, kernel"), &kernel_tree(&cut_img, &mnt), &steps, range.clone());
                 common::e2fsck_clean(&cut_img);
+                std::fs::remove_file(&cut_img).unwrap();
             }
+            let cut_img = work.path().join(format!("cut-{i}-ext4lazy.img"));
             std::fs::write(&cut_img, &bytes).unwrap();
             check_state(&format!("{what}, ext4lazy"), &ext4lazy_tree(&cut_img, mode), &steps, range);
             common::e2fsck_clean_after_replay(&cut_img);
+            std::fs::remove_file(&cut_img).unwrap();
         }
         eprintln!("{variant}: {cuts} crash images (all/none/shuffled {by_policy:?}) recovered by {}", if kernel { "the kernel and ext4lazy" } else { "ext4lazy" });
     }

@@ -292,6 +292,68 @@ fn idle_migration_sends_cold_blocks_home_once() {
     assert!(moved[1] < moved[0], "idle migration must spare the cleaner work ({} vs {})", moved[1], moved[0]);
 }
 
+/// Per-block age: a block the cleaner moves keeps the age of its last real
+/// update. Here the log wraps several times within `cold_age`, so the cold
+/// set is moved by the cleaner before it is old enough to migrate; once it
+/// is (counting from when it was written, not from when it was moved), idle
+/// time sends it home and the cleaner stops carrying it.
+#[test]
+fn moved_blocks_keep_their_age() {
+    let Some((work, empty)) = common::setup_empty() else { return };
+    let img = common::make_image(work.path(), "age.img", 256, &["-b", "4096", "-J", "size=16"], &empty);
+    let dev = Arc::new(FaultDevice::new(FileDevice::open(&img, true).unwrap()));
+    let mut cleaner = fs::CleanerPolicy::default();
+    let cold_age = std::time::Duration::from_millis(1500);
+    cleaner.cold_age = Some(cold_age);
+    let opts = VolumeOptions { read_only: false, lazy: true, cleaner, ..Default::default() };
+    let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
+    let mut cold = Vec::new();
+    for d in 0..40 {
+        let dir = vol.create(ROOT_INO, format!("cold{d}").as_bytes(), CreateKind::Dir, 0o755, 0, 0).unwrap();
+        for f in 0..100 {
+            cold.push(vol.create(dir.ino, format!("f{f}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino);
+        }
+    }
+    vol.sync().unwrap();
+    let written = std::time::Instant::now();
+    let hot_dir = vol.create(ROOT_INO, b"hot", CreateKind::Dir, 0o755, 0, 0).unwrap();
+    let hot: Vec<u32> = (0..2000).map(|i| vol.create(hot_dir.ino, format!("h{i}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino).collect();
+    let mut moved_while_young = 0;
+    let mut burst = 0;
+    while written.elapsed() < cold_age * 3 {
+        for (i, &ino) in hot.iter().enumerate() {
+            let t = fs::Timestamp { sec: 1_700_000_000 + burst * 10 + i as i64 % 7, nsec: 0 };
+            vol.setattr(ino, &fs::SetAttr { mtime: Some(t), ..Default::default() }).unwrap();
+        }
+        vol.sync().unwrap();
+        burst += 1;
+        if written.elapsed() < cold_age {
+            moved_while_young = vol.write_stats().unwrap().cleaner_blocks_moved;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10)); // the quiet spell
+        vol.background_tick().unwrap();
+    }
+    let st = vol.write_stats().unwrap();
+    // Where the cold inodes' table blocks are now: still in the log, or home.
+    // (Blocks shared with hot inodes are hot.)
+    let hot_blocks: BTreeSet<u64> = hot.iter().map(|&ino| vol.inode_location(ino).0).collect();
+    let cold_blocks: BTreeSet<u64> = cold.iter().map(|&ino| vol.inode_location(ino).0).filter(|b| !hot_blocks.contains(b)).collect();
+    let in_log = cold_blocks.iter().filter(|&&b| vol.metadata_in_journal(b)).count();
+    eprintln!(
+        "{burst} bursts; cleaner moved {moved_while_young} blocks before the cold set aged, {} in all; {} migrated home; \
+         {in_log} of {} cold inode-table blocks still in the log",
+        st.cleaner_blocks_moved,
+        st.blocks_migrated_home,
+        cold_blocks.len()
+    );
+    assert!(moved_while_young >= cold_blocks.len() as u64, "the log must wrap before the cold set ages");
+    assert!(st.blocks_migrated_home >= cold_blocks.len() as u64, "the cold set went home");
+    assert_eq!(in_log, 0, "no cold inode-table block is carried around the log any more");
+    vol.shutdown().unwrap();
+    drop(vol);
+    common::e2fsck_clean_after_replay(&img);
+}
+
 /// The jmap snapshot replaces the scan at the next lazy mount, is removed as
 /// it is used, and is refused once the log has moved past it (a crash of a
 /// mount that did not write a new one).
@@ -330,14 +392,38 @@ fn jmap_snapshot_replaces_the_scan_until_the_log_moves_on() {
     assert_eq!(read_tree(&vol), want, "the scan found the newer state");
     vol.shutdown().unwrap();
     drop(vol);
-    // A write of the snapshot cut short (as a crash in the middle could leave
-    // it, were it not written aside and renamed) is refused too.
-    let bytes = std::fs::read(&snap).unwrap();
-    std::fs::write(&snap, &bytes[..bytes.len() / 2]).unwrap();
-    let vol = open_lazy(true);
-    assert!(!vol.journal().unwrap().from_snapshot, "a truncated snapshot is refused");
-    assert_eq!(read_tree(&vol), want);
-    vol.shutdown().unwrap();
-    drop(vol);
+    // A write of the snapshot cut short at any point (as a crash in the
+    // middle could leave it, were it not written aside and renamed), or one
+    // damaged byte, is refused: the mount scans instead. Each round damages
+    // the snapshot the previous clean unmount saved; the last round is the
+    // control, undamaged, and used.
+    let damages: Vec<Box<dyn Fn(&mut Vec<u8>)>> = {
+        let mut d: Vec<Box<dyn Fn(&mut Vec<u8>)>> = Vec::new();
+        for frac in [0.0, 0.001, 0.01, 0.05, 0.25, 0.5, 0.75, 0.99] {
+            d.push(Box::new(move |b: &mut Vec<u8>| b.truncate((b.len() as f64 * frac) as usize)));
+        }
+        d.push(Box::new(|b: &mut Vec<u8>| b.truncate(b.len() - 1)));
+        for frac in [0.0, 0.3, 0.6, 0.999] {
+            d.push(Box::new(move |b: &mut Vec<u8>| {
+                let at = ((b.len() as f64 * frac) as usize).min(b.len() - 1);
+                b[at] ^= 0x20;
+            }));
+        }
+        d
+    };
+    for (i, damage) in damages.iter().map(Some).chain([None]).enumerate() {
+        let mut b = std::fs::read(&snap).unwrap();
+        let n = b.len();
+        if let Some(damage) = damage {
+            damage(&mut b);
+        }
+        std::fs::write(&snap, &b).unwrap();
+        let vol = open_lazy(true);
+        let used = vol.journal().unwrap().from_snapshot;
+        assert_eq!(used, damage.is_none(), "round {i}: snapshot of {} of {n} bytes used: {used}", b.len());
+        assert_eq!(read_tree(&vol), want);
+        vol.shutdown().unwrap();
+        drop(vol);
+    }
     common::e2fsck_clean_after_replay(&img);
 }

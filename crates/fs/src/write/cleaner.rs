@@ -2,26 +2,28 @@
 //!
 //! In lazy mode the journal is where metadata lives, so its space is
 //! reclaimed by moving, not by checkpointing: the live blocks of the oldest
-//! transactions (those whose newest copy is still there) are logged again in
-//! the running transaction, mixed with whatever users are doing, and once a
-//! transaction has no live block left the tail passes it. The blocks go
-//! through the normal transaction path, so a crash during cleaning is just a
-//! crash between commits.
+//! transactions (those whose newest copy is still there) are logged again,
+//! and once a transaction has no live block left the tail passes it. The
+//! moved blocks go through the normal transaction path, so a crash during
+//! cleaning is just a crash between commits.
 //!
 //! Policy (`CleanerPolicy`): cleaning starts when the log is fuller than
-//! `start_fill`, and moves at most `batch` blocks per commit so that a commit
-//! stays short. If the log is still too full for a commit, the oldest blocks
-//! migrate home from their journal copies (`checkpoint_from_log`), the one
-//! case where lazy mode writes metadata home. While the volume is idle,
-//! transactions older than `cold_age` can instead migrate home: their live
-//! blocks have not changed since, they are cold, and writing them home once
-//! costs less than carrying them around the log forever (hot/cold separation).
+//! `start_fill`, frees the oldest transactions until it would be `stop_fill`
+//! full, and moves at most `batch` blocks per commit so that a commit stays
+//! short. Moved blocks form a transaction of their own, committed right
+//! after the users' one: it carries the age of the blocks' last real change
+//! (`WriteState::ages`), so a block the cleaner moved does not look young.
+//! If the log is still too full for a commit, the oldest blocks migrate home
+//! from their journal copies (`checkpoint_from_log`), the one case where lazy
+//! mode writes metadata home. While the volume is idle, transactions whose
+//! blocks are older than `cold_age` can instead migrate home: they have not
+//! changed for that long, they are cold, and writing them home once costs
+//! less than carrying them around the log forever (hot/cold separation).
 
-use super::txn::Slot;
 use super::WriteState;
 use crate::error::Result;
 use crate::volume::Volume;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Above this share of live blocks in the used log, moving them gains nothing.
 const MAX_LIVE_RATIO: f64 = 0.9;
@@ -31,6 +33,11 @@ const MAX_LIVE_RATIO: f64 = 0.9;
 pub struct CleanerPolicy {
     /// Fraction of the log in use above which commits carry cleaned blocks.
     pub start_fill: f64,
+    /// Each cleaning step frees the oldest transactions until the log would
+    /// be this full, and no more: blocks near the head are still hot (about
+    /// to be superseded, so moving them is waste), and a step that spans
+    /// only the tail moves blocks of similar ages together.
+    pub stop_fill: f64,
     /// Blocks moved per commit at most.
     pub batch: usize,
     /// While nothing is running, migrate home the live blocks of transactions
@@ -40,17 +47,19 @@ pub struct CleanerPolicy {
 
 impl Default for CleanerPolicy {
     fn default() -> Self {
-        CleanerPolicy { start_fill: 0.7, batch: 512, cold_age: None }
+        CleanerPolicy { start_fill: 0.7, stop_fill: 0.6, batch: 512, cold_age: None }
     }
 }
 
 impl Volume {
-    /// Before a lazy commit: log again live blocks of the oldest transactions,
-    /// if the journal is full enough to need it. Returns the blocks moved.
-    pub(crate) fn clean_into_running(&self, ws: &mut WriteState) -> Result<usize> {
+    /// After a lazy commit: if the log is full enough, log the live blocks
+    /// of the oldest transactions again, in a transaction of their own (so
+    /// that it can carry their age: see `WriteState::ages`). Returns the
+    /// blocks moved.
+    pub(crate) fn commit_cleaning(&self, ws: &mut WriteState) -> Result<usize> {
         let Some(jbd2) = self.jbd2.as_ref() else { return Ok(0) };
         let policy = self.opts.cleaner;
-        let victims: Vec<u64> = {
+        let (victims, changed) = {
             let j = jbd2.read();
             let fill = j.fill();
             if (fill.used as f64) < policy.start_fill * fill.log_blocks as f64 {
@@ -61,39 +70,56 @@ impl Volume {
             if j.jmap_stats().entries as f64 > MAX_LIVE_RATIO * fill.used as f64 {
                 return Ok(0);
             }
-            // Stay inside the transaction limit: operations commit at half of
-            // it, cleaning may fill up to three quarters (descriptor and revoke
-            // blocks take the rest, with room to spare).
-            let used = ws.running.len() + ws.running.revoked().count();
-            let room = (j.max_transaction_blocks() * 3 / 4).saturating_sub(used as u64 + 64) as usize;
-            j.live_transactions().flat_map(|t| j.live_blocks(t.sequence)).take(policy.batch.min(room)).collect()
-        };
-        let mut moved = 0;
-        for blk in victims {
-            // Changed in this transaction already (it moves anyway), or freed
-            // by it (must not come back): leave it.
-            if !matches!(ws.running.slot(blk), Slot::Absent) {
-                continue;
+            // Within three quarters of the transaction limit and of the free
+            // space, leaving room for descriptor blocks: cleaning must never
+            // itself force a migration home.
+            let room = (j.max_transaction_blocks() * 3 / 4).min(j.space_left()).saturating_sub(64) as usize;
+            let limit = policy.batch.min(room);
+            let excess = fill.used.saturating_sub((policy.stop_fill * fill.log_blocks as f64) as u64);
+            let mut victims = Vec::new();
+            let mut freed = 0;
+            let mut changed = Some(None::<Instant>);
+            for t in j.live_transactions() {
+                if victims.len() >= limit || freed >= excess {
+                    break;
+                }
+                let before = victims.len();
+                victims.extend(j.live_blocks(t.sequence).take(limit - before));
+                freed += t.blocks.saturating_sub((victims.len() - before) as u64);
+                if victims.len() > before {
+                    // The youngest source bounds the age of every moved block.
+                    let age = ws.ages.iter().find(|&&(seq, _)| seq == t.sequence).map(|&(_, at)| at);
+                    changed = changed.map(|c| c.max(age));
+                }
             }
-            let data = self.meta(blk)?;
-            self.install(ws, blk, data.to_vec());
-            moved += 1;
+            (victims, changed.flatten())
+        };
+        if victims.is_empty() {
+            return Ok(0);
         }
-        ws.stats.cleaner_blocks_moved += moved as u64;
-        Ok(moved)
+        let mut t = journal::Transaction::new(self.block_size());
+        for &blk in &victims {
+            let data = self.meta(blk)?;
+            t.log(blk, &data).map_err(super::journal_err)?;
+        }
+        if let (Some(seq), Some(at)) = (self.log_transaction(ws, &t)?, changed) {
+            ws.ages.push_back((seq, at));
+        }
+        ws.stats.cleaner_blocks_moved += victims.len() as u64;
+        Ok(victims.len())
     }
 
-    /// Idle-time migration: if the oldest transaction is older than
-    /// `cold_age` (transactions found at mount count as old), its live blocks
-    /// go home. One transaction per call, so that the locks are let go between
-    /// ticks. Returns whether anything was migrated.
+    /// Idle-time migration: if the oldest transaction's blocks are older
+    /// than `cold_age` (see `WriteState::ages`), they go home. One
+    /// transaction per call, so that the locks are let go between ticks.
+    /// Returns whether anything was migrated.
     pub(crate) fn migrate_cold_home(&self, ws: &mut WriteState, cold_age: Duration) -> Result<bool> {
         let Some(jbd2) = self.jbd2.as_ref() else { return Ok(false) };
         let mut j = jbd2.write();
-        prune_commit_times(ws, &j);
+        prune_ages(ws, &j);
         let Some(oldest) = j.oldest_live().map(|t| t.sequence) else { return Ok(false) };
-        let committed = ws.commit_times.iter().find(|&&(seq, _)| seq == oldest).map(|&(_, t)| t);
-        if committed.is_some_and(|t| t.elapsed() < cold_age) {
+        let changed = ws.ages.iter().find(|&&(seq, _)| seq == oldest).map(|&(_, t)| t);
+        if changed.is_some_and(|t| t.elapsed() < cold_age) {
             return Ok(false);
         }
         let st = j.checkpoint_from_log(journal::CheckpointGoal::Oldest).map_err(super::journal_err)?;
@@ -130,11 +156,11 @@ impl Volume {
     }
 }
 
-/// Drop the commit times of transactions the tail has passed.
-pub(crate) fn prune_commit_times(ws: &mut WriteState, j: &super::Jbd2) {
+/// Drop the ages of transactions the tail has passed.
+pub(crate) fn prune_ages(ws: &mut WriteState, j: &super::Jbd2) {
     let oldest = j.oldest_live().map_or(j.next_sequence(), |t| t.sequence);
-    while ws.commit_times.front().is_some_and(|&(seq, _)| seq_before(seq, oldest)) {
-        ws.commit_times.pop_front();
+    while ws.ages.front().is_some_and(|&(seq, _)| seq_before(seq, oldest)) {
+        ws.ages.pop_front();
     }
 }
 

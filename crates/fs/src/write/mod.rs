@@ -76,8 +76,12 @@ pub struct WriteState {
     pub stats: WriteStats,
     /// Changes that wait for the running transaction to commit (see [`Deferred`]).
     pub deferred: Vec<Deferred>,
-    /// Lazy mode: when each transaction still in the log was committed, oldest first.
-    pub commit_times: std::collections::VecDeque<(u32, std::time::Instant)>,
+    /// Lazy mode: the age of each transaction still in the log, oldest first,
+    /// as (sequence, when its blocks were last changed at the latest): its
+    /// commit time, or for a cleaning transaction that of the youngest
+    /// transaction its blocks came from. Without an entry (found at mount,
+    /// or moved from such), a transaction counts as old.
+    pub ages: std::collections::VecDeque<(u32, std::time::Instant)>,
     /// The running operation's undo record.
     pub undo: Option<undo::Undo>,
     /// Set when a device error turned the volume read-only: what failed.
@@ -125,7 +129,7 @@ impl WriteState {
             unwritten: Default::default(),
             stats: WriteStats::default(),
             deferred: Vec::new(),
-            commit_times: Default::default(),
+            ages: Default::default(),
             undo: None,
             failed: None,
         }
@@ -194,17 +198,22 @@ impl Volume {
         if ws.running.is_empty() {
             debug_assert!(ws.deferred.is_empty());
             ws.running_since = None;
-            return Ok(());
+        } else {
+            self.commit_user_changes(ws)?;
         }
-        let forgotten = self.apply_deferred(ws)?;
         if self.opts.lazy {
-            self.clean_into_running(ws)?;
+            self.commit_cleaning(ws)?;
         }
+        Ok(())
+    }
+
+    fn commit_user_changes(&self, ws: &mut WriteState) -> Result<()> {
+        let forgotten = self.apply_deferred(ws)?;
         self.write_super(ws)?;
         let txn = std::mem::take(&mut ws.running);
         ws.running_since = None;
         let now = std::time::Instant::now();
-        let Some(jbd2) = self.jbd2.as_ref() else {
+        if self.jbd2.is_none() {
             // No journal: flush data, then write the metadata home directly.
             self.dev.flush().map_err(|e| FsError::io("flushing data before commit", e))?;
             for blk in forgotten {
@@ -214,7 +223,7 @@ impl Volume {
                 ws.unwritten.insert(blk, Unwritten { data: data.clone(), since: now });
             }
             return self.write_back(ws, None);
-        };
+        }
         let mut t = journal::Transaction::new(self.block_size());
         for (blk, data) in txn.blocks() {
             t.log(blk, data).map_err(journal_err)?;
@@ -222,33 +231,11 @@ impl Volume {
         for blk in txn.revoked() {
             t.revoke(blk);
         }
-        let (need, space, max) = {
-            let j = jbd2.read();
-            (t.journal_blocks(j.layout()), j.space_left(), j.max_transaction_blocks())
-        };
-        if need > max {
-            return Err(FsError::Unsupported(format!("transaction of {need} journal blocks exceeds the journal's limit of {max}")));
-        }
-        if need > space {
-            self.checkpoint(ws, journal::CheckpointGoal::Space(need))?;
-        }
-        // jbd2 ordering: copies, flush (which also makes earlier data writes
-        // durable: ordered mode), commit block, flush.
-        let info = {
-            let mut j = jbd2.write();
-            let info = j.commit(&t).map_err(journal_err)?;
+        if let Some(seq) = self.log_transaction(ws, &t)? {
             if self.opts.lazy {
-                // Transactions whose blocks all moved on free their space now.
-                j.advance_tail().map_err(journal_err)?;
-                cleaner::prune_commit_times(ws, &j);
+                ws.ages.push_back((seq, now));
             }
-            info
-        };
-        if let (true, Some(i)) = (self.opts.lazy, info.as_ref()) {
-            ws.commit_times.push_back((i.sequence, std::time::Instant::now()));
         }
-        ws.stats.commits += 1;
-        ws.stats.journal_blocks_logged += info.map_or(0, |i| i.journal_blocks);
         // Freed metadata: its committed copies were needed until the free was
         // durable (a checkpoint before this commit still wrote them home); the
         // commit's revoke records took them out of the journal's map.
@@ -264,6 +251,37 @@ impl Volume {
             }
         }
         Ok(())
+    }
+
+    /// Commit `t` to the journal, making room first if it does not fit.
+    /// Returns its sequence number (None if it was empty).
+    pub(crate) fn log_transaction(&self, ws: &mut WriteState, t: &journal::Transaction) -> Result<Option<u32>> {
+        let Some(jbd2) = self.jbd2.as_ref() else { return Ok(None) };
+        let (need, space, max) = {
+            let j = jbd2.read();
+            (t.journal_blocks(j.layout()), j.space_left(), j.max_transaction_blocks())
+        };
+        if need > max {
+            return Err(FsError::Unsupported(format!("transaction of {need} journal blocks exceeds the journal's limit of {max}")));
+        }
+        if need > space {
+            self.checkpoint(ws, journal::CheckpointGoal::Space(need))?;
+        }
+        // jbd2 ordering: copies, flush (which also makes earlier data writes
+        // durable: ordered mode), commit block, flush.
+        let info = {
+            let mut j = jbd2.write();
+            let info = j.commit(t).map_err(journal_err)?;
+            if self.opts.lazy {
+                // Transactions whose blocks all moved on free their space now.
+                j.advance_tail().map_err(journal_err)?;
+                cleaner::prune_ages(ws, &j);
+            }
+            info
+        };
+        ws.stats.commits += 1;
+        ws.stats.journal_blocks_logged += info.as_ref().map_or(0, |i| i.journal_blocks);
+        Ok(info.map(|i| i.sequence))
     }
 
     /// Write committed blocks home as the journal's checkpoint asks, and move its tail.
@@ -400,8 +418,8 @@ impl Volume {
     }
 
     /// Lazy mode with nothing running: migrate cold transactions home (if
-    /// the policy says so), else clean a full log now rather than in the
-    /// next user's commit.
+    /// the policy says so), else clean a full log now rather than after the
+    /// next user's commit (a commit with nothing running only cleans).
     fn lazy_idle_work(&self, ws: &mut WriteState) -> Result<()> {
         if let Some(age) = self.opts.cleaner.cold_age {
             match self.migrate_cold_home(ws, age) {
@@ -410,10 +428,7 @@ impl Volume {
                 Err(e) => return Err(self.fail_on_io(ws, e)),
             }
         }
-        if self.clean_into_running(ws)? > 0 {
-            self.commit(ws)?;
-        }
-        Ok(())
+        self.commit(ws)
     }
 
     /// The superblock's block and its bytes with current free counts and write time.
