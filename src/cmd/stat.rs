@@ -49,7 +49,11 @@ pub fn journal_keys(vol: &Volume) -> serde_json::Map<String, serde_json::Value> 
     let v = json!({
         "journal_blocks": j.journal_blocks,
         "journal_used_blocks": j.journal_used_blocks,
+        "journal_tail": j.journal_tail,
+        "journal_head": j.journal_head,
         "journal_live_blocks": j.journal_live_blocks,
+        // Live share of the used log: what moving the tail along would cost.
+        "journal_live_ratio": if j.journal_used_blocks == 0 { 0.0 } else { j.journal_live_blocks as f64 / j.journal_used_blocks as f64 },
         "jmap_entries": j.jmap_entries,
         "jmap_bytes": j.jmap_bytes,
         "cleaner_blocks_moved": w.cleaner_blocks_moved,
@@ -123,10 +127,13 @@ fn print_human(v: &serde_json::Value) {
     }
     if v["journal"].is_object() {
         println!(
-            "Journal use:     {} of {} blocks in use, {} live ({} jmap entries, {} bytes)",
+            "Journal use:     {} of {} blocks in use (tail {}, head {}), {} live ({:.0}%; {} jmap entries, {} bytes)",
             g("journal_used_blocks"),
             g("journal_blocks"),
+            g("journal_tail"),
+            g("journal_head"),
             g("journal_live_blocks"),
+            v["journal_live_ratio"].as_f64().unwrap_or(0.0) * 100.0,
             g("jmap_entries"),
             g("jmap_bytes")
         );

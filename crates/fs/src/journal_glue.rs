@@ -26,6 +26,9 @@ pub struct JournalInfo {
     pub revoke_records: u64,
     /// Journal blocks held by the transactions recovery found (tail to head).
     pub used_blocks: u64,
+    /// Journal block after the last transaction recovery found (== the
+    /// superblock's start when it found none).
+    pub head: u64,
     /// The recovery scan itself, kept for a read-write mount to use instead
     /// of scanning the whole log a second time.
     pub(crate) recovery: Option<journal::Recovery>,
@@ -97,6 +100,7 @@ pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
         replayed_blocks: 0,
         revoke_records: 0,
         used_blocks: 0,
+        head: 0,
         recovery: None,
         from_snapshot: false,
     };
@@ -120,6 +124,7 @@ pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
         info.replayed_blocks = rec.blocks.len();
         info.revoke_records = rec.revoke_records;
         info.used_blocks = rec.extents.iter().map(|t| t.blocks).sum();
+        info.head = rec.extents.last().map_or(u64::from(info.superblock.start), |t| t.end);
         let mut map = HashMap::with_capacity(rec.blocks.len());
         for (&blk, copy) in &rec.blocks {
             let phys = info.phys(copy.jblock).ok_or_else(|| {
@@ -204,6 +209,10 @@ pub struct JournalStats {
     pub journal_blocks: u64,
     /// Blocks held by live transactions (tail to head).
     pub journal_used_blocks: u64,
+    /// Journal block where the oldest live transaction starts (0: log empty).
+    pub journal_tail: u64,
+    /// Journal block where the next transaction will start.
+    pub journal_head: u64,
     /// Static blocks whose needed copy is in the log: one jmap entry each.
     pub journal_live_blocks: u64,
     pub jmap_entries: u64,
@@ -227,6 +236,8 @@ impl Volume {
             return Some(JournalStats {
                 journal_blocks: info.len_blocks,
                 journal_used_blocks: fill.used,
+                journal_tail: if fill.used == 0 { 0 } else { j.tail() },
+                journal_head: j.head(),
                 journal_live_blocks: jmap.entries as u64,
                 jmap_entries: jmap.entries as u64,
                 jmap_bytes: jmap.bytes as u64,
@@ -236,6 +247,8 @@ impl Volume {
         Some(JournalStats {
             journal_blocks: info.len_blocks,
             journal_used_blocks: info.used_blocks,
+            journal_tail: u64::from(info.superblock.start),
+            journal_head: info.head,
             journal_live_blocks: n as u64,
             jmap_entries: n as u64,
             jmap_bytes: if n == 0 { 0 } else { journal::Jmap::with_capacity(n).bytes() as u64 },
