@@ -188,6 +188,7 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
         dirty_expire: Duration::from_secs(opts.dirty_expire_s),
         lazy: opts.lazy,
         jmap_snapshot: opts.lazy.then(|| jmap_snapshot_path(&image)),
+        cleaner: fs::CleanerPolicy { cold_age: opts.cold_age_s.map(Duration::from_secs), ..Default::default() },
         ..Default::default()
     };
     let vol = Volume::open(dev, vopts).with_context(|| format!("{} is not a usable ext4 volume", image.display()))?;

@@ -26,6 +26,9 @@ pub struct MountOptions {
     pub atime: fuse::AtimePolicy,
     /// Lazy writeback journaling (`journal=lazy`).
     pub lazy: bool,
+    /// Lazy mode: while idle, migrate home metadata unchanged for this many
+    /// seconds (`cold_age=S`; hot/cold separation, docs/LAZY.md). Off by default.
+    pub cold_age_s: Option<u64>,
     /// Write the engine's counters here as JSON at unmount (`stats=PATH`).
     pub stats: Option<std::path::PathBuf>,
 }
@@ -48,6 +51,7 @@ impl Default for MountOptions {
             kernel_flags: 0,
             atime: fuse::AtimePolicy::RelAtime,
             lazy: false,
+            cold_age_s: None,
             stats: None,
         }
     }
@@ -78,6 +82,7 @@ impl MountOptions {
                 "threads" => o.threads = number(value)?.clamp(1, 64),
                 "commit" => o.commit_s = (number(value)? as u64).max(1),
                 "dirty_expire" => o.dirty_expire_s = number(value)? as u64,
+                "cold_age" => o.cold_age_s = Some(number(value)? as u64),
                 "nosubtype" => o.no_subtype = true,
                 "stats" => match value {
                     Some(p) if !p.is_empty() => o.stats = Some(p.into()),
@@ -136,6 +141,9 @@ impl MountOptions {
         if o.device.is_none() && o.model.trace.is_some() {
             bail!("mount option trace= needs device=MODEL");
         }
+        if o.cold_age_s.is_some() && !o.lazy {
+            bail!("mount option cold_age= applies to journal=lazy only (ordered mode writes everything home anyway)");
+        }
         Ok(o)
     }
 }
@@ -169,6 +177,13 @@ mod tests {
         assert_eq!(o.model.speed, Some(10.0));
         assert!(p("device=floppy").is_err());
         assert!(p("device=cmr,speed=-1").is_err());
+    }
+
+    #[test]
+    fn cold_age_needs_lazy_mode() {
+        assert_eq!(p("rw,cold_age=600,journal=lazy").unwrap().cold_age_s, Some(600));
+        assert!(p("rw,cold_age=600").unwrap_err().to_string().contains("journal=lazy"));
+        assert!(p("rw,journal=lazy,cold_age=soon").is_err());
     }
 
     #[test]
