@@ -27,7 +27,7 @@ pub use journal_glue::{JournalInfo, JournalStats};
 pub use ondisk::inode::{Inode, Timestamp, ROOT_INO};
 pub use statfs::StatFs;
 pub use volume::{Volume, VolumeOptions};
-pub use write::{CleanerPolicy, CreateKind, SetAttr, WriteStats, XattrMode};
+pub use write::{CleanerPolicy, CreateKind, Falloc, SetAttr, WriteStats, XattrMode};
 
 impl Volume {
     pub fn journal(&self) -> Option<&JournalInfo> {

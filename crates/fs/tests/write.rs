@@ -179,13 +179,21 @@ fn random_operations_match_model_and_pass_e2fsck() {
                     model.insert(child, node);
                 }
                 3 if !files.is_empty() && rng.below(2) == 0 => {
-                    // Preallocate (maybe past EOF, maybe keeping the size): reads stay zeros.
+                    // Preallocate, punch a hole or zero a range (maybe past
+                    // EOF, maybe keeping the size; a hole never changes it).
                     let f = &files[rng.below(files.len())];
                     let Node::File(data) = model.get_mut(f).unwrap() else { unreachable!() };
                     let off = rng.below(data.len() + 30_000);
                     let len = 1 + rng.below(40_000);
-                    let keep = rng.below(2) == 0;
-                    vol.fallocate(resolve(&vol, f), off as u64, len as u64, keep).unwrap();
+                    let mode = [fs::Falloc::Allocate, fs::Falloc::PunchHole, fs::Falloc::ZeroRange][rng.below(3)];
+                    let keep = mode == fs::Falloc::PunchHole || rng.below(2) == 0;
+                    vol.fallocate(resolve(&vol, f), off as u64, len as u64, mode, keep).unwrap();
+                    if mode != fs::Falloc::Allocate {
+                        let end = (off + len).min(data.len());
+                        if off < end {
+                            data[off..end].fill(0);
+                        }
+                    }
                     if !keep && data.len() < off + len {
                         data.resize(off + len, 0);
                     }
@@ -510,7 +518,7 @@ fn inline_data_inodes_convert_on_first_change() {
         truncate(&mut model, "ftrunc", 7);
         truncate(&mut model, "fup", 9000);
         let (ino, mut d) = file(&mut model, "falloc");
-        vol.fallocate(ino, 0, 10_000, false).unwrap();
+        vol.fallocate(ino, 0, 10_000, fs::Falloc::Allocate, false).unwrap();
         d.resize(10_000, 0);
         model.insert("falloc".into(), Node::File(d));
 

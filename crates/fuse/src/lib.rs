@@ -387,12 +387,18 @@ impl fuser::Filesystem for Ext4Fuse {
     }
 
     fn fallocate(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
-        // Plain preallocation and KEEP_SIZE; punch hole, zero range, collapse and insert are not implemented.
-        if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
-            return reply.error(Errno::EOPNOTSUPP);
-        }
+        // Preallocation, punch hole and zero range, with or without KEEP_SIZE
+        // (punching requires it, as the kernel's ext4 does); collapse and
+        // insert range are not implemented.
         let keep = mode & libc::FALLOC_FL_KEEP_SIZE != 0;
-        match ext4_ino(ino).and_then(|i| self.vol.fallocate(i, offset, length, keep).map_err(|e| errno(&e))) {
+        let op = match mode & !libc::FALLOC_FL_KEEP_SIZE {
+            0 => fs::Falloc::Allocate,
+            libc::FALLOC_FL_PUNCH_HOLE if keep => fs::Falloc::PunchHole,
+            libc::FALLOC_FL_PUNCH_HOLE => return reply.error(Errno::EOPNOTSUPP),
+            libc::FALLOC_FL_ZERO_RANGE => fs::Falloc::ZeroRange,
+            _ => return reply.error(Errno::EOPNOTSUPP),
+        };
+        match ext4_ino(ino).and_then(|i| self.vol.fallocate(i, offset, length, op, keep).map_err(|e| errno(&e))) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }

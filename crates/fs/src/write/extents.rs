@@ -323,30 +323,41 @@ impl Volume {
         if !inode.has_flag(flags::EXTENTS) {
             return self.truncate_indirect(ws, inode, from);
         }
+        self.unmap_range(ws, inode, from, u64::MAX)
+    }
+
+    /// Free the blocks mapped at logical blocks [from, to) and drop them from
+    /// the tree, splitting an extent the range ends inside (truncate, punch).
+    pub(crate) fn unmap_range(&self, ws: &mut WriteState, inode: &mut Inode, from: u64, to: u64) -> Result<()> {
+        debug_assert!(inode.has_flag(flags::EXTENTS));
         let exts = self.collect_extents(inode)?;
-        if exts.last().map_or(true, |e| e.end() <= from) {
+        if !exts.iter().any(|e| e.end() > from && u64::from(e.block) < to) {
             return Ok(());
         }
-        let mut keep = Vec::with_capacity(exts.len());
-        for mut e in exts {
-            if e.end() <= from {
+        let mut keep = Vec::with_capacity(exts.len() + 1);
+        for e in exts {
+            let (b, x) = (u64::from(e.block), e.end());
+            if x <= from || b >= to {
                 keep.push(e);
                 continue;
             }
-            let cut = from.max(u64::from(e.block));
-            let freed = e.end() - cut;
-            let first = e.start + (cut - u64::from(e.block));
+            let (lo, hi) = (b.max(from), x.min(to));
+            let first = e.start + (lo - b);
             if inode.is_dir() {
                 // Directory blocks are metadata: drop cached/journalled copies and revoke them.
-                for b in first..first + freed {
-                    self.forget_meta(ws, b);
+                for blk in first..first + (hi - lo) {
+                    self.forget_meta(ws, blk);
                 }
             }
-            self.free_blocks(ws, first, freed)?;
-            self.adjust_blocks(inode, -(freed as i64));
-            if cut > u64::from(e.block) {
-                e.len = (cut - u64::from(e.block)) as u16;
-                keep.push(e);
+            self.free_blocks(ws, first, hi - lo)?;
+            self.adjust_blocks(inode, -((hi - lo) as i64));
+            // What is left of the extent on either side of the range.
+            let piece = |from: u64, to: u64| Extent { block: from as u32, len: (to - from) as u16, start: e.start + (from - b), uninit: e.uninit };
+            if b < lo {
+                keep.push(piece(b, lo));
+            }
+            if hi < x {
+                keep.push(piece(hi, x));
             }
         }
         self.rebuild_tree(ws, inode, &keep)

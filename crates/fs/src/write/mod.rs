@@ -23,7 +23,7 @@ mod undo;
 mod xattrops;
 
 pub use cleaner::CleanerPolicy;
-pub use ops::{CreateKind, SetAttr};
+pub use ops::{CreateKind, Falloc, SetAttr};
 pub use txn::Txn;
 pub use xattrops::XattrMode;
 

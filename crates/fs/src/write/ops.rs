@@ -3,6 +3,7 @@
 //! link counts, times) consistent at its end.
 
 use super::{now, WriteState};
+use crate::bmap::Mapping;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use blockdev::IoClass;
@@ -100,6 +101,17 @@ fn touch(inode: &mut Inode, mtime: bool) {
     if mtime {
         set_time(inode, "m", t);
     }
+}
+
+/// What `fallocate` does to its range (FALLOC_FL_* modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Falloc {
+    /// Mode 0: preallocate.
+    Allocate,
+    /// FALLOC_FL_PUNCH_HOLE.
+    PunchHole,
+    /// FALLOC_FL_ZERO_RANGE.
+    ZeroRange,
 }
 
 fn set_size(inode: &mut Inode, size: u64) {
@@ -553,9 +565,12 @@ impl Volume {
         })
     }
 
-    /// fallocate(2) modes 0 and FALLOC_FL_KEEP_SIZE: preallocate blocks that
-    /// read as zeros (unwritten extents); others are refused by the caller.
-    pub fn fallocate(&self, ino: u32, offset: u64, len: u64, keep_size: bool) -> Result<()> {
+    /// fallocate(2): preallocate (blocks that read as zeros: unwritten
+    /// extents), punch a hole (free the blocks; the size never changes), or
+    /// zero a range (as ext4: whole blocks become unwritten extents, the
+    /// partial blocks at its ends are zeroed in place). `keep_size`
+    /// (FALLOC_FL_KEEP_SIZE) keeps the size when the range ends past it.
+    pub fn fallocate(&self, ino: u32, offset: u64, len: u64, mode: Falloc, keep_size: bool) -> Result<()> {
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
             if !inode.is_reg() {
@@ -565,19 +580,59 @@ impl Volume {
             if inode.has_flag(flags::INLINE_DATA) || !inode.has_flag(flags::EXTENTS) {
                 return Err(FsError::Unsupported("fallocate needs an extent-mapped file".into()));
             }
-            let end = offset.checked_add(len).filter(|&e| len > 0 && e <= (1u64 << 32) * u64::from(self.block_size())).ok_or_else(|| FsError::Invalid("bad range".into()))?;
             let bs = u64::from(self.block_size());
-            let first = offset / bs;
-            let last = (end - 1) / bs;
-            self.map_or_allocate(ws, &mut inode, first, last - first + 1, true)?;
-            if !keep_size && end > inode.size() {
-                set_size(&mut inode, end);
-                touch(&mut inode, true);
-            } else {
-                touch(&mut inode, false);
+            let end = offset.checked_add(len).filter(|&e| len > 0 && e <= (1u64 << 32) * bs).ok_or_else(|| FsError::Invalid("bad range".into()))?;
+            // Whole blocks inside [offset, end), and the blocks it only touches.
+            let (first, last) = (offset / bs, (end - 1) / bs);
+            let (whole_lo, whole_hi) = (offset.div_ceil(bs), end / bs);
+            match mode {
+                Falloc::Allocate => {
+                    self.map_or_allocate(ws, &mut inode, first, last - first + 1, true)?;
+                }
+                Falloc::PunchHole => {
+                    self.zero_partial_blocks(&inode, offset, end)?;
+                    if whole_lo < whole_hi {
+                        self.unmap_range(ws, &mut inode, whole_lo, whole_hi)?;
+                    }
+                }
+                Falloc::ZeroRange => {
+                    self.zero_partial_blocks(&inode, offset, end)?;
+                    if whole_lo < whole_hi {
+                        self.unmap_range(ws, &mut inode, whole_lo, whole_hi)?;
+                    }
+                    self.map_or_allocate(ws, &mut inode, first, last - first + 1, true)?;
+                }
             }
+            let grows = mode != Falloc::PunchHole && !keep_size && end > inode.size();
+            if grows {
+                set_size(&mut inode, end);
+            }
+            touch(&mut inode, grows || mode != Falloc::Allocate);
             self.write_inode(ws, &inode)
         })
+    }
+
+    /// Zero the bytes of [offset, end) that lie in blocks the range covers
+    /// only partly, where those blocks hold written data (holes and unwritten
+    /// extents read as zeros already).
+    fn zero_partial_blocks(&self, inode: &Inode, offset: u64, end: u64) -> Result<()> {
+        let bs = u64::from(self.block_size());
+        let mut edges = vec![(offset / bs, offset % bs, if offset / bs == (end - 1) / bs { end - offset / bs * bs } else { bs })];
+        if end % bs != 0 && (end - 1) / bs != offset / bs {
+            edges.push(((end - 1) / bs, 0, end % bs));
+        }
+        for (lblk, lo, hi) in edges {
+            if lo == 0 && hi == bs {
+                continue; // a whole block: unmapped by the caller
+            }
+            if let Mapping::Mapped { pblk, unwritten: false, .. } = self.map_block(inode, lblk, 1)? {
+                let mut buf = vec![0u8; bs as usize];
+                self.dev.read_at(pblk * bs, &mut buf, IoClass::Data).map_err(|e| FsError::io("reading a block to zero part of it", e))?;
+                buf[lo as usize..hi as usize].fill(0);
+                self.dev.write_at(pblk * bs, &buf, IoClass::Data).map_err(|e| FsError::io(format!("zeroing part of block {pblk}"), e))?;
+            }
+        }
+        Ok(())
     }
 
     /// Change attributes; a size change truncates or extends (sparsely).
