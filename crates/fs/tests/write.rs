@@ -595,3 +595,31 @@ fn inline_data_inodes_convert_on_first_change() {
         eprintln!("{variant}: {} entries verified (kernel-made inodes: {kernel})", model.len());
     }
 }
+
+/// RENAME_WHITEOUT leaves a character device 0:0 at the source name, in the
+/// same operation; the kernel sees both names as we left them.
+#[test]
+fn rename_whiteout_leaves_a_whiteout() {
+    let Some((work, empty)) = common::setup_empty() else { return };
+    let img = common::make_image(work.path(), "whiteout.img", 16, &[], &empty);
+    let vol = open_rw(&img);
+    let f = vol.create(ROOT_INO, b"src", CreateKind::File, 0o644, 0, 0).unwrap();
+    vol.write(f.ino, 0, b"moved").unwrap();
+    vol.rename_whiteout(ROOT_INO, b"src", ROOT_INO, b"dst", false, 1000, 1000).unwrap();
+    // NOREPLACE is honoured, and a failed rename leaves no whiteout behind.
+    let g = vol.create(ROOT_INO, b"other", CreateKind::File, 0o644, 0, 0).unwrap();
+    assert!(matches!(vol.rename_whiteout(ROOT_INO, b"other", ROOT_INO, b"dst", true, 0, 0), Err(fs::FsError::Exists)));
+    assert_eq!(resolve(&vol, "other"), g.ino);
+    let w = vol.inode(resolve(&vol, "src")).unwrap();
+    assert_eq!((w.base.mode & 0o170000, w.base.mode & 0o7777, w.uid(), w.gid()), (0o020000, 0, 1000, 1000));
+    assert_eq!(resolve(&vol, "dst"), f.ino);
+    vol.shutdown().unwrap();
+    drop(vol);
+    common::e2fsck_clean(&img);
+    common::with_kernel_mount(&img, |mnt| {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let m = std::fs::symlink_metadata(mnt.join("src")).unwrap();
+        assert!(m.file_type().is_char_device() && m.rdev() == 0);
+        assert_eq!(std::fs::read(mnt.join("dst")).unwrap(), b"moved");
+    });
+}

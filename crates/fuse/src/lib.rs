@@ -269,7 +269,7 @@ impl fuser::Filesystem for Ext4Fuse {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -277,7 +277,7 @@ impl fuser::Filesystem for Ext4Fuse {
         flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
-        self.do_rename(parent, name, newparent, newname, flags, reply)
+        self.do_rename(parent, name, newparent, newname, flags, (req.uid(), req.gid()), reply)
     }
 
     fn write(

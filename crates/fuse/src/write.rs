@@ -119,19 +119,23 @@ impl Ext4Fuse {
         }
     }
 
-    pub(crate) fn do_rename(&self, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
-        if flags.contains(RenameFlags::RENAME_WHITEOUT) {
-            return reply.error(Errno::EINVAL);
-        }
+    /// `owner`: the caller's uid and gid, for the whiteout RENAME_WHITEOUT leaves.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn do_rename(&self, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, owner: (u32, u32), reply: ReplyEmpty) {
         let noreplace = flags.contains(RenameFlags::RENAME_NOREPLACE);
         let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
-        if noreplace && exchange {
+        let whiteout = flags.contains(RenameFlags::RENAME_WHITEOUT);
+        if exchange && (noreplace || whiteout) {
             return reply.error(Errno::EINVAL);
         }
         let r = (|| {
             let p = crate::ext4_ino(parent)?;
             let np = crate::ext4_ino(newparent)?;
-            self.vol.rename(p, name.as_bytes(), np, newname.as_bytes(), noreplace, exchange).map_err(|e| errno(&e))
+            let (name, newname) = (name.as_bytes(), newname.as_bytes());
+            if whiteout {
+                return self.vol.rename_whiteout(p, name, np, newname, noreplace, owner.0, owner.1).map_err(|e| errno(&e));
+            }
+            self.vol.rename(p, name, np, newname, noreplace, exchange).map_err(|e| errno(&e))
         })();
         match r {
             Ok(()) => reply.ok(),

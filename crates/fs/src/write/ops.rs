@@ -210,60 +210,63 @@ impl Volume {
 
     /// Create `name` in directory `parent`.
     pub fn create(&self, parent: u32, name: &[u8], kind: CreateKind, perm: u16, uid: u32, gid: u32) -> Result<Inode> {
-        self.atomic(|ws| {
-            let mut dir = self.dir_inode(parent)?;
-            self.check_new_name(&dir, name)?;
-            let is_dir = kind == CreateKind::Dir;
-            if is_dir && dir.links_count() >= DIR_NLINK_MAX && !self.sb.has_ro_compat(feature::ro_compat::DIR_NLINK) {
-                return Err(FsError::TooManyLinks);
+        self.atomic(|ws| self.create_in(ws, parent, name, &kind, perm, uid, gid))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create_in(&self, ws: &mut WriteState, parent: u32, name: &[u8], kind: &CreateKind, perm: u16, uid: u32, gid: u32) -> Result<Inode> {
+        let mut dir = self.dir_inode(parent)?;
+        self.check_new_name(&dir, name)?;
+        let is_dir = *kind == CreateKind::Dir;
+        if is_dir && dir.links_count() >= DIR_NLINK_MAX && !self.sb.has_ro_compat(feature::ro_compat::DIR_NLINK) {
+            return Err(FsError::TooManyLinks);
+        }
+        let ino = self.alloc_inode(ws, parent, is_dir)?;
+        let mut inode = self.new_inode(ino, kind.type_bits() | (perm & 0o7777), uid, gid);
+        match kind {
+            CreateKind::File => self.init_extent_root(&mut inode),
+            CreateKind::Dir => {
+                self.init_extent_root(&mut inode);
+                inode.base.links_count = 2;
+                let runs = self.ensure_mapped(ws, &mut inode, 0, 1)?;
+                let block = self.init_dir_block(&inode, parent);
+                self.install(ws, runs[0].1, block);
+                set_size(&mut inode, u64::from(self.block_size()));
             }
-            let ino = self.alloc_inode(ws, parent, is_dir)?;
-            let mut inode = self.new_inode(ino, kind.type_bits() | (perm & 0o7777), uid, gid);
-            match &kind {
-                CreateKind::File => self.init_extent_root(&mut inode),
-                CreateKind::Dir => {
+            CreateKind::Symlink(target) => {
+                if target.is_empty() || target.len() >= self.block_size() as usize {
+                    self.free_inode(ws, ino, false)?;
+                    return Err(FsError::NameTooLong);
+                }
+                if target.len() < I_BLOCK_SIZE {
+                    inode.base.block[..target.len()].copy_from_slice(target);
+                } else {
                     self.init_extent_root(&mut inode);
-                    inode.base.links_count = 2;
                     let runs = self.ensure_mapped(ws, &mut inode, 0, 1)?;
-                    let block = self.init_dir_block(&inode, parent);
-                    self.install(ws, runs[0].1, block);
-                    set_size(&mut inode, u64::from(self.block_size()));
+                    let mut data = self.fresh_block();
+                    data[..target.len()].copy_from_slice(target);
+                    self.write_data(runs[0].1, &data)?;
                 }
-                CreateKind::Symlink(target) => {
-                    if target.is_empty() || target.len() >= self.block_size() as usize {
-                        self.free_inode(ws, ino, false)?;
-                        return Err(FsError::NameTooLong);
-                    }
-                    if target.len() < I_BLOCK_SIZE {
-                        inode.base.block[..target.len()].copy_from_slice(target);
-                    } else {
-                        self.init_extent_root(&mut inode);
-                        let runs = self.ensure_mapped(ws, &mut inode, 0, 1)?;
-                        let mut data = self.fresh_block();
-                        data[..target.len()].copy_from_slice(target);
-                        self.write_data(runs[0].1, &data)?;
-                    }
-                    set_size(&mut inode, target.len() as u64);
-                }
-                CreateKind::Char(rdev) | CreateKind::Block(rdev) => {
-                    let (major, minor) = ((rdev >> 8) & 0xfff, (rdev & 0xff) | ((rdev >> 12) & 0xfff00));
-                    if major < 256 && minor < 256 {
-                        ondisk::bytes::put_le32(&mut inode.base.block, 0, (major << 8) | minor);
-                    } else {
-                        ondisk::bytes::put_le32(&mut inode.base.block, 4, *rdev);
-                    }
-                }
-                CreateKind::Fifo | CreateKind::Socket => {}
+                set_size(&mut inode, target.len() as u64);
             }
-            self.write_inode(ws, &inode)?;
-            self.add_entry(ws, &mut dir, name, ino, dirent_type(inode.base.mode))?;
-            if is_dir {
-                self.inc_dir_links(&mut dir);
+            CreateKind::Char(rdev) | CreateKind::Block(rdev) => {
+                let (major, minor) = ((rdev >> 8) & 0xfff, (rdev & 0xff) | ((rdev >> 12) & 0xfff00));
+                if major < 256 && minor < 256 {
+                    ondisk::bytes::put_le32(&mut inode.base.block, 0, (major << 8) | minor);
+                } else {
+                    ondisk::bytes::put_le32(&mut inode.base.block, 4, *rdev);
+                }
             }
-            touch(&mut dir, true);
-            self.write_inode(ws, &dir)?;
-            Ok(inode)
-        })
+            CreateKind::Fifo | CreateKind::Socket => {}
+        }
+        self.write_inode(ws, &inode)?;
+        self.add_entry(ws, &mut dir, name, ino, dirent_type(inode.base.mode))?;
+        if is_dir {
+            self.inc_dir_links(&mut dir);
+        }
+        touch(&mut dir, true);
+        self.write_inode(ws, &dir)?;
+        Ok(inode)
     }
 
     /// Write a whole data block at physical block `pblk`.
@@ -413,90 +416,104 @@ impl Volume {
 
     /// rename(2), with RENAME_NOREPLACE and RENAME_EXCHANGE.
     pub fn rename(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, exchange: bool) -> Result<()> {
-        self.atomic(|ws| {
-            if newname.len() > ondisk::dir::MAX_NAME_LEN {
-                return Err(FsError::NameTooLong);
+        self.atomic(|ws| self.rename_in(ws, parent, name, newparent, newname, noreplace, exchange))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rename_in(&self, ws: &mut WriteState, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, exchange: bool) -> Result<()> {
+        if newname.len() > ondisk::dir::MAX_NAME_LEN {
+            return Err(FsError::NameTooLong);
+        }
+        for n in [name, newname] {
+            if n == b"." || n == b".." || n.is_empty() {
+                return Err(FsError::Invalid("cannot rename . or ..".into()));
             }
-            for n in [name, newname] {
-                if n == b"." || n == b".." || n.is_empty() {
-                    return Err(FsError::Invalid("cannot rename . or ..".into()));
-                }
-            }
-            let mut src_dir = self.dir_inode(parent)?;
-            let (src_ino, _) = self.lookup(&src_dir, name)?.ok_or(FsError::NotFound)?;
-            let mut src = self.inode(src_ino)?;
-            self.convert_inline_dir(ws, &mut src_dir)?; // every rename changes it: convert before dst_dir may copy it
-            let mut dst_dir = if newparent == parent { src_dir.clone() } else { self.dir_inode(newparent)? };
-            let dst = self.lookup(&dst_dir, newname)?;
-            if src.is_dir() && newparent != parent && self.is_ancestor(src_ino, newparent)? {
+        }
+        let mut src_dir = self.dir_inode(parent)?;
+        let (src_ino, _) = self.lookup(&src_dir, name)?.ok_or(FsError::NotFound)?;
+        let mut src = self.inode(src_ino)?;
+        self.convert_inline_dir(ws, &mut src_dir)?; // every rename changes it: convert before dst_dir may copy it
+        let mut dst_dir = if newparent == parent { src_dir.clone() } else { self.dir_inode(newparent)? };
+        let dst = self.lookup(&dst_dir, newname)?;
+        if src.is_dir() && newparent != parent && self.is_ancestor(src_ino, newparent)? {
+            return Err(FsError::InvalidMove);
+        }
+        if exchange {
+            let (dst_ino, _) = dst.ok_or(FsError::NotFound)?;
+            let mut other = self.inode(dst_ino)?;
+            if other.is_dir() && newparent != parent && self.is_ancestor(dst_ino, parent)? {
                 return Err(FsError::InvalidMove);
             }
-            if exchange {
-                let (dst_ino, _) = dst.ok_or(FsError::NotFound)?;
-                let mut other = self.inode(dst_ino)?;
-                if other.is_dir() && newparent != parent && self.is_ancestor(dst_ino, parent)? {
-                    return Err(FsError::InvalidMove);
+            self.retarget_entry(ws, &mut src_dir, name, dst_ino, dirent_type(other.base.mode))?;
+            self.retarget_entry(ws, &mut dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
+            if newparent != parent {
+                if src.is_dir() {
+                    self.retarget_entry(ws, &mut src, b"..", newparent, ftype::DIR)?;
                 }
-                self.retarget_entry(ws, &mut src_dir, name, dst_ino, dirent_type(other.base.mode))?;
-                self.retarget_entry(ws, &mut dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
-                if newparent != parent {
-                    if src.is_dir() {
-                        self.retarget_entry(ws, &mut src, b"..", newparent, ftype::DIR)?;
-                    }
-                    if other.is_dir() {
-                        self.retarget_entry(ws, &mut other, b"..", parent, ftype::DIR)?;
-                    }
-                    if src.is_dir() != other.is_dir() {
-                        let (into_dst, into_src) = if src.is_dir() { (&mut dst_dir, &mut src_dir) } else { (&mut src_dir, &mut dst_dir) };
-                        self.inc_dir_links(into_dst);
-                        self.dec_dir_links(into_src);
-                    }
+                if other.is_dir() {
+                    self.retarget_entry(ws, &mut other, b"..", parent, ftype::DIR)?;
                 }
-                touch(&mut src, false);
-                touch(&mut other, false);
-                self.write_inode(ws, &src)?;
-                self.write_inode(ws, &other)?;
-                return self.finish_rename(ws, parent, newparent, src_dir, dst_dir);
-            }
-            if let Some((dst_ino, _)) = dst {
-                if noreplace {
-                    return Err(FsError::Exists);
+                if src.is_dir() != other.is_dir() {
+                    let (into_dst, into_src) = if src.is_dir() { (&mut dst_dir, &mut src_dir) } else { (&mut src_dir, &mut dst_dir) };
+                    self.inc_dir_links(into_dst);
+                    self.dec_dir_links(into_src);
                 }
-                if dst_ino == src_ino {
-                    return Ok(()); // two names of one inode: nothing to do
-                }
-                let mut victim = self.inode(dst_ino)?;
-                match (src.is_dir(), victim.is_dir()) {
-                    (true, false) => return Err(FsError::NotDir),
-                    (false, true) => return Err(FsError::IsDir),
-                    (true, true) if !self.dir_is_empty(&victim)? => return Err(FsError::NotEmpty),
-                    _ => {}
-                }
-                self.retarget_entry(ws, &mut dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
-                if victim.is_dir() {
-                    victim.base.links_count = 0;
-                    self.dec_dir_links(&mut dst_dir);
-                } else {
-                    victim.base.links_count = victim.base.links_count.saturating_sub(1);
-                }
-                touch(&mut victim, false);
-                self.drop_if_unlinked(ws, victim)?;
-            } else {
-                self.add_entry(ws, &mut dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
-            }
-            if newparent == parent {
-                // Same directory: the entry add above may have changed the dir inode (size).
-                src_dir = dst_dir.clone();
-            }
-            self.remove_entry(ws, &mut src_dir, name)?;
-            if src.is_dir() && newparent != parent {
-                self.retarget_entry(ws, &mut src, b"..", newparent, ftype::DIR)?;
-                self.dec_dir_links(&mut src_dir);
-                self.inc_dir_links(&mut dst_dir);
             }
             touch(&mut src, false);
+            touch(&mut other, false);
             self.write_inode(ws, &src)?;
-            self.finish_rename(ws, parent, newparent, src_dir, dst_dir)
+            self.write_inode(ws, &other)?;
+            return self.finish_rename(ws, parent, newparent, src_dir, dst_dir);
+        }
+        if let Some((dst_ino, _)) = dst {
+            if noreplace {
+                return Err(FsError::Exists);
+            }
+            if dst_ino == src_ino {
+                return Ok(()); // two names of one inode: nothing to do
+            }
+            let mut victim = self.inode(dst_ino)?;
+            match (src.is_dir(), victim.is_dir()) {
+                (true, false) => return Err(FsError::NotDir),
+                (false, true) => return Err(FsError::IsDir),
+                (true, true) if !self.dir_is_empty(&victim)? => return Err(FsError::NotEmpty),
+                _ => {}
+            }
+            self.retarget_entry(ws, &mut dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
+            if victim.is_dir() {
+                victim.base.links_count = 0;
+                self.dec_dir_links(&mut dst_dir);
+            } else {
+                victim.base.links_count = victim.base.links_count.saturating_sub(1);
+            }
+            touch(&mut victim, false);
+            self.drop_if_unlinked(ws, victim)?;
+        } else {
+            self.add_entry(ws, &mut dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
+        }
+        if newparent == parent {
+            // Same directory: the entry add above may have changed the dir inode (size).
+            src_dir = dst_dir.clone();
+        }
+        self.remove_entry(ws, &mut src_dir, name)?;
+        if src.is_dir() && newparent != parent {
+            self.retarget_entry(ws, &mut src, b"..", newparent, ftype::DIR)?;
+            self.dec_dir_links(&mut src_dir);
+            self.inc_dir_links(&mut dst_dir);
+        }
+        touch(&mut src, false);
+        self.write_inode(ws, &src)?;
+        self.finish_rename(ws, parent, newparent, src_dir, dst_dir)
+    }
+
+    /// rename(2) with RENAME_WHITEOUT: the source name is left holding a
+    /// whiteout (a character device 0:0 owned by `uid`:`gid`, what overlayfs
+    /// reads as "deleted"), in the same transaction.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rename_whiteout(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, uid: u32, gid: u32) -> Result<()> {
+        self.atomic(|ws| {
+            self.rename_in(ws, parent, name, newparent, newname, noreplace, false)?;
+            self.create_in(ws, parent, name, &CreateKind::Char(0), 0, uid, gid).map(|_| ())
         })
     }
 
