@@ -260,13 +260,29 @@ impl Volume {
     /// Read `count` blocks from `start` in one device request, with replayed
     /// journal copies laid over them.
     pub(crate) fn read_blocks_uncached(&self, start: u64, count: u64, class: IoClass) -> Result<Vec<u8>> {
+        let mut bufs = self.read_runs_uncached(&[(start, count)], class)?;
+        debug_assert_eq!(bufs.len(), 1);
+        Ok(bufs.pop().unwrap_or_default())
+    }
+
+    /// Read runs `(start, count)` of blocks, one buffer per run: the parts
+    /// read from home are submitted together (one request each, in one
+    /// `read_batch` when there are several, so the device may reorder them).
+    /// In lazy mode, blocks whose newest copy is in the journal come from
+    /// there (one by one: the journal has no batched read); otherwise the
+    /// replayed overlay is laid over what was read.
+    pub(crate) fn read_runs_uncached(&self, runs: &[(u64, u64)], class: IoClass) -> Result<Vec<Vec<u8>>> {
         let bs = u64::from(self.block_size);
-        let mut buf = vec![0u8; (count * bs) as usize];
-        if self.opts.lazy {
-            // Held across the reads: the tail cannot move and free a copy meanwhile.
-            if let Some(j) = self.jbd2.as_ref().map(|j| j.read()) {
-                // Blocks whose newest copy is in the journal come from there,
-                // only the runs between them from home.
+        let mut bufs: Vec<Vec<u8>> = runs.iter().map(|&(_, n)| vec![0u8; (n * bs) as usize]).collect();
+        // Per run, its parts to read from home: (offset in the run, blocks).
+        let mut home: Vec<Vec<(u64, u64)>> = runs.iter().map(|&(_, n)| vec![(0, n)]).collect();
+        // Held across the reads: the tail cannot move and free a copy meanwhile.
+        let jbd2 = if self.opts.lazy { self.jbd2.as_ref().map(|j| j.read()) } else { None };
+        if let Some(j) = &jbd2 {
+            for (r, &(start, count)) in runs.iter().enumerate() {
+                let parts = &mut home[r];
+                parts.clear();
+                let buf = &mut bufs[r];
                 let mut i = 0;
                 while i < count {
                     let off = (i * bs) as usize;
@@ -274,23 +290,54 @@ impl Volume {
                         i += 1;
                         continue;
                     }
-                    let run = i;
+                    let from = i;
                     while i < count && !j.has_copy(start + i) {
                         i += 1;
                     }
-                    self.read_home(start + run, &mut buf[(run * bs) as usize..(i * bs) as usize], class)?;
+                    parts.push((from, i - from));
                 }
-                return Ok(buf);
             }
         }
-        self.read_home(start, &mut buf, class)?;
-        if !self.overlay.is_empty() {
-            for i in 0..count {
-                let off = (i * bs) as usize;
-                self.overlay.apply(self, start + i, &mut buf[off..off + bs as usize])?;
+        self.read_home_parts(runs, &home, &mut bufs, class)?;
+        // The jmap already gave the newest copies; the overlay serves the rest.
+        let from_jmap = jbd2.is_some();
+        drop(jbd2);
+        if !from_jmap && !self.overlay.is_empty() {
+            for (&(start, count), buf) in runs.iter().zip(bufs.iter_mut()) {
+                for i in 0..count {
+                    let off = (i * bs) as usize;
+                    self.overlay.apply(self, start + i, &mut buf[off..off + bs as usize])?;
+                }
             }
         }
-        Ok(buf)
+        Ok(bufs)
+    }
+
+    /// Read the `parts` of each run from home into its buffer: a single part
+    /// as a plain read (what every ordinary miss does), several as one batch.
+    fn read_home_parts(&self, runs: &[(u64, u64)], parts: &[Vec<(u64, u64)>], bufs: &mut [Vec<u8>], class: IoClass) -> Result<()> {
+        let bs = u64::from(self.block_size);
+        let mut reqs = Vec::new();
+        for ((&(start, _), run_parts), buf) in runs.iter().zip(parts).zip(bufs.iter_mut()) {
+            let mut rest: &mut [u8] = buf;
+            let mut pos = 0;
+            for &(off, n) in run_parts {
+                debug_assert!(off >= pos);
+                let (_, tail) = std::mem::take(&mut rest).split_at_mut(((off - pos) * bs) as usize);
+                let (piece, tail) = tail.split_at_mut((n * bs) as usize);
+                reqs.push(blockdev::ReadRequest { offset: (start + off) * bs, buf: piece, class });
+                rest = tail;
+                pos = off + n;
+            }
+        }
+        match reqs.as_mut_slice() {
+            [] => Ok(()),
+            [one] => self.read_home(one.offset / bs, one.buf, class),
+            many => {
+                let n = many.len();
+                self.dev.read_batch(many).map_err(|e| FsError::io(format!("reading a batch of {n} block runs"), e))
+            }
+        }
     }
 
     /// Read blocks from their home location, one request.
