@@ -37,6 +37,11 @@ pub struct PrefetchStats {
 }
 
 impl Volume {
+    /// Whether `blk` is in the buffer cache (counts neither a hit nor a miss).
+    pub fn is_cached(&self, blk: u64) -> bool {
+        self.cache.contains(blk)
+    }
+
     /// Read those of `blocks` that are not cached, submitted as one batch of
     /// contiguous runs (the device may reorder them), and cache them as clean
     /// copies. Blocks whose newest copy is in the journal (lazy mode) or in
