@@ -7,6 +7,7 @@
 //! - htree: the index root (block 0) and the leaf k. Interior index nodes
 //!   (directories of more than ~500 leaves) are not known to the KB yet;
 //! - entry block unknown: all blocks (linear) or the root only (htree).
+//!
 //! A name the KB does not know still plans what its lookup will read (all
 //! blocks of a linear directory, the htree root), then stops. Extent index
 //! blocks of directories with deep extent trees are not planned either.
