@@ -43,6 +43,8 @@ impl Ext4Fuse {
         let dir = self.inode(ino)?;
         if offset == 0 {
             self.accessed(dir.ino);
+            // StepAhead: fetch the listing and what the next steps need at once.
+            self.vol.hint_listing(&dir);
         }
         Ok(dir)
     }
@@ -128,9 +130,15 @@ impl Ext4Fuse {
     }
 
     fn lookup_inode(&self, parent: INodeNo, name: &OsStr) -> Result<fs::Inode, Errno> {
+        // StepAhead: what the KB says this lookup and the next step read, at once.
+        self.vol.hint_lookup(ext4_ino(parent)?, name.as_bytes());
         let dir = self.inode(parent)?;
         match self.vol.lookup(&dir, name.as_bytes()) {
-            Ok(Some((ino, _))) => self.vol.inode(ino).map_err(|e| errno(&e)),
+            Ok(Some((ino, _))) => {
+                let child = self.vol.inode(ino).map_err(|e| errno(&e))?;
+                self.vol.hint_looked_up(&child);
+                Ok(child)
+            }
             Ok(None) => Err(Errno::ENOENT),
             Err(e) => Err(errno(&e)),
         }

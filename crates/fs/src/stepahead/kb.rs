@@ -48,6 +48,10 @@ pub struct Hint {
 #[derive(Default)]
 pub struct KnowledgeBase {
     dirs: HashMap<u32, DirInfo>,
+    /// Blocks every lookup in a directory may read before its entry block:
+    /// htree interior index nodes and extent-tree blocks. Only the few
+    /// directories that have any are here (big or fragmented ones).
+    index: HashMap<u32, Box<[u64]>>,
     entries: usize,
 }
 
@@ -212,6 +216,33 @@ impl KnowledgeBase {
         if let Some(info) = self.dirs.remove(&dir) {
             self.entries -= info.len as usize;
         }
+        self.index.remove(&dir);
+    }
+
+    /// The interior blocks (htree index nodes, extent-tree blocks) of a known
+    /// directory; an empty list forgets them.
+    pub fn set_index_blocks(&mut self, dir: u32, blocks: &[u64]) {
+        if blocks.is_empty() || !self.dirs.contains_key(&dir) {
+            self.index.remove(&dir);
+        } else {
+            self.index.insert(dir, blocks.into());
+        }
+    }
+
+    pub fn index_blocks(&self, dir: u32) -> &[u64] {
+        self.index.get(&dir).map_or(&[], |b| b)
+    }
+
+    /// The directory became hashed (or, rebuilt, linear again).
+    pub fn set_dir_kind(&mut self, dir: u32, kind: DirKind) {
+        if let Some(info) = self.dirs.get_mut(&dir) {
+            info.kind = kind;
+        }
+    }
+
+    /// Whether the directory is known.
+    pub fn knows(&self, dir: u32) -> bool {
+        self.dirs.contains_key(&dir)
     }
 
     /// A name added (or re-pointed) in a known directory; ignored for an
@@ -228,6 +259,18 @@ impl KnowledgeBase {
         }
     }
 
+    /// An existing name now leads to another inode (rename over a target,
+    /// a moved directory's ".."): its entry block stays what it was.
+    pub fn retarget_entry(&mut self, dir: u32, name: &[u8], child: u32) {
+        let lblk = self.hint(dir, name).and_then(|h| h.lblk).map(u64::from);
+        self.note_entry(dir, name, child, lblk);
+    }
+
+    /// The child inodes a known directory's entries lead to (any order).
+    pub fn children(&self, dir: u32) -> Vec<u32> {
+        self.dirs.get(&dir).map_or_else(Vec::new, |d| d.slots.iter().filter(|&&s| s != EMPTY).map(|&s| slot_child(s)).collect())
+    }
+
     /// A name removed from `dir`.
     pub fn drop_entry(&mut self, dir: u32, name: &[u8]) {
         if let Some(info) = self.dirs.get_mut(&dir) {
@@ -241,6 +284,19 @@ impl KnowledgeBase {
     pub fn set_dir_blocks(&mut self, dir: u32, blocks: &[u64]) {
         if let Some(info) = self.dirs.get_mut(&dir) {
             info.blocks = blocks.into();
+        }
+    }
+
+    /// A block appended to a known directory (logical block `lblk`); a gap
+    /// in what is known makes the list unusable, so the directory is forgotten.
+    pub fn grow_dir(&mut self, dir: u32, lblk: u64, pblk: u64) {
+        let Some(info) = self.dirs.get_mut(&dir) else { return };
+        if info.blocks.len() as u64 == lblk {
+            let mut v = std::mem::take(&mut info.blocks).into_vec();
+            v.push(pblk);
+            info.blocks = v.into_boxed_slice();
+        } else if (info.blocks.len() as u64) < lblk {
+            self.forget_dir(dir);
         }
     }
 
@@ -289,7 +345,9 @@ impl KnowledgeBase {
             .values()
             .map(|d| d.blocks.len() * 8 + d.slots.len() * 8 + d.lblks.len() * 2)
             .sum();
-        std::mem::size_of::<Self>() + self.dirs.capacity() * bucket + arrays
+        let index_bucket = std::mem::size_of::<(u32, Box<[u64]>)>() + 1;
+        let index: usize = self.index.values().map(|b| b.len() * 8).sum();
+        std::mem::size_of::<Self>() + self.dirs.capacity() * bucket + arrays + self.index.capacity() * index_bucket + index
     }
 }
 

@@ -4,145 +4,142 @@
 //! The knowledge base ([`kb`]) says where each directory's blocks are and which
 //! inode each name leads to; [`plan`] turns a path into the blocks its
 //! resolution will read; [`Volume::prefetch`] reads the uncached ones in one
-//! batch into the buffer cache. Everything here is a hint: resolution still
-//! reads the real directories, so a stale KB only wastes reads.
+//! batch into the buffer cache. The KB is learnt as directories are listed
+//! ([`learn`]) and kept current by every namespace change ([`update`]); the
+//! hints ([`hints`]) are where the FUSE frontend and the library API ask for
+//! prefetches. Everything here is a hint: resolution still reads the real
+//! directories, so a stale KB only wastes reads. docs/STEPAHEAD.md has the
+//! design and the decisions.
 
+mod hints;
 pub mod kb;
+mod learn;
 mod plan;
+mod prefetch;
+mod update;
 
 pub use kb::{DirKind, Hint, KnowledgeBase};
+pub use learn::{learn, learn_tree};
 pub use plan::{plan, Plan};
+pub use prefetch::PrefetchStats;
+pub(crate) use update::KbChange;
 
-use crate::cache::Block;
-use crate::bmap::Mapping;
-use crate::error::{FsError, Result};
 use crate::volume::Volume;
-use blockdev::IoClass;
-use ondisk::inode::flags;
-use std::sync::Arc;
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// What one prefetch did with the blocks it was given.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PrefetchStats {
-    /// Distinct blocks asked for.
-    pub requested: usize,
-    /// Already in the buffer cache: nothing to do.
-    pub cached: usize,
-    /// Read and offered to the cache.
-    pub read: usize,
-    /// Not blocks of this volume (a stale or corrupt hint): skipped.
-    pub invalid: usize,
-    /// Contiguous runs submitted together.
-    pub runs: usize,
+/// How StepAhead runs (mount option `stepahead`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepAheadOptions {
+    /// Most blocks one hint may read (`stepahead_budget=`).
+    pub budget_blocks: usize,
+    /// A hint reads nothing while this many device reads are in flight
+    /// (the device queue is congested: the prefetch would only add to it).
+    pub congestion_limit: usize,
+}
+
+impl Default for StepAheadOptions {
+    fn default() -> Self {
+        // 512 blocks = 2 MiB a hint with 4 KiB blocks; 32 = a SATA NCQ queue.
+        StepAheadOptions { budget_blocks: 512, congestion_limit: 32 }
+    }
+}
+
+/// The volume's StepAhead state: the KB and the prefetcher's counters.
+pub(crate) struct StepAhead {
+    pub(crate) kb: RwLock<KnowledgeBase>,
+    pub(crate) opts: StepAheadOptions,
+    batches: AtomicU64,
+    backoffs: AtomicU64,
+}
+
+impl StepAhead {
+    pub(crate) fn new(opts: StepAheadOptions) -> Self {
+        StepAhead { kb: RwLock::new(KnowledgeBase::new()), opts, batches: AtomicU64::new(0), backoffs: AtomicU64::new(0) }
+    }
+}
+
+/// Path-translation reads (inode-table and directory blocks), counted
+/// whether StepAhead runs or not, for the hit rate.
+#[derive(Default)]
+pub(crate) struct TranslationCounters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl TranslationCounters {
+    pub(crate) fn count(&self, hit: bool) {
+        let c = if hit { &self.hits } else { &self.misses };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// StepAhead's figures for the stats file.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepAheadStats {
+    pub enabled: bool,
+    /// Path-translation reads served from the cache / all of them.
+    pub translation_hits: u64,
+    pub translation_misses: u64,
+    /// Blocks prefetches read into the cache.
+    pub prefetch_blocks: u64,
+    /// Prefetched blocks later asked for.
+    pub prefetch_used_blocks: u64,
+    /// Prefetched blocks evicted (or freed) without use, plus, when the
+    /// figures are final (unmount), those still unused in the cache.
+    pub prefetch_wasted_blocks: u64,
+    /// Prefetched blocks still cached and unused (live figures only).
+    pub prefetch_unused_blocks: u64,
+    /// Batches submitted, and hints skipped because the device was congested.
+    pub prefetch_batches: u64,
+    pub prefetch_backoffs: u64,
+    pub kb_entries: u64,
+    pub kb_dirs: u64,
+    pub kb_bytes: u64,
+}
+
+impl StepAheadStats {
+    pub fn hit_rate(&self) -> f64 {
+        let all = self.translation_hits + self.translation_misses;
+        if all == 0 {
+            return 0.0;
+        }
+        self.translation_hits as f64 / all as f64
+    }
 }
 
 impl Volume {
-    /// Whether `blk` is in the buffer cache (counts neither a hit nor a miss).
-    pub fn is_cached(&self, blk: u64) -> bool {
-        self.cache.contains(blk)
+    /// StepAhead's figures; `final_figures` counts prefetched blocks still
+    /// unused as wasted (the volume is going away).
+    pub fn stepahead_stats(&self, final_figures: bool) -> StepAheadStats {
+        let c = self.cache.stats();
+        let mut st = StepAheadStats {
+            enabled: self.stepahead.is_some(),
+            translation_hits: self.translation.hits.load(Ordering::Relaxed),
+            translation_misses: self.translation.misses.load(Ordering::Relaxed),
+            prefetch_blocks: c.prefetched,
+            prefetch_used_blocks: c.prefetch_used,
+            prefetch_wasted_blocks: c.prefetch_wasted,
+            prefetch_unused_blocks: c.prefetch_unused(),
+            ..Default::default()
+        };
+        if final_figures {
+            st.prefetch_wasted_blocks += st.prefetch_unused_blocks;
+            st.prefetch_unused_blocks = 0;
+        }
+        if let Some(sa) = &self.stepahead {
+            st.prefetch_batches = sa.batches.load(Ordering::Relaxed);
+            st.prefetch_backoffs = sa.backoffs.load(Ordering::Relaxed);
+            let kb = sa.kb.read();
+            st.kb_entries = kb.len() as u64;
+            st.kb_dirs = kb.dirs() as u64;
+            st.kb_bytes = kb.bytes() as u64;
+        }
+        st
     }
 
-    /// Read those of `blocks` that are not cached, submitted as one batch of
-    /// contiguous runs (the device may reorder them), and cache them as clean
-    /// copies. Blocks whose newest copy is in the journal (lazy mode) or in
-    /// the replayed overlay come from there, as on any cache miss.
-    pub fn prefetch(&self, blocks: &[u64]) -> Result<PrefetchStats> {
-        let mut want: Vec<u64> = blocks.to_vec();
-        want.sort_unstable();
-        want.dedup();
-        let mut st = PrefetchStats { requested: want.len(), ..Default::default() };
-        want.retain(|&b| {
-            if self.check_block(b, "prefetched block").is_err() {
-                st.invalid += 1;
-                false
-            } else if self.cache.contains(b) {
-                st.cached += 1;
-                false
-            } else {
-                true
-            }
-        });
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        for &b in &want {
-            match runs.last_mut() {
-                Some((start, len)) if *start + *len == b => *len += 1,
-                _ => runs.push((b, 1)),
-            }
-        }
-        st.runs = runs.len();
-        if runs.is_empty() {
-            return Ok(st);
-        }
-        // Noted before reading: a block modified meanwhile keeps its newer copy.
-        let seen = self.cache.read_epoch();
-        let bufs = self.read_runs_uncached(&runs, IoClass::Metadata)?;
-        let bs = self.block_size as usize;
-        for (&(start, len), buf) in runs.iter().zip(&bufs) {
-            debug_assert_eq!(buf.len(), len as usize * bs);
-            for (i, chunk) in buf.chunks_exact(bs).enumerate() {
-                let data: Block = Arc::from(chunk);
-                self.cache.insert_read(start + i as u64, data, seen);
-                st.read += 1;
-            }
-        }
-        Ok(st)
+    /// Run `f` on the knowledge base, if StepAhead is on.
+    pub fn with_kb<T>(&self, f: impl FnOnce(&KnowledgeBase) -> T) -> Option<T> {
+        self.stepahead.as_ref().map(|sa| f(&sa.kb.read()))
     }
-}
-
-/// Read directory `dir` and record it in `kb` (what a mount-time walk or a
-/// directory read does). Holes end the block list: entries past one keep
-/// their block index, which the planner then ignores.
-pub fn learn(vol: &Volume, kb: &mut KnowledgeBase, dir: u32) -> Result<()> {
-    let inode = vol.inode(dir)?;
-    if !inode.is_dir() {
-        return Err(FsError::NotDir);
-    }
-    let inline = inode.has_flag(flags::INLINE_DATA);
-    let mut blocks = Vec::new();
-    if !inline {
-        let n = vol.dir_blocks(&inode);
-        let mut lblk = 0;
-        while lblk < n {
-            match vol.map_block(&inode, lblk, n - lblk)? {
-                Mapping::Mapped { pblk, len, .. } => {
-                    blocks.extend(pblk..pblk + len);
-                    lblk += len;
-                }
-                Mapping::Hole { .. } => break,
-            }
-        }
-    }
-    let bs = u64::from(vol.block_size());
-    let mut entries: Vec<(Vec<u8>, u32, u64)> = Vec::new();
-    vol.read_dir(&inode, 0, &mut |e| {
-        // Inline entries live in the inode itself: block index 0, no blocks.
-        let lblk = if inline { 0 } else { e.next.saturating_sub(1) / bs };
-        entries.push((e.name, e.ino, lblk));
-        true
-    })?;
-    let kind = if vol.is_htree(&inode) { DirKind::Htree } else { DirKind::Linear };
-    kb.learn_dir(dir, kind, &blocks, entries.iter().map(|(n, c, l)| (&n[..], *c, *l)));
-    Ok(())
-}
-
-/// Learn every directory reachable from `root` (the mount-time walk).
-/// Returns the number of directories learnt.
-pub fn learn_tree(vol: &Volume, kb: &mut KnowledgeBase, root: u32) -> Result<usize> {
-    let mut todo = vec![root];
-    let mut seen = std::collections::HashSet::new();
-    while let Some(dir) = todo.pop() {
-        if !seen.insert(dir) {
-            continue;
-        }
-        learn(vol, kb, dir)?;
-        let mut subdirs = Vec::new();
-        vol.read_dir(&vol.inode(dir)?, 0, &mut |e| {
-            if e.file_type == ondisk::dir::ftype::DIR && e.name != b"." && e.name != b".." {
-                subdirs.push(e.ino);
-            }
-            true
-        })?;
-        todo.extend(subdirs);
-    }
-    Ok(seen.len())
 }

@@ -4,13 +4,14 @@
 //! directory blocks a lookup of `c` reads, then on to the child. Which
 //! directory blocks, using the block index the KB keeps per entry:
 //! - linear directory: blocks 0..=k, the scan up to the entry's block k;
-//! - htree: the index root (block 0) and the leaf k. Interior index nodes
-//!   (directories of more than ~500 leaves) are not known to the KB yet;
-//! - entry block unknown: all blocks (linear) or the root only (htree).
+//! - htree: the index root (block 0) and the leaf k;
+//! - entry block unknown: all blocks (linear) or the root only (htree);
+//! - always: the directory's interior blocks the KB keeps (htree index nodes
+//!   of directories of more than ~500 leaves, extent-tree blocks of
+//!   fragmented ones), which a lookup may read before the leaf.
 //!
 //! A name the KB does not know still plans what its lookup will read (all
-//! blocks of a linear directory, the htree root), then stops. Extent index
-//! blocks of directories with deep extent trees are not planned either.
+//! blocks of a linear directory, the htree root), then stops.
 
 use super::kb::{DirKind, KnowledgeBase};
 use crate::volume::Volume;
@@ -51,6 +52,9 @@ pub fn plan(vol: &Volume, kb: &KnowledgeBase, start: u32, path: &[&[u8]]) -> Pla
         let (Some(blocks), Some(kind)) = (kb.dir_blocks(dir), kb.dir_kind(dir)) else { break };
         let hint = kb.hint(dir, name);
         let entry_blk = hint.and_then(|h| h.lblk).map(|l| l as usize).filter(|&l| l < blocks.len());
+        for &b in kb.index_blocks(dir) {
+            p.push(b);
+        }
         let wanted: &[u64] = match (kind, entry_blk) {
             (DirKind::Linear, Some(k)) => &blocks[..=k],
             (DirKind::Linear, None) => blocks,
