@@ -309,3 +309,201 @@ fn lazy_prefetch_reads_newest_copies_from_the_journal() {
     assert!(vol.journal_stats().is_some());
     vol.shutdown().unwrap();
 }
+
+fn open_with_stepahead(img: &Path, writable: bool, lazy: bool, cache_bytes: usize) -> Volume {
+    let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(img, writable).unwrap());
+    let opts = VolumeOptions {
+        read_only: !writable,
+        lazy,
+        cache_bytes,
+        stepahead: Some(Default::default()),
+        ..Default::default()
+    };
+    Volume::open(dev, opts).unwrap()
+}
+
+/// Every directory's listing, by path, as a `find`-like walk sees it: each
+/// listing starts with the listing hint (as FUSE readdir does), then every
+/// child's inode is read (as readdirplus does).
+fn walk(vol: &Volume) -> Vec<(String, u32, u16, u64)> {
+    let mut out = Vec::new();
+    let mut todo = vec![(ROOT_INO, String::new())];
+    while let Some((dir, prefix)) = todo.pop() {
+        let inode = vol.inode(dir).unwrap();
+        vol.hint_listing(&inode);
+        let mut entries = Vec::new();
+        vol.read_dir(&inode, 0, &mut |e| {
+            entries.push(e);
+            true
+        })
+        .unwrap();
+        for e in entries {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            let child = vol.inode(e.ino).unwrap();
+            let p = format!("{prefix}/{}", String::from_utf8_lossy(&e.name));
+            out.push((p.clone(), child.ino, child.base.mode, child.size()));
+            if child.is_dir() {
+                todo.push((child.ino, p));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A cold walk with the listing hints finds exactly what one without finds,
+/// with fewer translation misses, and the figures add up.
+#[test]
+fn listing_hints_raise_the_hit_rate_and_change_nothing() {
+    let Some((_work, linear, hashed)) = images() else { return };
+    for img in [&linear, &hashed] {
+        let plain = open(img);
+        let with = open_with_stepahead(img, false, false, 64 << 20);
+        let (a, b) = (walk(&plain), walk(&with));
+        assert_eq!(a, b);
+        let (s0, s1) = (plain.stepahead_stats(true), with.stepahead_stats(true));
+        eprintln!("{}: hit rate {:.3} -> {:.3}; {s1:?}", img.display(), s0.hit_rate(), s1.hit_rate());
+        assert!(!s0.enabled && s0.prefetch_blocks == 0 && s0.kb_entries == 0);
+        assert!(s1.enabled && s1.prefetch_blocks > 0 && s1.prefetch_batches > 0);
+        assert!(s1.translation_misses < s0.translation_misses, "{s0:?} vs {s1:?}");
+        assert!(s1.hit_rate() > s0.hit_rate());
+        // Every directory was listed: the KB knows every entry (".", ".." too).
+        assert_eq!(s1.kb_dirs as usize, a.iter().filter(|x| x.2 & 0o170000 == 0o040000).count() + 1);
+        assert!(s1.kb_entries as usize >= a.len() && s1.kb_bytes > 0);
+        assert_eq!(s1.prefetch_used_blocks + s1.prefetch_wasted_blocks, s1.prefetch_blocks, "final figures add up");
+        assert!(s1.prefetch_wasted_blocks * 4 < s1.prefetch_blocks, "a full walk uses most of what was prefetched: {s1:?}");
+    }
+}
+
+/// Lookups and library resolutions through a volume whose KB is stale on
+/// purpose (the stale KB of `stale_kb`) give exactly the plain results.
+#[test]
+fn hints_from_a_stale_kb_never_change_results() {
+    let Some((_work, linear, hashed)) = images() else { return };
+    for img in [&linear, &hashed] {
+        let base = open(img);
+        let paths = all_paths(&base);
+        let dirs: Vec<u32> = paths
+            .iter()
+            .filter_map(|p| resolve(&base, ROOT_INO, &split(p)).ok())
+            .filter(|&(_, mode, _)| mode & 0o170000 == 0o040000)
+            .map(|(ino, _, _)| ino)
+            .chain([ROOT_INO])
+            .collect();
+        let stale = stale_kb(&base, &dirs, &paths);
+        let expected: Vec<Outcome> = paths.iter().map(|p| resolve(&base, ROOT_INO, &split(p))).collect();
+        let vol = open_with_stepahead(img, false, false, 256 << 10);
+        vol.with_kb_mut(|kb| *kb = stale).unwrap();
+        for (p, want) in paths.iter().zip(&expected) {
+            let comps = split(p);
+            let got = vol.resolve(ROOT_INO, &comps).map(|i| (i.ino, i.base.mode, i.size())).map_err(|e| e.errno());
+            assert_eq!(&got, want, "{p}");
+            // FUSE-style: one lookup hint per component.
+            let mut dir = ROOT_INO;
+            for c in &comps {
+                vol.hint_lookup(dir, c);
+                let Ok(Some((child, _))) = vol.lookup(&vol.inode(dir).unwrap(), c) else { break };
+                let Ok(child) = vol.inode(child) else { break };
+                vol.hint_looked_up(&child);
+                dir = child.ino;
+            }
+        }
+        let st = vol.stepahead_stats(true);
+        assert!(st.prefetch_blocks > 0, "{st:?}");
+        eprintln!("{}: {} stale-KB resolutions identical; {st:?}", img.display(), paths.len());
+    }
+}
+
+/// The KB as the in-band updates left it must equal one learnt afresh from
+/// the volume, for every directory it knows: blocks, kind, interior blocks,
+/// and per name the child and the entry's block.
+fn assert_kb_matches_volume(vol: &Volume, live_dirs: &std::collections::HashSet<u32>) -> usize {
+    let known = vol.with_kb(|kb| kb.known_dirs()).unwrap();
+    let mut checked = 0;
+    for d in known {
+        assert!(live_dirs.contains(&d), "the KB still knows removed directory {d}");
+        let mut fresh = KnowledgeBase::new();
+        stepahead::learn(vol, &mut fresh, d).unwrap();
+        let mut names = Vec::new();
+        vol.read_dir(&vol.inode(d).unwrap(), 0, &mut |e| {
+            names.push(e.name);
+            true
+        })
+        .unwrap();
+        vol.with_kb(|kb| {
+            assert_eq!(kb.dir_blocks(d), fresh.dir_blocks(d), "blocks of {d}");
+            assert_eq!(kb.dir_kind(d), fresh.dir_kind(d), "kind of {d}");
+            assert_eq!(kb.index_blocks(d), fresh.index_blocks(d), "interior blocks of {d}");
+            assert_eq!(kb.dir_len(d), fresh.dir_len(d), "entries of {d}");
+            for n in &names {
+                assert_eq!(kb.hint(d, n), fresh.hint(d, n), "{d}/{}", String::from_utf8_lossy(n));
+            }
+        });
+        checked += 1;
+    }
+    checked
+}
+
+/// Renames (within and across directories, of directories, over targets),
+/// unlinks, links, rmdirs and a directory growing from one block to an htree
+/// with split leaves: the in-band updates keep the KB equal to the volume.
+#[test]
+fn kb_follows_every_namespace_change() {
+    let Some((work, src)) = common::setup_empty() else { return };
+    for d in ["a/sub", "b", "c/deep/er"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    for i in 0..30 {
+        std::fs::write(src.join(format!("a/f{i}")), b"x").unwrap();
+    }
+    let img = common::make_image(work.path(), "kb.img", 64, &[], &src);
+    for lazy in [false, true] {
+        let copy = work.path().join(format!("kb-{lazy}.img"));
+        std::fs::copy(&img, &copy).unwrap();
+        let vol = open_with_stepahead(&copy, true, lazy, 8 << 20);
+        walk(&vol); // learns every directory
+        let id = |p: &str| resolve(&vol, ROOT_INO, &split(p)).unwrap().0;
+        let (a, b, c, sub, deep) = (id("a"), id("b"), id("c"), id("a/sub"), id("c/deep"));
+        let mut live: std::collections::HashSet<u32> = [ROOT_INO, a, b, c, sub, deep, id("c/deep/er"), id("lost+found")].into();
+        // Growth: b from one block to an htree whose leaves split.
+        for i in 0..1500 {
+            let name = format!("grow-{i:05}-{}", "n".repeat(60));
+            vol.create(b, name.as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap();
+        }
+        assert_eq!(vol.with_kb(|kb| kb.dir_kind(b)).unwrap(), Some(DirKind::Htree));
+        assert!(vol.with_kb(|kb| kb.dir_blocks(b).map_or(0, <[u64]>::len)).unwrap() > 10);
+        // Unlinks, links, renames of files within and across directories, over targets.
+        for i in (0..1500).step_by(3) {
+            vol.unlink(b, format!("grow-{i:05}-{}", "n".repeat(60)).as_bytes()).unwrap();
+        }
+        for i in 0..10 {
+            let f = vol.resolve(a, &[format!("f{i}").as_bytes()]).unwrap().ino;
+            vol.link(f, c, format!("link{i}").as_bytes()).unwrap();
+            vol.rename(a, format!("f{i}").as_bytes(), a, format!("g{i}").as_bytes(), false, false).unwrap();
+        }
+        for i in 10..20 {
+            vol.rename(a, format!("f{i}").as_bytes(), b, format!("moved{i}").as_bytes(), false, false).unwrap();
+        }
+        vol.rename(a, b"f20", a, b"g0", false, false).unwrap(); // over an existing name
+        vol.rename(a, b"f21", c, b"link1", false, false).unwrap(); // over a link across directories
+        vol.rename(a, b"f22", a, b"f23", false, true).unwrap(); // exchange
+        // Directories: moved (".." retargeted), created, removed.
+        vol.rename(c, b"deep", b, b"deep-moved", false, false).unwrap();
+        let fresh = vol.create(sub, b"fresh", CreateKind::Dir, 0o755, 0, 0).unwrap().ino;
+        live.insert(fresh);
+        vol.create(fresh, b"x", CreateKind::File, 0o644, 0, 0).unwrap();
+        let gone = vol.create(a, b"gone", CreateKind::Dir, 0o755, 0, 0).unwrap().ino;
+        walk(&vol); // learns the new directories too
+        assert!(vol.with_kb(|kb| kb.knows(gone)).unwrap());
+        vol.rmdir(a, b"gone").unwrap();
+        // A failing operation is rolled back, and so is what it told the KB.
+        assert!(vol.rmdir(ROOT_INO, b"a").is_err());
+        assert!(vol.create(b, b"moved10", CreateKind::File, 0o644, 0, 0).is_err());
+        let checked = assert_kb_matches_volume(&vol, &live);
+        assert_eq!(checked, live.len(), "every live directory is known");
+        eprintln!("lazy={lazy}: KB equal to the volume in {checked} directories, {:?}", vol.stepahead_stats(false));
+        vol.shutdown().unwrap();
+    }
+}

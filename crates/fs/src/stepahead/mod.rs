@@ -138,6 +138,12 @@ impl Volume {
         st
     }
 
+    /// Change the knowledge base, if StepAhead is on (tests make it stale
+    /// on purpose; tools may load one).
+    pub fn with_kb_mut<T>(&self, f: impl FnOnce(&mut KnowledgeBase) -> T) -> Option<T> {
+        self.stepahead.as_ref().map(|sa| f(&mut sa.kb.write()))
+    }
+
     /// Run `f` on the knowledge base, if StepAhead is on.
     pub fn with_kb<T>(&self, f: impl FnOnce(&KnowledgeBase) -> T) -> Option<T> {
         self.stepahead.as_ref().map(|sa| f(&sa.kb.read()))
