@@ -31,7 +31,7 @@ pub struct MountOptions {
     pub cold_age_s: Option<u64>,
     /// Write the engine's counters here as JSON at unmount (`stats=PATH`).
     pub stats: Option<std::path::PathBuf>,
-    /// StepAhead prefetching (`stepahead`, `stepahead_budget=BLOCKS`).
+    /// StepAhead prefetching (`stepahead`, `stepahead_budget=BLOCKS`, `stepahead_depth=LEVELS`).
     pub stepahead: Option<fs::stepahead::StepAheadOptions>,
 }
 
@@ -93,6 +93,9 @@ impl MountOptions {
                 "nostepahead" if value.is_none() => o.stepahead = None,
                 "stepahead_budget" => {
                     o.stepahead.get_or_insert_with(Default::default).budget_blocks = number(value)?.max(1);
+                }
+                "stepahead_depth" => {
+                    o.stepahead.get_or_insert_with(Default::default).depth = number(value)?.clamp(1, 16);
                 }
                 "stats" => match value {
                     Some(p) if !p.is_empty() => o.stats = Some(p.into()),

@@ -5,7 +5,8 @@
 //! what the next steps will most likely need, within the budget:
 //! - a listing (readdir from its start): the directory's own blocks, then its
 //!   children's inode blocks (readdirplus and `stat` read them all), then the
-//!   blocks of its subdirectories (`find` and `du` list each one next);
+//!   blocks of its subdirectories (`find` and `du` list each one next), and
+//!   so on down `depth` levels of subdirectories the KB did not know yet;
 //! - a lookup: what the KB says the lookup reads (the parent's blocks for the
 //!   name, the child's inode block) and, for a child directory, its blocks.
 //!
@@ -48,7 +49,7 @@ impl Volume {
         // The layout from the inode is exact (the KB's may be stale).
         let Ok(layout) = self.dir_layout(dir) else { return };
         let mut first: Vec<u64> = layout.extent_blocks.iter().chain(&layout.blocks).copied().collect();
-        let known_children = {
+        {
             let kb = sa.kb.read();
             let children = kb.children(dir.ino);
             for &c in &children {
@@ -59,36 +60,49 @@ impl Volume {
                     Self::known_dir_blocks(&kb, c, SUBDIR_BLOCKS, &mut first);
                 }
             }
-            !children.is_empty()
-        };
+        }
         self.hint_prefetch(&first, &mut budget);
         let Some(entries) = self.learn_cached(&sa.kb, dir, &layout) else { return };
-        let children: Vec<(u32, u8)> = entries
-            .iter()
-            .filter(|e| e.name != b"." && e.name != b"..")
-            .map(|e| (e.child, e.file_type))
-            .collect();
-        if !known_children {
-            let mut inode_blocks = Vec::with_capacity(children.len());
-            for &(c, _) in &children {
+        let mut frontier = real_children(&entries);
+        // Level by level down the subtree: the entries' inode blocks, then
+        // the blocks of the subdirectories the KB did not know, which are
+        // then learnt (their entries are the next level), within the budget.
+        for level in 0..sa.opts.depth.max(1) {
+            let mut inode_blocks = Vec::with_capacity(frontier.len());
+            for &(c, _) in &frontier {
                 self.push_inode_block(c, &mut inode_blocks);
             }
             self.hint_prefetch(&inode_blocks, &mut budget);
-        }
-        // Subdirectories the KB did not know: their inodes are cached now.
-        let mut sub = Vec::new();
-        {
-            let kb = sa.kb.read();
-            for &(c, ft) in &children {
-                if !(ft == ftype::DIR || ft == ftype::UNKNOWN) || kb.knows(c) {
+            let subdirs: Vec<Inode> = {
+                let kb = sa.kb.read();
+                frontier
+                    .iter()
+                    .filter(|&&(c, ft)| (ft == ftype::DIR || ft == ftype::UNKNOWN) && !kb.knows(c))
+                    .filter_map(|&(c, _)| self.inode_cached(c))
+                    .filter(Inode::is_dir)
+                    .collect()
+            };
+            let layouts: Vec<Vec<u64>> = subdirs.iter().map(|d| self.dir_blocks_without_io(d, SUBDIR_BLOCKS)).collect();
+            let sub: Vec<u64> = layouts.iter().flatten().copied().collect();
+            self.hint_prefetch(&sub, &mut budget);
+            if level + 1 >= sa.opts.depth || budget == 0 {
+                break;
+            }
+            frontier.clear();
+            for (d, blocks) in subdirs.iter().zip(layouts) {
+                // Only directories read whole (small ones) are learnt here.
+                if blocks.is_empty() || blocks.len() as u64 != self.dir_blocks(d) {
                     continue;
                 }
-                if let Some(child) = self.inode_cached(c).filter(Inode::is_dir) {
-                    sub.extend(self.dir_blocks_without_io(&child, SUBDIR_BLOCKS));
+                let layout = DirLayout { blocks, extent_blocks: Vec::new() };
+                if let Some(e) = self.learn_cached(&sa.kb, d, &layout) {
+                    frontier.extend(real_children(&e));
                 }
             }
+            if frontier.is_empty() {
+                break;
+            }
         }
-        self.hint_prefetch(&sub, &mut budget);
     }
 
     fn push_inode_block(&self, ino: u32, out: &mut Vec<u64>) {
@@ -163,4 +177,9 @@ impl Volume {
         }
         Ok(inode)
     }
+}
+
+/// A directory's entries other than "." and "..": (inode, file type).
+fn real_children(entries: &[super::learn::Learnt]) -> Vec<(u32, u8)> {
+    entries.iter().filter(|e| e.name != b"." && e.name != b"..").map(|e| (e.child, e.file_type)).collect()
 }

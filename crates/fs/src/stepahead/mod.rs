@@ -36,12 +36,14 @@ pub struct StepAheadOptions {
     /// A hint reads nothing while this many device reads are in flight
     /// (the device queue is congested: the prefetch would only add to it).
     pub congestion_limit: usize,
+    /// Levels of subdirectories a listing hint reads ahead (`stepahead_depth=`).
+    pub depth: usize,
 }
 
 impl Default for StepAheadOptions {
     fn default() -> Self {
         // 512 blocks = 2 MiB a hint with 4 KiB blocks; 32 = a SATA NCQ queue.
-        StepAheadOptions { budget_blocks: 512, congestion_limit: 32 }
+        StepAheadOptions { budget_blocks: 512, congestion_limit: 32, depth: 3 }
     }
 }
 
