@@ -45,6 +45,8 @@ impl Ext4Fuse {
             self.accessed(dir.ino);
             // StepAhead: fetch the listing and what the next steps need at once.
             self.vol.hint_listing(&dir);
+        } else {
+            self.vol.hint_listing_continues(&dir, offset);
         }
         Ok(dir)
     }
@@ -357,9 +359,14 @@ impl fuser::Filesystem for Ext4Fuse {
             Ok(d) => d,
             Err(e) => return reply.error(e),
         };
+        let mut full = false;
         let r = self.vol.read_dir(&dir, offset, &mut |e| {
-            !reply.add(fuse_ino(e.ino), e.next, attr::dirent_kind(e.file_type), OsStr::from_bytes(&e.name))
+            full = reply.add(fuse_ino(e.ino), e.next, attr::dirent_kind(e.file_type), OsStr::from_bytes(&e.name));
+            !full
         });
+        if r.is_ok() && !full {
+            self.vol.hint_listed(&dir);
+        }
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -371,6 +378,7 @@ impl fuser::Filesystem for Ext4Fuse {
             Ok(d) => d,
             Err(e) => return reply.error(e),
         };
+        let mut full = false;
         let r = self.vol.read_dir(&dir, offset, &mut |e| {
             let generation;
             let (attr, ttl) = match self.vol.inode(e.ino) {
@@ -386,8 +394,12 @@ impl fuser::Filesystem for Ext4Fuse {
                     (attr::placeholder(fuse_ino(e.ino), e.file_type), Duration::ZERO)
                 }
             };
-            !reply.add(fuse_ino(e.ino), e.next, OsStr::from_bytes(&e.name), &ttl, &attr, generation)
+            full = reply.add(fuse_ino(e.ino), e.next, OsStr::from_bytes(&e.name), &ttl, &attr, generation);
+            !full
         });
+        if r.is_ok() && !full {
+            self.vol.hint_listed(&dir);
+        }
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),

@@ -105,6 +105,47 @@ impl Volume {
         }
     }
 
+    /// A listing of `dir` goes on from `offset` (a later readdir call): if the
+    /// next block is not cached, read the next `budget` blocks in one batch
+    /// (a big directory does not fit one hint's budget).
+    pub fn hint_listing_continues(&self, dir: &Inode, offset: u64) {
+        let Some(sa) = self.stepahead_on() else { return };
+        if !dir.is_dir() || dir.has_flag(ondisk::inode::flags::INLINE_DATA) {
+            return;
+        }
+        let n = self.dir_blocks(dir);
+        let mut lblk = offset / u64::from(self.block_size);
+        let mut blocks = Vec::new();
+        while lblk < n && blocks.len() < sa.opts.budget_blocks {
+            let want = (n - lblk).min((sa.opts.budget_blocks - blocks.len()) as u64);
+            match self.map_block(dir, lblk, want) {
+                Ok(crate::bmap::Mapping::Mapped { pblk, len, .. }) => {
+                    if blocks.is_empty() && self.cache.contains(pblk) {
+                        return; // read ahead already (or by the listing itself)
+                    }
+                    blocks.extend(pblk..pblk + len);
+                    lblk += len;
+                }
+                Ok(crate::bmap::Mapping::Hole { len }) => lblk += len,
+                Err(_) => break,
+            }
+        }
+        let mut budget = sa.opts.budget_blocks;
+        self.hint_prefetch(&blocks, &mut budget);
+    }
+
+    /// A listing of `dir` reached its end: a directory too big for the
+    /// first hint's budget is learnt now, from the cache, if it is all there.
+    pub fn hint_listed(&self, dir: &Inode) {
+        let Some(sa) = self.stepahead_on() else { return };
+        if !dir.is_dir() || sa.kb.read().knows(dir.ino) {
+            return;
+        }
+        if let Ok(layout) = self.dir_layout(dir) {
+            let _ = self.learn_cached(&sa.kb, dir, &layout);
+        }
+    }
+
     fn push_inode_block(&self, ino: u32, out: &mut Vec<u64>) {
         if ino != 0 && ino <= self.sb.f.inodes_count {
             out.push(self.inode_location(ino).0);

@@ -22,6 +22,8 @@ pub(crate) enum KbChange {
     /// A new interior (htree index) block.
     IndexNode { dir: u32, pblk: u64 },
     Hashed { dir: u32 },
+    /// A directory just made: "." and ".." in its first block.
+    NewDir { dir: u32, parent: u32, pblk: u64 },
     /// Learn it again when next listed (its layout changed in a way not
     /// followed entry by entry, or it is gone).
     Forget { dir: u32 },
@@ -51,6 +53,9 @@ impl Volume {
                     kb.set_index_blocks(dir, &index);
                 }
                 KbChange::Hashed { dir } => kb.set_dir_kind(dir, DirKind::Htree),
+                KbChange::NewDir { dir, parent, pblk } => {
+                    kb.learn_dir(dir, DirKind::Linear, &[pblk], [(&b"."[..], dir, 0), (&b".."[..], parent, 0)]);
+                }
                 KbChange::Forget { dir } => kb.forget_dir(dir),
             }
         }
