@@ -4,7 +4,7 @@
 
 mod common;
 
-use blockdev::{BlockDevice, FileDevice};
+use blockdev::{BlockDevice, FileDevice, IoClass, ReadRequest};
 use fs::stepahead::{self, DirKind, KnowledgeBase};
 use fs::{CreateKind, FsError, Volume, VolumeOptions, ROOT_INO};
 use std::path::{Path, PathBuf};
@@ -59,6 +59,38 @@ fn images() -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
 fn open(img: &Path) -> Volume {
     let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(img, false).unwrap());
     Volume::open(dev, VolumeOptions::default()).unwrap()
+}
+
+/// The classes of each `read_batch` a device received, and its single reads.
+#[derive(Default)]
+struct BatchLog {
+    batches: std::sync::Mutex<Vec<Vec<IoClass>>>,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+struct Recording {
+    inner: FileDevice,
+    log: Arc<BatchLog>,
+}
+
+impl BlockDevice for Recording {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8], class: IoClass) -> std::io::Result<()> {
+        self.log.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.read_at(offset, buf, class)
+    }
+    fn write_at(&self, offset: u64, buf: &[u8], class: IoClass) -> std::io::Result<()> {
+        self.inner.write_at(offset, buf, class)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+    fn read_batch(&self, requests: &mut [ReadRequest<'_>]) -> std::io::Result<()> {
+        self.log.batches.lock().unwrap().push(requests.iter().map(|r| r.class).collect());
+        self.inner.read_batch(requests)
+    }
 }
 
 /// What a resolution found, comparable across runs: (inode, mode, size) or the errno.
@@ -273,7 +305,8 @@ fn planning_stops_at_the_first_unknown_name() {
 #[test]
 fn lazy_prefetch_reads_newest_copies_from_the_journal() {
     let Some((_work, linear, _)) = images() else { return };
-    let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(&linear, true).unwrap());
+    let batches = Arc::new(BatchLog::default());
+    let dev: Arc<dyn BlockDevice> = Arc::new(Recording { inner: FileDevice::open(&linear, true).unwrap(), log: batches.clone() });
     let opts = VolumeOptions { read_only: false, lazy: true, cache_bytes: 256 << 10, ..Default::default() };
     let vol = Volume::open(dev, opts).unwrap();
     // Change existing directories (their home copies go stale) and add new ones.
@@ -300,12 +333,26 @@ fn lazy_prefetch_reads_newest_copies_from_the_journal() {
         let _ = resolve(&vol, ROOT_INO, &split(p));
     }
     let mut read = 0;
+    let (mut mixed, mut single_reads) = (0, 0);
     for (p, want) in paths.iter().zip(&expected) {
         let comps = split(p);
-        read += vol.prefetch(&stepahead::plan(&vol, &kb, ROOT_INO, &comps).blocks).unwrap().read;
+        let reads_before = batches.reads.load(std::sync::atomic::Ordering::SeqCst);
+        batches.batches.lock().unwrap().clear();
+        let st = vol.prefetch(&stepahead::plan(&vol, &kb, ROOT_INO, &comps).blocks).unwrap();
+        read += st.read;
+        // Home blocks and journal copies go to the device together: one batch.
+        let log = std::mem::take(&mut *batches.batches.lock().unwrap());
+        let singles = batches.reads.load(std::sync::atomic::Ordering::SeqCst) - reads_before;
+        assert!(log.len() + singles <= 1, "{p}: {} batches and {singles} single reads for one prefetch", log.len());
+        if log.iter().any(|b| b.contains(&IoClass::Journal) && b.contains(&IoClass::Metadata)) {
+            mixed += 1;
+        }
+        single_reads += singles;
         assert_eq!(&resolve(&vol, ROOT_INO, &comps), want, "{p}");
     }
     assert!(read > 0, "the prefetches read something");
+    assert!(mixed > 0, "some batches held journal copies and home blocks together");
+    eprintln!("lazy: {read} blocks prefetched, {mixed} batches mixing journal copies and home blocks, {single_reads} single reads");
     assert!(vol.journal_stats().is_some());
     vol.shutdown().unwrap();
 }
