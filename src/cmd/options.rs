@@ -31,6 +31,8 @@ pub struct MountOptions {
     pub cold_age_s: Option<u64>,
     /// Write the engine's counters here as JSON at unmount (`stats=PATH`).
     pub stats: Option<std::path::PathBuf>,
+    /// StepAhead prefetching (`stepahead`, `stepahead_budget=BLOCKS`, `stepahead_depth=LEVELS`).
+    pub stepahead: Option<fs::stepahead::StepAheadOptions>,
 }
 
 impl Default for MountOptions {
@@ -53,6 +55,7 @@ impl Default for MountOptions {
             lazy: false,
             cold_age_s: None,
             stats: None,
+            stepahead: None,
         }
     }
 }
@@ -84,6 +87,16 @@ impl MountOptions {
                 "dirty_expire" => o.dirty_expire_s = number(value)? as u64,
                 "cold_age" => o.cold_age_s = Some(number(value)? as u64),
                 "nosubtype" => o.no_subtype = true,
+                "stepahead" if value.is_none() => {
+                    o.stepahead.get_or_insert_with(Default::default);
+                }
+                "nostepahead" if value.is_none() => o.stepahead = None,
+                "stepahead_budget" => {
+                    o.stepahead.get_or_insert_with(Default::default).budget_blocks = number(value)?.max(1);
+                }
+                "stepahead_depth" => {
+                    o.stepahead.get_or_insert_with(Default::default).depth = number(value)?.clamp(1, 16);
+                }
                 "stats" => match value {
                     Some(p) if !p.is_empty() => o.stats = Some(p.into()),
                     _ => bail!("mount option stats= takes a file name"),
@@ -184,6 +197,16 @@ mod tests {
         assert_eq!(p("rw,cold_age=600,journal=lazy").unwrap().cold_age_s, Some(600));
         assert!(p("rw,cold_age=600").unwrap_err().to_string().contains("journal=lazy"));
         assert!(p("rw,journal=lazy,cold_age=soon").is_err());
+    }
+
+    #[test]
+    fn stepahead_options() {
+        assert!(p("ro").unwrap().stepahead.is_none());
+        assert_eq!(p("ro,stepahead").unwrap().stepahead, Some(Default::default()));
+        assert_eq!(p("stepahead_budget=64").unwrap().stepahead.map(|s| s.budget_blocks), Some(64));
+        assert!(p("stepahead,nostepahead").unwrap().stepahead.is_none());
+        assert!(p("stepahead=yes").is_err());
+        assert!(p("stepahead_budget=x").is_err());
     }
 
     #[test]

@@ -22,6 +22,8 @@ struct Slot {
     pinned: bool,
     /// The cache epoch when this block was last modified (0: never).
     version: u64,
+    /// Read by a prefetch and not asked for since (StepAhead's waste count).
+    prefetched: bool,
 }
 
 #[derive(Default)]
@@ -37,6 +39,20 @@ pub struct CacheStats {
     pub misses: u64,
     pub evictions: u64,
     pub blocks: u64,
+    /// Blocks a prefetch brought in (not those it found cached).
+    pub prefetched: u64,
+    /// Prefetched blocks asked for afterwards.
+    pub prefetch_used: u64,
+    /// Prefetched blocks evicted or dropped without being asked for.
+    pub prefetch_wasted: u64,
+}
+
+impl CacheStats {
+    /// Prefetched blocks still cached and not asked for yet (wasted if the
+    /// volume is unmounted now).
+    pub fn prefetch_unused(&self) -> u64 {
+        self.prefetched.saturating_sub(self.prefetch_used + self.prefetch_wasted)
+    }
 }
 
 pub struct BufferCache {
@@ -45,6 +61,9 @@ pub struct BufferCache {
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
+    prefetched: AtomicU64,
+    prefetch_used: AtomicU64,
+    prefetch_wasted: AtomicU64,
     /// Counts modifications (`insert_dirty`): a reader that saw an older
     /// epoch before its device read may be holding an outdated copy.
     epoch: AtomicU64,
@@ -67,6 +86,9 @@ impl BufferCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            prefetched: AtomicU64::new(0),
+            prefetch_used: AtomicU64::new(0),
+            prefetch_wasted: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
             recent: (0..RECENT_SLOTS).map(|_| AtomicU64::new(0)).collect(),
         }
@@ -83,6 +105,9 @@ impl BufferCache {
         match s.map.get_mut(&block) {
             Some(slot) => {
                 slot.referenced = true;
+                if std::mem::take(&mut slot.prefetched) {
+                    self.prefetch_used.fetch_add(1, Ordering::Relaxed);
+                }
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 Some(slot.data.clone())
             }
@@ -119,19 +144,37 @@ impl BufferCache {
     /// evicted again) is not replaced by the older copy; when it cannot be
     /// told whether this block changed, the copy is simply not cached.
     pub fn insert_read(&self, block: u64, data: Block, seen: u64) {
+        self.insert_read_as(block, data, seen, false);
+    }
+
+    /// Like [`BufferCache::insert_read`], for a block a prefetch read: it is
+    /// counted, and counted as wasted if it leaves the cache unasked for.
+    /// Returns whether it was cached as a new block.
+    pub fn insert_prefetched(&self, block: u64, data: Block, seen: u64) -> bool {
+        self.insert_read_as(block, data, seen, true)
+    }
+
+    fn insert_read_as(&self, block: u64, data: Block, seen: u64, prefetched: bool) -> bool {
         // One critical section: a modification lands either before the check
         // (and is seen) or after the insert (and replaces the copy).
         let mut s = self.shard(block).lock();
         if self.recent[recent_slot(block)].load(Ordering::SeqCst) > seen {
-            return; // modified since the reader looked (or one sharing its slot was)
+            return false; // modified since the reader looked (or one sharing its slot was)
         }
         if let Some(slot) = s.map.get_mut(&block) {
             if !slot.pinned && slot.version <= seen {
                 slot.data = data;
             }
-            return;
+            return false;
         }
         self.insert_locked(&mut s, block, data, false, 0);
+        if prefetched {
+            if let Some(slot) = s.map.get_mut(&block) {
+                slot.prefetched = true;
+                self.prefetched.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        true
     }
 
     /// The home copy now matches `data` (if it is still the cached version): allow eviction.
@@ -182,11 +225,13 @@ impl BufferCache {
             if keep {
                 s.clock.push_back(victim);
             } else {
-                s.map.remove(&victim);
+                if s.map.remove(&victim).is_some_and(|v| v.prefetched) {
+                    self.prefetch_wasted.fetch_add(1, Ordering::Relaxed);
+                }
                 self.evictions.fetch_add(1, Ordering::Relaxed);
             }
         }
-        s.map.insert(block, Slot { data, referenced: false, pinned: dirty, version });
+        s.map.insert(block, Slot { data, referenced: false, pinned: dirty, version, prefetched: false });
         s.clock.push_back(block);
     }
 
@@ -207,7 +252,8 @@ impl BufferCache {
                         slot.pinned = pinned;
                     }
                     None => {
-                        s.map.insert(block, Slot { data, referenced: false, pinned, version: self.epoch.load(Ordering::SeqCst) });
+                        let version = self.epoch.load(Ordering::SeqCst);
+                        s.map.insert(block, Slot { data, referenced: false, pinned, version, prefetched: false });
                         s.clock.push_back(block);
                     }
                 }
@@ -217,7 +263,15 @@ impl BufferCache {
 
     /// Forget a block (e.g. freed metadata); a pinned copy is dropped too.
     pub fn remove(&self, block: u64) {
-        self.shard(block).lock().map.remove(&block);
+        if self.shard(block).lock().map.remove(&block).is_some_and(|v| v.prefetched) {
+            self.prefetch_wasted.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The cached copy of `block` without counting a hit or a use: for
+    /// StepAhead reading what it just prefetched to plan further.
+    pub fn peek_quiet(&self, block: u64) -> Option<Block> {
+        self.shard(block).lock().map.get(&block).map(|s| s.data.clone())
     }
 
     /// Number of pinned (dirty) blocks.
@@ -230,6 +284,9 @@ impl BufferCache {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
+            prefetched: self.prefetched.load(Ordering::Relaxed),
+            prefetch_used: self.prefetch_used.load(Ordering::Relaxed),
+            prefetch_wasted: self.prefetch_wasted.load(Ordering::Relaxed),
             blocks: self.shards.iter().map(|s| s.lock().map.len() as u64).sum(),
         }
     }
@@ -293,6 +350,27 @@ mod tests {
         assert!(c.contains(a), "a referenced block gets a second chance");
         assert!(!c.contains(b), "the unreferenced block is the victim");
         assert!(c.contains(n));
+    }
+
+    #[test]
+    fn prefetched_blocks_count_as_used_or_wasted_once() {
+        let c = BufferCache::new(SHARDS); // one block per shard
+        let same: Vec<u64> = (0..100_000u64).filter(|&b| std::ptr::eq(c.shard(b), c.shard(0))).take(4).collect();
+        assert!(c.insert_prefetched(same[0], blk(1), c.read_epoch()));
+        assert!(!c.insert_prefetched(same[0], blk(1), c.read_epoch()), "already cached: not counted again");
+        assert!(c.get(same[0]).is_some());
+        assert!(c.get(same[0]).is_some());
+        assert_eq!((c.stats().prefetched, c.stats().prefetch_used, c.stats().prefetch_unused()), (1, 1, 0));
+        // Evicted unused: wasted; removed unused: wasted.
+        assert!(c.insert_prefetched(same[1], blk(2), c.read_epoch()));
+        assert!(!c.contains(same[0]), "one block per shard");
+        assert!(c.peek_quiet(same[1]).is_some());
+        assert_eq!(c.stats().prefetch_unused(), 1, "a quiet peek is no use");
+        c.insert(same[2], blk(3));
+        assert!(c.insert_prefetched(same[3], blk(4), c.read_epoch()));
+        c.remove(same[3]);
+        let st = c.stats();
+        assert_eq!((st.prefetched, st.prefetch_used, st.prefetch_wasted, st.prefetch_unused()), (3, 1, 2, 0), "{st:?}");
     }
 
     #[test]

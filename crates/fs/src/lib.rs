@@ -15,6 +15,7 @@ mod file;
 mod journal_glue;
 mod overlay;
 mod statfs;
+pub mod stepahead;
 mod volume;
 mod write;
 mod xattr;

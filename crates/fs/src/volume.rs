@@ -35,6 +35,8 @@ pub struct VolumeOptions {
     /// Lazy mode: where the jmap snapshot lives (written at unmount, used
     /// instead of scanning the log at the next read-write lazy mount).
     pub jmap_snapshot: Option<std::path::PathBuf>,
+    /// StepAhead prefetching (mount option `stepahead`; docs/STEPAHEAD.md).
+    pub stepahead: Option<crate::stepahead::StepAheadOptions>,
 }
 
 impl Default for VolumeOptions {
@@ -49,6 +51,7 @@ impl Default for VolumeOptions {
             lazy: false,
             cleaner: Default::default(),
             jmap_snapshot: None,
+            stepahead: None,
         }
     }
 }
@@ -73,6 +76,12 @@ pub struct Volume {
     pub(crate) write: Option<parking_lot::Mutex<crate::write::WriteState>>,
     /// Open handles per inode: an unlinked inode is freed only after its last close.
     pub(crate) open_files: parking_lot::Mutex<std::collections::HashMap<u32, u32>>,
+    /// StepAhead's knowledge base and counters, when it is on.
+    pub(crate) stepahead: Option<crate::stepahead::StepAhead>,
+    /// Path-translation reads served from the cache or not (the hit rate).
+    pub(crate) translation: crate::stepahead::TranslationCounters,
+    /// Device read requests in flight (the prefetcher's congestion signal).
+    pub(crate) reads_in_flight: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Volume {
@@ -110,6 +119,7 @@ impl Volume {
         }
         let itb_per_group = (u64::from(sb.f.inodes_per_group) * u64::from(sb.inode_size())).div_ceil(u64::from(block_size));
         let cache_blocks = (opts.cache_bytes / block_size as usize).max(64);
+        let stepahead = opts.stepahead.map(crate::stepahead::StepAhead::new);
         let mut vol = Volume {
             dev,
             sb,
@@ -123,6 +133,9 @@ impl Volume {
             jbd2: None,
             write: None,
             open_files: Default::default(),
+            stepahead,
+            translation: Default::default(),
+            reads_in_flight: Default::default(),
         };
         *vol.groups.get_mut() = vol.read_group_descriptors()?;
         vol.journal = crate::journal_glue::open_journal(&mut vol)?;
@@ -232,8 +245,11 @@ impl Volume {
     pub(crate) fn meta_readahead(&self, blk: u64, start: u64, count: u64) -> Result<Block> {
         debug_assert!(start <= blk && blk < start + count);
         if let Some(b) = self.cache.get(blk) {
+            self.translation.count(true);
             return Ok(b);
         }
+        // Only path translation (inodes, directory blocks) reads ahead.
+        self.translation.count(false);
         if count <= 1 {
             return self.meta(blk);
         }
@@ -260,45 +276,96 @@ impl Volume {
     /// Read `count` blocks from `start` in one device request, with replayed
     /// journal copies laid over them.
     pub(crate) fn read_blocks_uncached(&self, start: u64, count: u64, class: IoClass) -> Result<Vec<u8>> {
-        let bs = u64::from(self.block_size);
-        let mut buf = vec![0u8; (count * bs) as usize];
-        if self.opts.lazy {
-            // Held across the reads: the tail cannot move and free a copy meanwhile.
-            if let Some(j) = self.jbd2.as_ref().map(|j| j.read()) {
-                // Blocks whose newest copy is in the journal come from there,
-                // only the runs between them from home.
-                let mut i = 0;
-                while i < count {
-                    let off = (i * bs) as usize;
-                    if j.read_newest(start + i, &mut buf[off..off + bs as usize]).map_err(crate::write::journal_err)? {
-                        i += 1;
-                        continue;
-                    }
-                    let run = i;
-                    while i < count && !j.has_copy(start + i) {
-                        i += 1;
-                    }
-                    self.read_home(start + run, &mut buf[(run * bs) as usize..(i * bs) as usize], class)?;
-                }
-                return Ok(buf);
-            }
-        }
-        self.read_home(start, &mut buf, class)?;
-        if !self.overlay.is_empty() {
-            for i in 0..count {
-                let off = (i * bs) as usize;
-                self.overlay.apply(self, start + i, &mut buf[off..off + bs as usize])?;
-            }
-        }
-        Ok(buf)
+        let mut bufs = self.read_runs_uncached(&[(start, count)], class)?;
+        debug_assert_eq!(bufs.len(), 1);
+        Ok(bufs.pop().unwrap_or_default())
     }
 
-    /// Read blocks from their home location, one request.
-    fn read_home(&self, start: u64, buf: &mut [u8], class: IoClass) -> Result<()> {
+    /// Read runs `(start, count)` of blocks, one buffer per run, submitted
+    /// together: one request per piece, in one `read_batch` when there are
+    /// several, so the device may reorder them. In lazy mode, blocks whose
+    /// newest copy is in the journal are pieces of their own, read from the
+    /// log in the same batch; otherwise the replayed overlay is laid over
+    /// what was read.
+    pub(crate) fn read_runs_uncached(&self, runs: &[(u64, u64)], class: IoClass) -> Result<Vec<Vec<u8>>> {
         let bs = u64::from(self.block_size);
-        self.dev
-            .read_at(start * bs, buf, class)
-            .map_err(|e| FsError::io(format!("reading {} block(s) at block {start}", buf.len() as u64 / bs), e))
+        let mut bufs: Vec<Vec<u8>> = runs.iter().map(|&(_, n)| vec![0u8; (n * bs) as usize]).collect();
+        // Held across the reads: the tail cannot move and free a copy meanwhile.
+        let jbd2 = if self.opts.lazy { self.jbd2.as_ref().map(|j| j.read()) } else { None };
+        // Per run, the pieces that cover it in order.
+        let mut pieces: Vec<Vec<Piece>> = Vec::with_capacity(runs.len());
+        for &(start, count) in runs {
+            let mut list = Vec::new();
+            match &jbd2 {
+                None => list.push(Piece { blocks: count, device_block: start, escaped: false, class }),
+                Some(j) => {
+                    let mut i = 0;
+                    while i < count {
+                        if let Some((phys, escaped)) = j.newest_copy_location(start + i).map_err(crate::write::journal_err)? {
+                            list.push(Piece { blocks: 1, device_block: phys, escaped, class: IoClass::Journal });
+                            i += 1;
+                            continue;
+                        }
+                        let from = i;
+                        while i < count && !j.has_copy(start + i) {
+                            i += 1;
+                        }
+                        list.push(Piece { blocks: i - from, device_block: start + from, escaped: false, class });
+                    }
+                }
+            }
+            pieces.push(list);
+        }
+        let mut reqs = Vec::new();
+        for (buf, list) in bufs.iter_mut().zip(&pieces) {
+            let mut rest: &mut [u8] = buf;
+            for p in list {
+                let (piece, tail) = std::mem::take(&mut rest).split_at_mut((p.blocks * bs) as usize);
+                reqs.push(blockdev::ReadRequest { offset: p.device_block * bs, buf: piece, class: p.class });
+                rest = tail;
+            }
+        }
+        self.submit_reads(&mut reqs)?;
+        drop(reqs);
+        let from_jmap = jbd2.is_some();
+        drop(jbd2);
+        for (buf, list) in bufs.iter_mut().zip(&pieces) {
+            let mut at = 0usize;
+            for p in list {
+                if p.escaped {
+                    journal::unescape(&mut buf[at..]);
+                }
+                at += (p.blocks * bs) as usize;
+            }
+        }
+        // The jmap already gave the newest copies; the overlay serves the rest.
+        if !from_jmap && !self.overlay.is_empty() {
+            for (&(start, count), buf) in runs.iter().zip(bufs.iter_mut()) {
+                for i in 0..count {
+                    let off = (i * bs) as usize;
+                    self.overlay.apply(self, start + i, &mut buf[off..off + bs as usize])?;
+                }
+            }
+        }
+        Ok(bufs)
+    }
+
+    /// Submit reads: one as a plain read (what every ordinary miss does),
+    /// several as one batch. Counted in flight meanwhile, which is how the
+    /// prefetcher sees a congested device.
+    fn submit_reads(&self, reqs: &mut [blockdev::ReadRequest<'_>]) -> Result<()> {
+        let n = reqs.len();
+        let _in_flight = InFlight::new(&self.reads_in_flight, n);
+        match reqs {
+            [] => Ok(()),
+            [one] => {
+                let bs = u64::from(self.block_size);
+                self.dev.read_at(one.offset, one.buf, one.class).map_err(|e| {
+                    FsError::io(format!("reading {} block(s) at block {}", one.buf.len() as u64 / bs, one.offset / bs), e)
+                })
+            }
+            many => self.dev.read_batch(many).map_err(|e| FsError::io(format!("reading a batch of {n} block runs"), e)),
+        }
     }
 
     /// Read inode `ino` (1-based), checking its range and checksum.
@@ -350,5 +417,30 @@ impl Volume {
         let start = (blk & !(ra - 1)).max(table);
         let end = (start + ra).min(table_used_end).max(blk + 1);
         (start, end - start)
+    }
+}
+
+/// One device request of an uncached read: `blocks` blocks at `device_block`
+/// (home, or a journal copy that may need unescaping).
+struct Piece {
+    blocks: u64,
+    device_block: u64,
+    escaped: bool,
+    class: IoClass,
+}
+
+/// Counts requests in flight for as long as it lives.
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize, usize);
+
+impl<'a> InFlight<'a> {
+    fn new(counter: &'a std::sync::atomic::AtomicUsize, n: usize) -> Self {
+        counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        InFlight(counter, n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(self.1, std::sync::atomic::Ordering::Relaxed);
     }
 }

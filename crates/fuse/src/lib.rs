@@ -43,6 +43,10 @@ impl Ext4Fuse {
         let dir = self.inode(ino)?;
         if offset == 0 {
             self.accessed(dir.ino);
+            // StepAhead: fetch the listing and what the next steps need at once.
+            self.vol.hint_listing(&dir);
+        } else {
+            self.vol.hint_listing_continues(&dir, offset);
         }
         Ok(dir)
     }
@@ -128,9 +132,15 @@ impl Ext4Fuse {
     }
 
     fn lookup_inode(&self, parent: INodeNo, name: &OsStr) -> Result<fs::Inode, Errno> {
+        // StepAhead: what the KB says this lookup and the next step read, at once.
+        self.vol.hint_lookup(ext4_ino(parent)?, name.as_bytes());
         let dir = self.inode(parent)?;
         match self.vol.lookup(&dir, name.as_bytes()) {
-            Ok(Some((ino, _))) => self.vol.inode(ino).map_err(|e| errno(&e)),
+            Ok(Some((ino, _))) => {
+                let child = self.vol.inode(ino).map_err(|e| errno(&e))?;
+                self.vol.hint_looked_up(&child);
+                Ok(child)
+            }
             Ok(None) => Err(Errno::ENOENT),
             Err(e) => Err(errno(&e)),
         }
@@ -349,9 +359,14 @@ impl fuser::Filesystem for Ext4Fuse {
             Ok(d) => d,
             Err(e) => return reply.error(e),
         };
+        let mut full = false;
         let r = self.vol.read_dir(&dir, offset, &mut |e| {
-            !reply.add(fuse_ino(e.ino), e.next, attr::dirent_kind(e.file_type), OsStr::from_bytes(&e.name))
+            full = reply.add(fuse_ino(e.ino), e.next, attr::dirent_kind(e.file_type), OsStr::from_bytes(&e.name));
+            !full
         });
+        if r.is_ok() && !full {
+            self.vol.hint_listed(&dir);
+        }
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
@@ -363,6 +378,7 @@ impl fuser::Filesystem for Ext4Fuse {
             Ok(d) => d,
             Err(e) => return reply.error(e),
         };
+        let mut full = false;
         let r = self.vol.read_dir(&dir, offset, &mut |e| {
             let generation;
             let (attr, ttl) = match self.vol.inode(e.ino) {
@@ -378,8 +394,12 @@ impl fuser::Filesystem for Ext4Fuse {
                     (attr::placeholder(fuse_ino(e.ino), e.file_type), Duration::ZERO)
                 }
             };
-            !reply.add(fuse_ino(e.ino), e.next, OsStr::from_bytes(&e.name), &ttl, &attr, generation)
+            full = reply.add(fuse_ino(e.ino), e.next, OsStr::from_bytes(&e.name), &ttl, &attr, generation);
+            !full
         });
+        if r.is_ok() && !full {
+            self.vol.hint_listed(&dir);
+        }
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),

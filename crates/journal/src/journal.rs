@@ -659,9 +659,21 @@ impl<D: BlockDevice> Journal<D> {
         };
         read_jblock(&self.dev, &self.map, u64::from(c.jblock), buf)?;
         if c.escaped {
-            buf[..4].copy_from_slice(&MAGIC.to_be_bytes());
+            unescape(buf);
         }
         Ok(true)
+    }
+
+    /// Where the newest committed copy of `block` lies on the device, for a
+    /// caller that reads it together with other blocks: (device block,
+    /// escaped). After reading, an escaped copy needs [`unescape`].
+    pub fn newest_copy_location(&self, block: u64) -> Result<Option<(u64, bool)>, Error> {
+        let Some(c) = self.jmap.get(block) else {
+            return Ok(None);
+        };
+        let jblock = u64::from(c.jblock);
+        let phys = self.map.phys(jblock).ok_or_else(|| unmapped(jblock))?;
+        Ok(Some((phys, c.escaped)))
     }
 
     /// The journal superblock as last written (or read).
@@ -739,6 +751,12 @@ fn unmapped(jblock: u64) -> Error {
 }
 
 /// Read one journal block (class `Journal`).
+/// Undo jbd2's escaping of a logged copy read from the log: a block that
+/// began with the journal magic was logged with those bytes zeroed.
+pub fn unescape(buf: &mut [u8]) {
+    buf[..4].copy_from_slice(&MAGIC.to_be_bytes());
+}
+
 pub(crate) fn read_jblock<D: BlockDevice + ?Sized>(
     dev: &D,
     map: &JournalMap,

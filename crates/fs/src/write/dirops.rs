@@ -7,6 +7,7 @@
 //! full leaf in two by hash.
 
 use super::WriteState;
+use crate::stepahead::KbChange;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use ondisk::dir::{self as odir, entry_size, write_entry, DirIter, TAIL_SIZE};
@@ -89,6 +90,7 @@ impl Volume {
             if self.insert_into_leaf(&mut data, ino, ft, name)? {
                 self.finish_leaf(dir, &mut data);
                 self.install(ws, pblk, data);
+                self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: name.to_vec(), child: ino, lblk });
                 return Ok(());
             }
         }
@@ -104,6 +106,7 @@ impl Volume {
         write_entry(&mut data, 0, ino, space, ft, name);
         self.finish_leaf(dir, &mut data);
         self.install(ws, pblk, data);
+        self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: name.to_vec(), child: ino, lblk });
         Ok(())
     }
 
@@ -115,6 +118,11 @@ impl Volume {
         let size = (lblk + 1) * bs;
         dir.base.size_lo = size as u32;
         dir.base.size_hi = (size >> 32) as u32;
+        self.kb_change(ws, KbChange::Grown { dir: dir.ino, lblk, pblk: runs[0].1 });
+        if ondisk::bytes::le16(&dir.base.block, 6) > 0 && dir.has_flag(flags::EXTENTS) {
+            // Its extent tree has interior blocks, which may just have changed.
+            self.kb_change(ws, KbChange::Forget { dir: dir.ino });
+        }
         Ok((lblk, runs[0].1))
     }
 
@@ -175,6 +183,12 @@ impl Volume {
         let hi_block = self.pack_leaf(dir, hi);
         self.install(ws, p1, lo_block);
         self.install(ws, p2, hi_block);
+        self.kb_change(ws, KbChange::Hashed { dir: dir.ino });
+        for (recs, lblk) in [(lo, l1), (hi, l2)] {
+            for r in recs {
+                self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: r.name.clone(), child: r.ino, lblk });
+            }
+        }
         let hi_hash = hi.first().map_or(u32::MAX - 1, |r| r.hash) | u32::from(lo.last().map_or(false, |r| Some(r.hash) == hi.first().map(|h| h.hash)));
         // Root: "." (12 bytes), ".." spanning the rest, dx_root_info, then the index.
         let bs = self.block_size() as usize;
@@ -230,6 +244,7 @@ impl Volume {
         if self.insert_into_leaf(&mut data, ino, ft, name)? {
             self.finish_leaf(dir, &mut data);
             self.install(ws, leaf_pblk, data);
+            self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: name.to_vec(), child: ino, lblk: leaf_lblk });
             return Ok(());
         }
         // Split the full leaf by hash into itself and a new block.
@@ -243,6 +258,11 @@ impl Volume {
         let hi_block = self.pack_leaf(dir, hi);
         self.install(ws, leaf_pblk, lo_block);
         self.install(ws, new_p, hi_block);
+        for (recs, lblk) in [(lo, leaf_lblk), (hi, new_l)] {
+            for r in recs {
+                self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: r.name.clone(), child: r.ino, lblk });
+            }
+        }
         let continued = lo.last().map(|r| r.hash) == hi.first().map(|r| r.hash);
         let hi_hash = hi.first().map_or(h.major, |r| r.hash) | u32::from(continued);
         let level = path.len() - 1;
@@ -265,7 +285,8 @@ impl Volume {
                 return Err(FsError::NoSpace); // as the kernel: "Directory index full"
             }
             // Deepen: the root's entries move to a new node; the root points at it.
-            let (new_l, _) = self.grow_dir(ws, dir)?;
+            let (new_l, new_p) = self.grow_dir(ws, dir)?;
+            self.kb_change(ws, KbChange::IndexNode { dir: dir.ino, pblk: new_p });
             let bs = self.block_size() as usize;
             let limit = ((bs - htree::NODE_OFFSET - if self.sb.has_metadata_csum() { 8 } else { 0 }) / 8) as u16;
             let mut child = DxNode { hash_version: 0, indirect_levels: 0, limit, entries: std::mem::take(&mut path[0].1.entries), entries_offset: htree::NODE_OFFSET };
@@ -277,7 +298,8 @@ impl Volume {
             return self.write_index(ws, dir, 0, &root);
         }
         // Split this node: the upper half moves to a new node indexed by the parent.
-        let (new_l, _) = self.grow_dir(ws, dir)?;
+        let (new_l, new_p) = self.grow_dir(ws, dir)?;
+        self.kb_change(ws, KbChange::IndexNode { dir: dir.ino, pblk: new_p });
         let node = &mut path[level].1;
         node.entries.insert(at, entry);
         let mid = node.entries.len() / 2;
@@ -358,11 +380,13 @@ impl Volume {
         }
         self.finish_leaf(dir, &mut data);
         self.install(ws, pblk, data);
+        self.kb_change(ws, KbChange::Removed { dir: dir.ino, name: name.to_vec() });
         Ok(())
     }
 
     /// Point existing entry `name` at another inode (rename over a target, "..").
     pub(crate) fn retarget_entry(&self, ws: &mut WriteState, dir: &mut Inode, name: &[u8], ino: u32, ft: u8) -> Result<()> {
+        self.kb_change(ws, KbChange::Retarget { dir: dir.ino, name: name.to_vec(), child: ino });
         if dir.has_flag(flags::INLINE_DATA) && name == b".." {
             // An inline directory keeps its parent in i_block's first word.
             ondisk::bytes::put_le32(&mut dir.base.block, 0, ino);

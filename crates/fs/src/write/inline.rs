@@ -58,6 +58,8 @@ impl Volume {
         if !dir.has_flag(flags::INLINE_DATA) {
             return Ok(());
         }
+        // Its entries move into a block: learnt again when next listed.
+        self.kb_change(ws, crate::stepahead::KbChange::Forget { dir: dir.ino });
         let other_xattrs = self.xattrs_without_inline_data(dir)?;
         // The inline listing yields "." and ".." (from the parent number in
         // i_block's first word) and then every entry of i_block and system.data.

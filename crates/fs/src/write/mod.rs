@@ -86,6 +86,9 @@ pub struct WriteState {
     pub undo: Option<undo::Undo>,
     /// Set when a device error turned the volume read-only: what failed.
     pub failed: Option<String>,
+    /// What the running operation changed in the namespace, for StepAhead's
+    /// knowledge base once it succeeds.
+    pub(crate) kb_changes: Vec<crate::stepahead::KbChange>,
 }
 
 /// Changes applied when the running transaction commits, not before.
@@ -132,6 +135,7 @@ impl WriteState {
             ages: Default::default(),
             undo: None,
             failed: None,
+            kb_changes: Vec::new(),
         }
     }
 }

@@ -231,6 +231,7 @@ impl Volume {
                 let runs = self.ensure_mapped(ws, &mut inode, 0, 1)?;
                 let block = self.init_dir_block(&inode, parent);
                 self.install(ws, runs[0].1, block);
+                self.kb_change(ws, crate::stepahead::KbChange::NewDir { dir: ino, parent, pblk: runs[0].1 });
                 set_size(&mut inode, u64::from(self.block_size()));
             }
             CreateKind::Symlink(target) => {
@@ -360,6 +361,9 @@ impl Volume {
     /// Release every block and the inode itself.
     pub(crate) fn free_file(&self, ws: &mut WriteState, mut inode: Inode) -> Result<()> {
         let is_dir = inode.is_dir();
+        if is_dir {
+            self.kb_change(ws, crate::stepahead::KbChange::Forget { dir: inode.ino });
+        }
         let has_data = !(inode.is_symlink() && inode.size() < I_BLOCK_SIZE as u64 && !inode.has_flag(flags::EXTENTS))
             && !inode.has_flag(flags::INLINE_DATA)
             && matches!(inode.file_type(), mode::S_IFREG | mode::S_IFDIR | mode::S_IFLNK);

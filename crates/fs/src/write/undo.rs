@@ -81,9 +81,13 @@ impl Volume {
             let result = op(&mut ws);
             let undo = ws.undo.take().expect("set above");
             let err = match result {
-                Ok(v) => return Ok(v),
+                Ok(v) => {
+                    self.kb_apply(&mut ws);
+                    return Ok(v);
+                }
                 Err(e) => e,
             };
+            self.kb_discard(&mut ws);
             self.roll_back(&mut ws, undo);
             if matches!(err, FsError::NoSpace) && !retried && ws.deferred.iter().any(|d| matches!(d, super::Deferred::Free { .. })) {
                 retried = true;
