@@ -25,7 +25,7 @@ SCRIPT = os.path.join(util.REPO, "..", "shared", "tools", "xfstests.sh")
 #   ext4's own limits). generic/099: ACL semantics through the kernel's FUSE_POSIX_ACL
 #   path are not implemented yet.
 KNOWN_FAILURES = {"generic/020", "generic/099"}
-MIN_PASSED = 46
+MIN_PASSED = 50
 
 
 def test_xfstests_generic_quick(adapter_id, adapter):
