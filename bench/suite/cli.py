@@ -89,6 +89,10 @@ def cmd_run(argv):
     except Refused as e:
         print(f"ext4lazy bench: refused: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"ext4lazy bench: interrupted; volumes torn down; finished records are in {args.out}/results.json "
+              "(run the same command again to resume)", file=sys.stderr)
+        return 130
     write_report(args.out, args.plots)
     if failures:
         print(f"ext4lazy bench: {failures} record(s) failed (see the report's notes)", file=sys.stderr)

@@ -48,10 +48,14 @@ class Group:
 class Suite:
     """A suite module defines SUITE = Suite(...)."""
 
-    def __init__(self, name, doc, build, default_systems, paper=None, min_size=2 * GiB):
+    def __init__(self, name, doc, build, default_systems, paper=None, min_size=2 * GiB, partitions=None):
         self.name, self.doc, self.build, self.default_systems = name, doc, build, default_systems
         self.paper = paper or {}       # {"notes": [...], "goals": [...], ...}: rendered by the report
         self.min_size = min_size
+        # device -> partition bytes, or "drive" for the whole modelled drive: the paper's partitions, so that
+        # seek distances are the paper's; devices not listed (and `file`) get a size from the workload
+        self.partitions = {"cmr": "drive", "smr-seagate": 2000 * 10**9, "smr-wd": "drive"} \
+            if partitions is None else partitions
 
 
 def shell(cmd, cwd, timeout):

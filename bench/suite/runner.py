@@ -79,9 +79,18 @@ class Plan:
     def __init__(self, args, suite, group, systems, capacity):
         inode_bytes = group.inodes * 16 * 1024 * 13 // 10          # mkfs.ext4: one inode per 16 KiB
         want = max(suite.min_size, 3 * group.data_bytes + 2 * GiB, inode_bytes)
-        self.size = args.size or devices.round_up_gib(want)
+        paper = suite.partitions.get(args.device)
+        if args.size:
+            self.size = args.size
+        elif paper == "drive":
+            self.size = capacity
+        elif paper:
+            self.size = min(paper, capacity) if capacity else paper
+        else:
+            self.size = devices.round_up_gib(want)
+        self.size -= self.size % MiB                               # models take multiples of 4 KiB
         self.journal_mib = baseline_journal_mib(args.scale, self.size)
-        if capacity is not None and self.size > capacity:
+        if self.size <= 0 or (capacity is not None and self.size > capacity):
             raise Refused(f"group {group.name}: a {self.size / GiB:.0f} GiB partition does not fit on {args.device} "
                           f"({capacity / 1e9:.0f} GB); lower --scale or --size")
         if group.data_bytes * 12 // 10 + self.journal_mib * MiB > self.size:
@@ -92,7 +101,8 @@ class Plan:
             raise Refused(f"group {group.name}: {group.inodes:,} inodes need a partition of at least "
                           f"{inode_bytes / GiB:.1f} GiB (mkfs.ext4 makes one inode per 16 KiB); raise --size")
         # Sparse images: each holds what the group writes, the journal and the inode tables.
-        self.host_bytes = len(systems) * (group.data_bytes + self.journal_mib * MiB + self.size // 64) * 12 // 10
+        # (mkfs zeroes the inode tables with fallocate: they stay sparse)
+        self.host_bytes = len(systems) * (group.data_bytes + self.journal_mib * MiB + self.size // 1000) * 12 // 10
 
 
 class Runner:
@@ -202,6 +212,9 @@ class Runner:
         finally:
             for v in vols.values():
                 v.teardown(remove=not self.args.keep)
+            for f in os.listdir(self.work):
+                if f.endswith(".trace.csv"):
+                    os.unlink(os.path.join(self.work, f))
         return failures
 
     def error_record(self, s, w, msg):

@@ -74,7 +74,19 @@ def names():
         f"ext4lazy-{m}-{f}" for m in MODE_OPTIONS for f in FLAG_OPTIONS]
 
 
+def default_journal_mib(size):
+    """mkfs.ext4's own journal size for a partition of `size` bytes with 4 KiB blocks (e2fsprogs 1.47,
+    ext2fs_default_journal_size)."""
+    blocks = size // 4096
+    for limit, mib in ((32768, 4), (256 * 1024, 16), (512 * 1024, 32), (4096 * 1024, 64), (8192 * 1024, 128),
+                       (16384 * 1024, 256), (32768 * 1024, 512)):
+        if blocks < limit:
+            return mib
+    return 1024
+
+
 def baseline_journal_mib(scale, size):
-    """The paper's 10 GiB journal scaled, at least 256 MiB (above mkfs's default on the partitions used here),
-    at most a quarter of the partition."""
-    return int(max(256, min(10240, round(10240 * scale), size // MiB // 4)))
+    """The paper's 10 GiB journal scaled, but never below mkfs's default for the partition (the baseline's
+    journal is the large one), nor below 256 MiB; at most a quarter of the partition."""
+    want = max(256, default_journal_mib(size), round(10240 * scale))
+    return int(min(10240, want, max(16, size // MiB // 4)))

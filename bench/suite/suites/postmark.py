@@ -46,5 +46,7 @@ PAPER = {
     "goals": "CMR: throughput 24.24 -> 25.47 MiB/s (+5%). DM-SMR (400 GB partition): lazy >2x faster (461 s).",
 }
 
+# The paper: the whole CMR disk (section 4.2.2), a 400 GB partition of the ST8000AS0002 (Table 4), whole drives
+# for the other DM-SMR disks (Figure 13).
 SUITE = Suite("postmark", __doc__, build, ["kernel-ext4-baseline", "ext4lazy-ordered", "ext4lazy-lazy"], PAPER,
-              min_size=4 * GiB)
+              min_size=4 * GiB, partitions={"cmr": "drive", "smr-seagate": 400 * 10**9, "smr-wd": "drive"})
