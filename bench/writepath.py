@@ -48,13 +48,11 @@ Journal counters, recorded for every run:
 Needs root (loop devices, mounts, tracefs).  EXT4LAZY_BIN or --ext4lazy-bin names the binary.
 """
 import argparse
-import ctypes
 import hashlib
 import json
 import multiprocessing
 import os
 import platform
-import random
 import re
 import subprocess
 import sys
@@ -66,6 +64,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "system"))
 from harness import adapters, images, util  # noqa: E402
 
 import benchlib  # noqa: E402  (beside this script)
+from suite import shapes  # noqa: E402
 
 WORKLOADS = ("makedirs", "createfiles", "untar")
 # system -> (harness adapter, mount options; ext4lazy adds stats=FILE)
@@ -80,86 +79,16 @@ GOAL_VS_FUSE2FS = 3.0   # issue #4: at least this much faster than fuse2fs
 GOAL_VS_KERNEL = 2.0    # ... and at most this much slower than the kernel
 TRACEFS = "/sys/kernel/tracing"
 JBD2_EVENTS = {"jbd2_end_commit": "dev", "jbd2_run_stats": "blocks_logged", "jbd2_checkpoint": "dev"}
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 log = benchlib.logger("writepath")
 
 
 # ---------------------------------------------------------------------------------------------- tree shapes
-def depth10_width(n, depth=10):
-    """The smallest width w >= 2 for which a tree of `depth` levels below the root holds n directories."""
-    w = 2
-    while sum(w ** k for k in range(1, depth + 1)) < n:
-        w += 1
-    return w
-
-
-def bfs_tree(n, width):
-    """Relative paths of n directories made breadth-first, at most `width` children each, parents first."""
-    paths = ["."]
-    for i in range(1, n + 1):
-        parent = paths[(i - 1) // width]
-        paths.append("d%d" % i if parent == "." else parent + "/d%d" % i)
-    return paths[1:]
-
-
-def tree_depth(n, width):
-    depth, level, total = 0, 1, 0
-    while total < n:
-        level *= width
-        total += level
-        depth += 1
-    return depth
-
-
-def split_tree(n, width, workers):
-    """The breadth-first tree of n directories as a serial prefix (the top levels, down to the first level with
-    at least 4 x workers directories, made by the parent) and one list of whole subtrees per worker."""
-    paths = bfs_tree(n, width)
-    if workers <= 1 or n == 0:
-        return paths, []
-    level_end, size = 0, 1          # directory i (1-based) has parent (i-1)//width
-    while level_end < n:
-        size *= width
-        level_end = min(n, level_end + size)
-        if size >= 4 * workers:
-            break
-    group, lists = {}, [[] for _ in range(workers)]
-    for i in range(level_end + 1, n + 1):
-        p = (i - 1) // width
-        group[i] = p if p <= level_end else group[p]
-        lists[group[i] % workers].append(paths[i - 1])
-    return paths[:level_end], [x for x in lists if x]
-
-
-# ---------------------------------------------------------------------------------------------- workloads
-def _mkdirs(args):
-    root, rel = args
-    for r in rel:
-        os.mkdir(os.path.join(root, r))
-
-
-def _create_files(args):
-    root, rel_files, size, seed = args
-    data = random.Random(seed).randbytes(size)
-    for r in rel_files:
-        fd = os.open(os.path.join(root, r), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            if data:
-                os.write(fd, data)
-        finally:
-            os.close(fd)
-
-
-def syncfs(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        if _libc.syncfs(fd) != 0:
-            e = ctypes.get_errno()
-            raise OSError(e, f"syncfs({path}): {os.strerror(e)}")
-    finally:
-        os.close(fd)
+# (in bench/suite/shapes.py, shared with `ext4lazy bench`)
+depth10_width, bfs_tree, tree_depth, split_tree = (shapes.depth10_width, shapes.bfs_tree, shapes.tree_depth,
+                                                   shapes.split_tree)
+_mkdirs, _create_files, syncfs = shapes.mkdirs, shapes.create_files, shapes.syncfs
 
 
 class Workload:

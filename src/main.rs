@@ -41,6 +41,13 @@ enum Command {
     Install,
     /// Remove what `install` put in place.
     Uninstall,
+    /// The papers' benchmarks, side by side: `bench list`, `bench run --suite S --device D --systems A,B
+    /// [--scale X] [--speed S] --out DIR`, `bench report DIR` (see docs/BENCH.md).
+    #[command(disable_help_flag = true)]
+    Bench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Disk models: random-write runs, an image server for kernel file systems, reports.
     Emu {
         #[command(subcommand)]
@@ -75,6 +82,7 @@ fn main() -> ExitCode {
         Command::Stat { json, image } => cmd::stat::run(&image, json),
         Command::Checkpoint { image } => cmd::checkpoint::run(&image),
         Command::Emu { cmd } => diskmodel::cli::run(cmd),
+        Command::Bench { args } => cmd::bench::run(&args),
         Command::Install => cmd::install::install(),
         Command::Uninstall => cmd::install::uninstall(),
     };

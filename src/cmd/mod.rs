@@ -1,3 +1,4 @@
+pub mod bench;
 pub mod checkpoint;
 pub mod fusemount;
 pub mod helper;

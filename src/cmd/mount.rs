@@ -80,20 +80,20 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
     if let Some(mut r) = ready.take() {
         detach(mountpoint)?;
         // Live figures exist as soon as `mount` returns.
-        let _ = write_stats(&session.vol, &live);
+        let _ = write_stats(&session.vol, &session.devices, &live);
         let _ = r.write_all(b"OK");
     }
-    let Prepared { session, vol, lock } = session;
+    let Prepared { session, vol, devices, lock } = session;
     let (stop_ticker, stop) = std::sync::mpsc::channel::<()>();
     let ticker = {
-        let (vol, live) = (vol.clone(), live.clone());
+        let (vol, live, devices) = (vol.clone(), live.clone(), devices.clone());
         let image_name = image.display().to_string();
         std::thread::spawn(move || {
             let mut reported = false;
             for tick in 0u64.. {
                 if tick % 4 == 0 {
                     // Best effort: /run may be missing or read-only in odd setups.
-                    let _ = write_stats(&vol, &live);
+                    let _ = write_stats(&vol, &devices, &live);
                 }
                 // Sleep a tick, or wake at once when the session ends (unmount waits for us).
                 match stop.recv_timeout(Duration::from_millis(250)) {
@@ -119,7 +119,16 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
     // Only then release the image lock: `umount` waits on it.
     let done = if vol.is_read_only() { Ok(()) } else { vol.shutdown().context("final write-back") };
     if let Some(path) = &opts.stats {
-        if let Err(e) = write_final_stats(&vol, path) {
+        // On an SMR model, the drive's cleaning after the run is part of the
+        // result (`ext4lazy bench` reports it): wait for it before the last
+        // figures, and say how long that took so the caller can leave it out.
+        if let Some(model) = &devices.model {
+            let t = std::time::Instant::now();
+            let cleaning_s = model.wait_idle();
+            let mut d = devices.idle.lock().unwrap_or_else(|e| e.into_inner());
+            *d = Some((cleaning_s, t.elapsed().as_secs_f64()));
+        }
+        if let Err(e) = write_final_stats(&vol, &devices, path) {
             fuse::report(format_args!("cannot write the stats file {}: {e:#}", path.display()));
         }
     }
@@ -129,13 +138,13 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
 
 /// Replace `path` with the engine's counters as JSON, atomically (a reader
 /// never sees half a file).
-fn write_stats(vol: &Volume, path: &Path) -> Result<()> {
-    write_json(&stats_json(vol, false), path)
+fn write_stats(vol: &Volume, devices: &Devices, path: &Path) -> Result<()> {
+    write_json(&stats_json(vol, devices, false), path)
 }
 
 /// The figures at unmount: prefetched blocks never used count as wasted.
-fn write_final_stats(vol: &Volume, path: &Path) -> Result<()> {
-    write_json(&stats_json(vol, true), path)
+fn write_final_stats(vol: &Volume, devices: &Devices, path: &Path) -> Result<()> {
+    write_json(&stats_json(vol, devices, true), path)
 }
 
 fn write_json(v: &serde_json::Value, path: &Path) -> Result<()> {
@@ -146,7 +155,7 @@ fn write_json(v: &serde_json::Value, path: &Path) -> Result<()> {
 
 /// The engine's counters (`-o stats=PATH` at unmount, the live file while
 /// mounted); `final_figures` at unmount.
-pub fn stats_json(vol: &Volume, final_figures: bool) -> serde_json::Value {
+pub fn stats_json(vol: &Volume, devices: &Devices, final_figures: bool) -> serde_json::Value {
     let cache = vol.cache_stats();
     let mut j = serde_json::json!({
         "read_only": vol.is_read_only(),
@@ -166,7 +175,44 @@ pub fn stats_json(vol: &Volume, final_figures: bool) -> serde_json::Value {
         m.extend(super::stat::journal_keys(vol));
         m.extend(stepahead_keys(vol, final_figures));
     }
+    j["io"] = io_json(&devices.counting.counts());
+    if let Some(model) = &devices.model {
+        let mut d = serde_json::to_value(model.report()).unwrap_or(serde_json::Value::Null);
+        let (bucket_s, series) = model.series();
+        d["bucket_s"] = bucket_s.into();
+        d["series"] = serde_json::to_value(series).unwrap_or(serde_json::Value::Null);
+        if let Some((cleaning_s, waited_s)) = *devices.idle.lock().unwrap_or_else(|e| e.into_inner()) {
+            d["cleaning_after_run_s"] = cleaning_s.into();
+            d["wait_idle_real_s"] = waited_s.into();
+        }
+        j["device"] = d;
+    }
     j
+}
+
+/// What the engine asked of its device, by class and direction (bytes and requests).
+fn io_json(c: &blockdev::IoCounts) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    for class in blockdev::IoClass::ALL {
+        let dir = |write: bool| {
+            let n = c.get(class, write);
+            serde_json::json!({ "requests": n.requests, "bytes": n.bytes })
+        };
+        m.insert(class.name().into(), serde_json::json!({ "read": dir(false), "write": dir(true) }));
+    }
+    m.insert("flushes".into(), c.flushes.into());
+    serde_json::Value::Object(m)
+}
+
+/// The device stack under the volume, kept for its figures.
+#[derive(Clone)]
+pub struct Devices {
+    /// Counts every request the engine makes (top of the stack).
+    counting: Arc<blockdev::CountingDevice>,
+    /// The disk model, when mounted with `device=MODEL`.
+    model: Option<Arc<diskmodel::ModelDevice>>,
+    /// (cleaning model seconds after the run, real seconds waited), once waited for.
+    idle: Arc<std::sync::Mutex<Option<(f64, f64)>>>,
 }
 
 /// StepAhead's figures, at the top level (the bench suite reads them there).
@@ -197,6 +243,7 @@ fn stepahead_keys(vol: &Volume, final_figures: bool) -> serde_json::Map<String, 
 struct Prepared {
     session: fuser::Session<fuse::Ext4Fuse>,
     vol: Arc<Volume>,
+    devices: Devices,
     /// Held until the daemon has written everything: see the module comment.
     lock: File,
 }
@@ -212,11 +259,17 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     }
     let lock = File::open(&image).with_context(|| format!("cannot open {}", image.display()))?;
     lock_exclusive(&lock, &image)?;
-    let dev: Arc<dyn blockdev::BlockDevice> = match &opts.device {
-        None => Arc::new(FileDevice::open(&image, !opts.read_only).with_context(|| format!("{}", image.display()))?),
-        Some(model) => diskmodel::open_model_device(model, &image, &opts.model)
-            .map_err(|e| anyhow::anyhow!("{}: disk model {model}: {e}", image.display()))?,
+    let (base, model): (Arc<dyn blockdev::BlockDevice>, _) = match &opts.device {
+        None => (Arc::new(FileDevice::open(&image, !opts.read_only).with_context(|| format!("{}", image.display()))?), None),
+        Some(name) => {
+            let m = diskmodel::open_model_device(name, &image, &opts.model)
+                .map_err(|e| anyhow::anyhow!("{}: disk model {name}: {e}", image.display()))?;
+            (m.clone() as Arc<dyn blockdev::BlockDevice>, Some(m))
+        }
     };
+    let counting = Arc::new(blockdev::CountingDevice::new(base));
+    let devices = Devices { counting: counting.clone(), model, idle: Default::default() };
+    let dev: Arc<dyn blockdev::BlockDevice> = counting;
     let vopts = VolumeOptions {
         read_only: opts.read_only,
         cache_bytes: opts.cache_mb << 20,
@@ -259,7 +312,7 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
             return Err(e).with_context(|| format!("FUSE handshake on {}", mnt.display()));
         }
     };
-    Ok(Prepared { session, vol, lock })
+    Ok(Prepared { session, vol, devices, lock })
 }
 
 /// Take the image's lock, waiting up to 30 s for a previous daemon that is

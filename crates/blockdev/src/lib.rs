@@ -6,9 +6,11 @@
 //! to the device's `sector_size()`; devices reject misaligned or out-of-range
 //! requests with `InvalidInput` rather than corrupting anything.
 
+mod counting;
 pub mod fault;
 mod file;
 
+pub use counting::{CountingDevice, IoCount, IoCounts};
 pub use fault::FaultDevice;
 pub use file::FileDevice;
 

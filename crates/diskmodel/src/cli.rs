@@ -154,6 +154,10 @@ pub enum EmuCommand {
         json: bool,
         dir: PathBuf,
     },
+    /// The request classes the image server would give a volume: its
+    /// journal and static-metadata byte ranges, as JSON (for tools that
+    /// classify a block trace the same way, e.g. `ext4lazy bench`)
+    Layout { image: PathBuf },
     /// List a model's parameters with their values and sources
     Params {
         #[arg(long)]
@@ -256,6 +260,7 @@ pub fn run(cmd: EmuCommand) -> Result<()> {
         }
         EmuCommand::WaitIdle { dir, timeout } => wait_idle(&dir, timeout),
         EmuCommand::Report { json, dir } => report(&dir, json),
+        EmuCommand::Layout { image } => layout_json(&image),
         EmuCommand::Params {
             model,
             params,
@@ -472,6 +477,20 @@ fn wait_idle(dir: &Path, timeout: Option<f64>) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+fn layout_json(image: &Path) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(image).with_context(|| format!("cannot open {}", image.display()))?;
+    let l = crate::layout::Layout::probe(|off, buf| f.read_exact_at(buf, off).is_ok());
+    let v = serde_json::json!({
+        "image": image.display().to_string(),
+        "description": l.describe(),
+        "journal": l.journal_ranges(),
+        "metadata": l.metadata_ranges(),
+    });
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(())
 }
 
 fn report(dir: &Path, json: bool) -> Result<()> {

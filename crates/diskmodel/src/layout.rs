@@ -112,6 +112,11 @@ impl Layout {
     pub fn journal_ranges(&self) -> &[(u64, u64)] {
         &self.journal
     }
+
+    /// Static-metadata byte ranges (for tools that classify traces the same way).
+    pub fn metadata_ranges(&self) -> &[(u64, u64)] {
+        &self.metadata
+    }
 }
 
 fn probe_ext4(sb: &[u8], read: &mut impl FnMut(u64, &mut [u8]) -> bool) -> Option<Layout> {

@@ -1,0 +1,266 @@
+"""I/O by class for one phase, and throughput over time.
+
+Where each number comes from (docs/BENCH.md has the full story):
+- ext4lazy on `file`: its own counters (`-o stats=FILE`, "io"): every request the engine makes, tagged with
+  the class it knows (journal / metadata / data), counted above the device.
+- ext4lazy on a model: the model's report in the same stats file ("device": what the drive served, by the
+  class ext4lazy gave each request); its own counters are kept beside as the check (they must be equal).
+- kernel file systems and fuse2fs on `file`: the loop device's `block_rq_issue` trace events (tracefs, a private
+  instance), classified as the image server does: inside the journal's extents -> journal; else flagged REQ_META
+  (`M`) by the kernel or inside the static metadata (superblocks, descriptors, bitmaps, inode tables) ->
+  metadata; else data.  Check: the traced bytes against the loop device's own counters (/sys/block/loopN/stat).
+- kernel file systems and fuse2fs on a model: the served model's report (`emu report --json`), before and after
+  the phase (it classifies with the same layout and REQ_META flags); check: the loop device's counters.
+fuse2fs writes through the loop device's page cache, so the kernel never flags its requests: its directory and
+extent blocks count as data (the layout alone cannot see them).
+"""
+import bisect
+import json
+import os
+import random
+import re
+import threading
+import time
+
+TRACEFS = "/sys/kernel/tracing"
+CLASSES = ("journal", "metadata", "data")
+MiB = 1 << 20
+ISSUE = re.compile(r"\s(\d+\.\d+): block_rq_issue: (\d+),(\d+) (\S+) \d+ \(.*?\) (\d+) \+ (\d+)")
+
+
+def empty_bytes():
+    return {c: {"read": 0, "write": 0} for c in CLASSES}
+
+
+def io_mib(by_class):
+    """{class: {read, write}} bytes -> the record's io_mib."""
+    out = {}
+    for c in CLASSES:
+        for d in ("read", "write"):
+            out[f"{c}_{d}"] = round(by_class[c][d] / MiB, 3)
+    return out
+
+
+def total_bytes(by_class):
+    return {d: sum(by_class[c][d] for c in CLASSES) for d in ("read", "write")}
+
+
+def loop_stat(dev):
+    """(bytes read, bytes written) the loop device completed so far."""
+    with open(f"/sys/block/{os.path.basename(dev)}/stat") as f:
+        v = f.read().split()
+    return int(v[2]) * 512, int(v[6]) * 512
+
+
+class Ranges:
+    def __init__(self, ranges):
+        self.r = sorted((int(a), int(b)) for a, b in ranges)
+        self.ends = [b for _, b in self.r]
+
+    def overlaps(self, off, length):
+        i = bisect.bisect_right(self.ends, off)
+        return i < len(self.r) and self.r[i][0] < off + max(1, length)
+
+
+class Classifier:
+    def __init__(self, layout):
+        self.journal, self.metadata = Ranges(layout.get("journal", [])), Ranges(layout.get("metadata", []))
+
+    def __call__(self, off, length, meta_flag):
+        if self.journal.overlaps(off, length):
+            return "journal"
+        if meta_flag or self.metadata.overlaps(off, length):
+            return "metadata"
+        return "data"
+
+
+class BlockTrace:
+    """block_rq_issue events of one block device in a private tracefs instance, drained by a thread."""
+
+    def __init__(self, dev, layout, keep_offsets=20000):
+        st = os.stat(dev)
+        self.major, self.minor = os.major(st.st_rdev), os.minor(st.st_rdev)
+        self.classify = Classifier(layout)
+        self.bytes, self.requests, self.discard_bytes = empty_bytes(), 0, 0
+        self.offsets, self.keep = [], keep_offsets
+        self.seen, self.rnd = 0, random.Random(1)
+        if not os.path.isdir(os.path.join(TRACEFS, "instances")):
+            os.system(f"mount -t tracefs nodev {TRACEFS} 2>/dev/null")
+        self.inst = os.path.join(TRACEFS, "instances", f"e4lbench-{os.getpid()}-{self.minor}")
+        if os.path.isdir(self.inst):
+            os.rmdir(self.inst)
+        os.mkdir(self.inst)
+        try:
+            self._write("buffer_size_kb", "16384")
+            self._write("trace_clock", "mono")
+            self._write("events/block/block_rq_issue/filter", f"dev == {(self.major << 20) | self.minor}")
+            self._write("events/block/block_rq_issue/enable", "1")
+            self.pipe = os.open(os.path.join(self.inst, "trace_pipe"), os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            os.rmdir(self.inst)
+            raise
+        self.t0, self.partial, self.stop_flag = time.monotonic(), b"", False
+        self.thread = threading.Thread(target=self._drain_loop, daemon=True)
+        self.thread.start()
+
+    def _write(self, rel, text):
+        fd = os.open(os.path.join(self.inst, rel), os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+
+    def _drain(self):
+        got = False
+        while True:
+            try:
+                b = os.read(self.pipe, 1 << 16)
+            except BlockingIOError:
+                break
+            if not b:
+                break
+            got = True
+            data = self.partial + b
+            lines = data.split(b"\n")
+            self.partial = lines.pop()
+            for line in lines:
+                self._line(line.decode(errors="replace"))
+        return got
+
+    def _line(self, line):
+        m = ISSUE.search(line)
+        if not m or int(m.group(2)) != self.major or int(m.group(3)) != self.minor:
+            return
+        ts, rwbs, sector, n = float(m.group(1)), m.group(4), int(m.group(5)), int(m.group(6))
+        if n == 0:
+            return                          # a flush carries no data
+        if "D" in rwbs:
+            self.discard_bytes += n * 512
+            return
+        d = "read" if "R" in rwbs else "write" if "W" in rwbs else None
+        if d is None:
+            return
+        c = self.classify(sector * 512, n * 512, "M" in rwbs)
+        self.bytes[c][d] += n * 512
+        self.requests += 1
+        self.seen += 1
+        # a uniform sample of at most `keep` requests for the offsets plot (reservoir sampling)
+        item = [round(ts - self.t0, 4), sector * 512, n * 512, c, d[0]]
+        if len(self.offsets) < self.keep:
+            self.offsets.append(item)
+        else:
+            j = self.rnd.randrange(self.seen)
+            if j < self.keep:
+                self.offsets[j] = item
+
+    def _drain_loop(self):
+        while not self.stop_flag:
+            if not self._drain():
+                time.sleep(0.05)
+
+    def stop(self):
+        """Stop tracing, read what is left, remove the instance; returns (bytes by class, lost events)."""
+        time.sleep(0.1)
+        self._write("tracing_on", "0")
+        self.stop_flag = True
+        self.thread.join()
+        self._drain()
+        lost = 0
+        for cpu in os.listdir(os.path.join(self.inst, "per_cpu")):
+            with open(os.path.join(self.inst, "per_cpu", cpu, "stats")) as f:
+                lost += sum(int(v) for v in re.findall(r"^(?:overrun|dropped events): (\d+)", f.read(), re.M))
+        os.close(self.pipe)
+        try:
+            self._write("events/block/block_rq_issue/enable", "0")
+        except OSError:
+            pass
+        for _ in range(50):
+            try:
+                os.rmdir(self.inst)
+                break
+            except OSError:
+                time.sleep(0.1)
+        self.offsets.sort()
+        return self.bytes, lost
+
+
+class Sampler:
+    """Throughput over time: calls read_totals() -> (bytes read, bytes written) every `every` seconds."""
+
+    def __init__(self, read_totals, every=1.0):
+        self.read_totals, self.every = read_totals, every
+        self.series, self.stop_flag = [], threading.Event()
+        self.t0 = time.monotonic()
+        self.last = self._safe()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _safe(self):
+        try:
+            return self.read_totals()
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def _loop(self):
+        while not self.stop_flag.wait(self.every):
+            self._sample()
+
+    def _sample(self):
+        now, cur = time.monotonic(), self._safe()
+        if cur is not None and self.last is not None:
+            dt = max(1e-6, now - (self.t0 + (self.series[-1][0] if self.series else 0)))
+            r, w = (cur[0] - self.last[0]) / MiB / dt, (cur[1] - self.last[1]) / MiB / dt
+            self.series.append([round(now - self.t0, 2), round(max(0, r), 3), round(max(0, w), 3)])
+        if cur is not None:
+            self.last = cur
+
+    def stop(self):
+        self.stop_flag.set()
+        self.thread.join()
+        self._sample()
+        return self.series
+
+
+def ext4lazy_live_totals(path):
+    """(bytes read, bytes written) from an ext4lazy daemon's live stats file."""
+    def read():
+        with open(path) as f:
+            io = json.load(f)["io"]
+        return (sum(io[c]["read"]["bytes"] for c in CLASSES), sum(io[c]["write"]["bytes"] for c in CLASSES))
+    return read
+
+
+def ext4lazy_classes(stats):
+    """Own counters and (on a model) the model's figures from an ext4lazy stats file."""
+    own = {c: {d: stats["io"][c][d]["bytes"] for d in ("read", "write")} for c in CLASSES}
+    dev = stats.get("device")
+    model = None if dev is None else {c: {d: dev["classes"][c][d]["bytes"] for d in ("read", "write")}
+                                      for c in CLASSES}
+    return own, model
+
+
+def report_delta(before, after):
+    """Bytes by class between two model reports."""
+    out = empty_bytes()
+    for c in CLASSES:
+        for d in ("read", "write"):
+            out[c][d] = after["classes"][c][d]["bytes"] - before["classes"][c][d]["bytes"]
+    return out
+
+
+def model_trace_offsets(csv_path, t_from, t_to, keep=20000):
+    """Requests of a model trace (CSV: arrival_s,start_s,end_s,op,offset,len,class,latency_s) arriving in
+    [t_from, t_to) model seconds, sampled down to `keep`, as [t - t_from, offset, len, class, op]."""
+    rows = []
+    if not csv_path or not os.path.exists(csv_path):
+        return rows
+    with open(csv_path) as f:
+        for line in f:
+            p = line.rstrip("\n").split(",")
+            if len(p) < 7 or not p[0][:1].isdigit():
+                continue
+            t = float(p[0])
+            if t_from <= t < t_to and p[3] in ("read", "write"):
+                rows.append([round(t - t_from, 4), int(p[4]), int(p[5]), p[6], p[3][0]])
+    step = max(1, len(rows) // keep)
+    return rows[::step]

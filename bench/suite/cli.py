@@ -1,0 +1,135 @@
+"""`ext4lazy bench list | run | report` (docs/BENCH.md)."""
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+from . import devices, report, systems
+from .runner import Refused, Runner
+from .suites import all_suites
+
+PLOTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots.py")
+
+
+def cmd_list(_args):
+    print("suites (--suite):")
+    for s in all_suites().values():
+        first = s.doc.strip().splitlines()[0]
+        print(f"  {s.name:14s} {first}")
+        print(f"  {'':14s} default systems: {','.join(s.default_systems)}")
+    print("systems (--systems A,B,...):")
+    for n in systems.names():
+        print(f"  {n:28s} {systems.get(n).doc}")
+    print("devices (--device):")
+    print("  file           an image file on this machine's disk")
+    for m in devices.MODELS:
+        print(f"  {m:14s} the disk model (docs/DISKMODELS.md); --speed S runs it S times faster than the drive")
+    return 0
+
+
+def parse_run(argv):
+    ap = argparse.ArgumentParser(prog="ext4lazy bench run", description="Run a suite; see `ext4lazy bench list`.")
+    ap.add_argument("--suite", required=True)
+    ap.add_argument("--device", required=True, help="file, cmr, smr-seagate or smr-wd")
+    ap.add_argument("--systems", default=None, help="comma list (default: the suite's)")
+    ap.add_argument("--scale", type=float, default=0.01, help="multiplies every workload's counts (1 = the paper)")
+    ap.add_argument("--speed", type=float, default=1.0, help="disk-model speed factor (1 = the real drive)")
+    ap.add_argument("--out", required=True, help="results directory (resumable: finished records are kept)")
+    ap.add_argument("--size", default=None, help="partition size, e.g. 64G (default: from the suite and scale)")
+    ap.add_argument("--workers", type=int, default=8, help="worker processes for the creates (the paper's 8)")
+    ap.add_argument("--timeout", type=int, default=6 * 3600, help="per workload, seconds")
+    ap.add_argument("--no-traces", dest="traces", action="store_false",
+                    help="no per-request model traces (no offset plots; saves disk at large scales)")
+    ap.add_argument("--keep", action="store_true", help="keep the images in OUT/work (debugging)")
+    ap.add_argument("--no-plots", dest="plots", action="store_false")
+    return ap.parse_args(argv)
+
+
+def size_arg(s):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    s = s.strip().upper().rstrip("B").rstrip("I")
+    if s and s[-1] in units:
+        return int(float(s[:-1]) * units[s[-1]])
+    return int(s)
+
+
+def cmd_run(argv):
+    args = parse_run(argv)
+    args.command = "ext4lazy bench " + shlex.join(["run"] + argv)
+    suites = all_suites()
+    try:
+        if os.geteuid() != 0:
+            raise Refused("needs root (loop devices, mounts, drop_caches, tracefs)")
+        if args.suite not in suites:
+            raise Refused(f"unknown suite {args.suite!r}; suites: {', '.join(suites)}")
+        suite = suites[args.suite]
+        if args.device not in devices.DEVICES:
+            raise Refused(f"unknown device {args.device!r}; devices: {', '.join(devices.DEVICES)}")
+        if not (args.scale > 0) or not (args.speed > 0):
+            raise Refused("--scale and --speed must be positive")
+        try:
+            chosen = [systems.get(n.strip()) for n in (args.systems or ",".join(suite.default_systems)).split(",")
+                      if n.strip()]
+        except ValueError as e:
+            raise Refused(str(e))
+        args.size = size_arg(args.size) if args.size else None
+        binary = os.environ.get("EXT4LAZY_BIN") or shutil.which("ext4lazy")
+        if not binary or not os.access(binary, os.X_OK):
+            raise Refused("no ext4lazy binary: run this as `ext4lazy bench ...` or set EXT4LAZY_BIN")
+        binary = os.path.abspath(binary)
+        for s in chosen:
+            ok, why = s.available(binary)
+            if not ok:
+                raise Refused(f"system {s.name}: {why}")
+        os.makedirs(args.out, exist_ok=True)
+        runner = Runner(args, suite, chosen, binary)
+        failures = runner.run()
+    except Refused as e:
+        print(f"ext4lazy bench: refused: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"ext4lazy bench: interrupted; volumes torn down; finished records are in {args.out}/results.json "
+              "(run the same command again to resume)", file=sys.stderr)
+        return 130
+    write_report(args.out, args.plots)
+    if failures:
+        print(f"ext4lazy bench: {failures} record(s) failed (see the report's notes)", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def write_report(out, plots=True):
+    pngs = []
+    if plots:
+        py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+        p = subprocess.run([py, PLOTS, out], capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"ext4lazy bench: plots failed: {p.stderr.strip()[-800:]}", file=sys.stderr)
+        pngs = [line.strip() for line in p.stdout.splitlines() if line.strip().endswith(".png")]
+    path = report.write(out, pngs)
+    print(f"ext4lazy bench: wrote {os.path.join(out, 'results.json')}, {path}"
+          + (f" and {len(pngs)} plot(s)" if pngs else ""), file=sys.stderr)
+    return path
+
+
+def main(argv):
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print("usage: ext4lazy bench list\n"
+              "       ext4lazy bench run --suite SUITE --device DEVICE [--systems A,B,...] [--scale X] [--speed S] "
+              "--out DIR\n"
+              "       ext4lazy bench report DIR        (rewrite DIR/report.md and the plots)\n"
+              "`ext4lazy bench run --help` lists every option; docs/BENCH.md explains them.")
+        return 0
+    if argv[0] == "list":
+        return cmd_list(argv[1:])
+    if argv[0] == "run":
+        return cmd_run(argv[1:])
+    if argv[0] == "report" and len(argv) == 2:
+        if not os.path.exists(os.path.join(argv[1], "results.json")):
+            print(f"ext4lazy bench: no results.json in {argv[1]}", file=sys.stderr)
+            return 2
+        write_report(argv[1])
+        return 0
+    print(f"ext4lazy bench: unknown command {' '.join(argv)!r} (try `ext4lazy bench help`)", file=sys.stderr)
+    return 2

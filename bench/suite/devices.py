@@ -1,0 +1,188 @@
+"""A volume of one system on one device, through its life: mkfs, attach (model server, loop device), mount,
+unmount, cleaning, teardown.
+
+Devices: `file` = an image file on this machine's disk; `cmr`, `smr-seagate`, `smr-wd` = the disk models.
+- Kernel file systems and fuse2fs see a loop device (`losetup --direct-io=on`, so cold reads reach the device
+  and no second page cache hides it) over the image file (`file`) or over the model server's DIR/disk.img
+  (`ext4lazy emu serve`, which lives as long as the volume, so the drive's state carries over between phases).
+- ext4lazy opens the image file itself; on a model it runs the model in-process (`-o device=MODEL,speed=S`).
+mkfs always writes the image file directly, before any model sees it: every run starts on a clean drive.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+from .core import GiB
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "system"))
+from harness import util  # noqa: E402
+
+MODELS = ("cmr", "smr-seagate", "smr-wd")
+DEVICES = ("file",) + MODELS
+
+
+class SetupError(Exception):
+    pass
+
+
+def run(cmd, timeout=600):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, errors="replace")
+    if p.returncode != 0:
+        raise SetupError(f"{' '.join(map(str, cmd))} failed rc={p.returncode}: {(p.stderr or p.stdout).strip()[-600:]}")
+    return p.stdout
+
+
+def model_capacity(binary, model):
+    """The modelled drive's capacity in bytes (from `emu params`)."""
+    out = run([binary, "emu", "params", "--model", model, "--markdown"])
+    for line in out.splitlines():
+        if line.startswith("| `capacity_bytes` |"):
+            return int(line.split("|")[2].strip())
+    raise SetupError(f"`emu params --model {model}` did not show capacity_bytes")
+
+
+def layout(binary, image):
+    """Journal and static-metadata byte ranges of the volume in `image` (the image server's own classifier)."""
+    return json.loads(run([binary, "emu", "layout", image]))
+
+
+def live_stats_path(mnt):
+    """Where an ext4lazy daemon keeps its live figures (src/cmd/mount.rs: run_file)."""
+    flat = os.path.realpath(mnt).replace("/", "_").lstrip("_")
+    return f"/run/ext4lazy/{flat}.stats.json"
+
+
+class Volume:
+    def __init__(self, system, device, speed, workdir, tag, size, journal_mib, binary, log):
+        self.system, self.device, self.speed, self.binary, self.log = system, device, speed, binary, log
+        self.size, self.journal_mib = size, journal_mib
+        base = os.path.join(workdir, f"{system.name}-{tag}")
+        self.image, self.mnt, self.srv = base + ".img", base + ".mnt", base + ".srv"
+        self.stats = base + ".stats.json"
+        self.loop = self.served = self.fuse2fs = None
+        self.layout = None
+        self.trace_csv = None
+
+    @property
+    def model(self):
+        return None if self.device == "file" else self.device
+
+    # ---- life cycle
+    def create(self):
+        with open(self.image, "wb") as f:
+            f.truncate(self.size)
+        run(self.system.mkfs_cmd(self.image, self.journal_mib), timeout=1800)
+        self.layout = layout(self.binary, self.image)
+
+    def attach(self, traces=False):
+        os.makedirs(self.mnt, exist_ok=True)
+        if self.system.kind == "ext4lazy":
+            return
+        target = self.image
+        if self.model:
+            os.makedirs(self.srv, exist_ok=True)
+            cmd = [self.binary, "emu", "serve", "--model", self.model, "--size", str(self.size), "--backing",
+                   self.image, "--speed", str(self.speed), "--log", self.srv + ".log"]
+            if traces:
+                self.trace_csv = self.srv + ".trace.csv"
+                cmd += ["--trace", self.trace_csv]
+            run(cmd + [self.srv], timeout=120)
+            self.served = True
+            target = os.path.join(self.srv, "disk.img")
+        self.loop = run(["losetup", "-f", "--show", "--direct-io=on", target]).strip()
+
+    def mount(self, traces_file=None):
+        s = self.system
+        if s.kind == "kernel":
+            run(["mount", "-t", s.fstype, self.loop, self.mnt])
+        elif s.kind == "fuse2fs":
+            logf = open(self.image + ".fuse2fs.log", "a")
+            self.fuse2fs = subprocess.Popen(["fuse2fs", self.loop, self.mnt, "-o", "rw,fakeroot", "-f"],
+                                            stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            logf.close()
+            t = time.time() + 60
+            while not util.in_proc_mounts(self.mnt):
+                if self.fuse2fs.poll() is not None or time.time() > t:
+                    raise SetupError(f"fuse2fs did not mount {self.loop} (see {self.image}.fuse2fs.log)")
+                time.sleep(0.02)
+        else:
+            if os.path.exists(self.stats):
+                os.unlink(self.stats)
+            opts = ["rw", f"stats={self.stats}"] + s.options
+            if self.model:
+                opts += [f"device={self.model}", f"speed={self.speed}"]
+                if traces_file:
+                    opts.append(f"trace={traces_file}")
+            run([self.binary, "mount", "-o", ",".join(opts), self.image, self.mnt], timeout=600)
+
+    def umount(self):
+        s = self.system
+        if s.kind == "kernel":
+            run(["umount", self.mnt], timeout=3600)
+        elif s.kind == "fuse2fs":
+            run(["fusermount3", "-u", self.mnt])
+            self.fuse2fs.wait(timeout=3600)        # it writes back and closes the device before exiting
+            if self.fuse2fs.returncode != 0:
+                raise SetupError(f"fuse2fs exited rc={self.fuse2fs.returncode}")
+            self.fuse2fs = None
+        else:
+            # returns once the daemon has written everything (and, on a model, waited for the drive's cleaning)
+            run([self.binary, "umount", self.mnt], timeout=24 * 3600)
+            if util.in_proc_mounts(self.mnt):
+                raise SetupError(f"ext4lazy umount left {self.mnt} mounted")
+
+    def ext4lazy_stats(self):
+        with open(self.stats) as f:
+            return json.load(f)
+
+    def model_report(self):
+        return json.loads(run([self.binary, "emu", "report", "--json", self.srv]))
+
+    def wait_idle(self, timeout=24 * 3600):
+        """Kernel systems on a model: wait for the drive's cleaning; model seconds of cleaning after the run."""
+        out = run([self.binary, "emu", "wait-idle", self.srv], timeout=timeout + 60)
+        return float(out.strip().splitlines()[-1].split()[0])
+
+    def teardown(self, remove=True):
+        """Never raises: unmount, detach, stop the server, and (remove) delete the image."""
+        try:
+            if util.in_proc_mounts(self.mnt):
+                if self.system.kind == "ext4lazy":
+                    subprocess.run([self.binary, "umount", self.mnt], capture_output=True, timeout=600)
+                util.force_unmount(self.mnt)
+        except Exception:
+            util.force_unmount(self.mnt)
+        if self.fuse2fs is not None:
+            self.fuse2fs.kill()
+            self.fuse2fs.wait()
+            self.fuse2fs = None
+        if self.loop:
+            subprocess.run(["losetup", "-d", self.loop], capture_output=True)
+            self.loop = None
+        if self.served:
+            if util.in_proc_mounts(self.srv):
+                subprocess.run(["fusermount3", "-u", self.srv], capture_output=True)
+                util.force_unmount(self.srv)
+            self.served = None
+        if remove:
+            for p in (self.image, self.image + ".jmap", self.stats, self.image + ".fuse2fs.log", self.srv + ".log",
+                      self.srv + ".trace.csv"):
+                if os.path.exists(p):
+                    os.unlink(p)
+            for d in (self.mnt, self.srv):
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
+
+
+def host_free_bytes(path):
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def round_up_gib(n):
+    return -(-n // GiB) * GiB

@@ -1,0 +1,213 @@
+"""DIR/report.md from DIR/results.json and DIR/meta.json: the command lines first, then per suite and device
+the runtimes with the paper's figures and the ratios, the I/O by class (the paper's Tables 2-4), Postmark's
+transactions per second, the checks of the accounting, and the plots."""
+import json
+import os
+
+from . import systems
+from .suites import all_suites
+
+ORDER = ["kernel-ext4-stock", "kernel-ext4-baseline", "kernel-xfs", "fuse2fs", "ext4lazy-ordered", "ext4lazy-lazy"]
+
+
+def f2(x, nd=2):
+    return "—" if x is None else f"{x:,.{nd}f}"
+
+
+def ratio(a, b):
+    return None if a is None or b is None or b <= 0 else a / b
+
+
+def xr(v):
+    return "—" if v is None else f"{v:.2f}x"
+
+
+def sys_order(names):
+    return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+
+
+def journal_text(name, rec):
+    plan = (rec or {}).get("plan") or {}
+    try:
+        kind = systems.get(name).journal
+    except ValueError:
+        return "?"
+    if kind == "large":
+        return f"{plan.get('journal_mib', '?')} MiB"
+    if kind == "stock" and plan.get("partition_bytes"):
+        return f"{systems.default_journal_mib(plan['partition_bytes'])} MiB (mkfs default)"
+    return "none of ext4's (XFS's own log)" if name == "kernel-xfs" else "mkfs default"
+
+
+def check_line(r):
+    """Does the accounting add up?  (text, ok)"""
+    c = r.get("io_check") or {}
+    tot = c.get("classes_total")
+    if "reference_total" in c and tot:
+        ref = c["reference_total"]
+        diff = max(abs(tot[d] - ref[d]) for d in ("read", "write"))
+        ok = diff <= max(1 << 20, 0.02 * max(ref["read"] + ref["write"], 1))
+        lost = c.get("lost_events") or 0
+        return (f"classes {sum(tot.values()) / 2**20:.1f} MiB vs {c['reference']} "
+                f"{sum(ref.values()) / 2**20:.1f} MiB" + (f", {lost} trace events lost" if lost else ""),
+                ok and not lost)
+    if "equal_by_class" in c:
+        return ("model report = ext4lazy's counters, class by class" if c["equal_by_class"]
+                else "model report and ext4lazy's counters DIFFER", bool(c["equal_by_class"]))
+    return (c.get("reference", "—"), True)
+
+
+def write(out, pngs):
+    with open(os.path.join(out, "results.json")) as f:
+        records = json.load(f)
+    meta_path = os.path.join(out, "meta.json")
+    meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {"runs": []}
+    suites = all_suites()
+    L = ["# ext4lazy bench report", "", "Reproduce with:", ""]
+    for run in meta["runs"]:
+        L.append(f"    {run['command']}")
+    L += [""]
+    for run in meta["runs"]:
+        la0 = run.get("loadavg_start") or [None]
+        la1 = run.get("loadavg_end") or [None]
+        L.append(f"- {run['started']} → {run.get('finished', 'interrupted')}: commit {run['commit']}, binary "
+                 f"sha256 {run['binary_sha256'][:12]}, kernel {run['kernel']}, {run['cpus']} CPUs, load average "
+                 f"(1 min) {f2(la0[0])} at start, {f2(la1[0])} at end")
+    L += ["", "Each record: a fresh mount after `drop_caches` (cold cache), then the workload; runtime = workload "
+          "+ syncfs + unmount (which returns once everything is on the device) unless said otherwise; cleaning = "
+          "model seconds the drive kept cleaning after the run; I/O by class from the source named in the checks "
+          "table (docs/BENCH.md says how each is obtained).", ""]
+    groups = {}
+    for r in records:
+        groups.setdefault((r["suite"], r["device"]), []).append(r)
+    for (suite, device), rs in sorted(groups.items()):
+        s = suites.get(suite)
+        paper = s.paper if s else {}
+        scale = rs[0].get("scale")
+        speed = rs[0].get("speed")
+        names = sys_order({r["system"] for r in rs})
+        wls = []
+        for r in rs:
+            if r["workload"] not in wls:
+                wls.append(r["workload"])
+        by = {(r["system"], r["workload"]): r for r in rs}
+        L += [f"## {suite} on `{device}` (scale {scale}" + (f", speed {speed}" if speed else "") + ")", ""]
+        if s:
+            L += [s.doc.strip().splitlines()[0], ""]
+        smr = device.startswith("smr")
+        head = ["workload"] + [f"{n} (s)" for n in names]
+        ratios = []
+        if "ext4lazy-lazy" in names and "ext4lazy-ordered" in names:
+            ratios.append(("ordered / lazy", "ext4lazy-ordered", "ext4lazy-lazy"))
+        if "ext4lazy-lazy" in names and "kernel-ext4-baseline" in names:
+            ratios.append(("kernel baseline / ext4lazy lazy", "kernel-ext4-baseline", "ext4lazy-lazy"))
+        if "ext4lazy-ordered" in names and "kernel-ext4-baseline" in names:
+            ratios.append(("kernel baseline / ext4lazy ordered", "kernel-ext4-baseline", "ext4lazy-ordered"))
+        head += [h for h, _, _ in ratios]
+        sp = (paper.get("speedup") or {}).get("smr-seagate" if smr else "cmr", {})
+        if sp:
+            head.append("paper: baseline / lazy")
+        L += ["### Runtime" + (" and cleaning after the run" if smr else ""), "",
+              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+        def rt(n, w):
+            r = by.get((n, w))
+            return None if r is None or r.get("error") else r["runtime_s"]
+        for w in wls:
+            row = [w]
+            for n in names:
+                r = by.get((n, w))
+                if r is None:
+                    row.append("—")
+                elif r.get("error"):
+                    row.append("FAILED")
+                else:
+                    row.append(f2(r["runtime_s"]) + (f" + {f2(r['cleaning_s'], 1)} cleaning" if smr else ""))
+            row += [xr(ratio(rt(a, w), rt(b, w))) for _, a, b in ratios]
+            if sp:
+                lo_hi = sp.get(w)
+                row.append("—" if not lo_hi else (f"{lo_hi[0]:g}x" if lo_hi[0] == lo_hi[1]
+                                                   else f"{lo_hi[0]:g}-{lo_hi[1]:g}x"))
+            L.append("| " + " | ".join(row) + " |")
+        L.append("")
+        if paper.get("goals"):
+            L += [f"Goals (issue #6, the paper's figures): {paper['goals']}", ""]
+            goal_rows = []
+            for w in wls:
+                lo_hi = sp.get(w)
+                if not lo_hi or lo_hi[0] <= 1:
+                    continue
+                got = [(label, ratio(rt(a, w), rt(b, w))) for label, a, b in ratios if b == "ext4lazy-lazy"]
+                got = [(label, v) for label, v in got if v is not None]
+                if got:
+                    verdict = "met" if all(v >= lo_hi[0] for _, v in got) else \
+                        "partly met" if any(v >= lo_hi[0] for _, v in got) else "not met"
+                    goal_rows.append(f"- {w} (paper >= {lo_hi[0]:g}x): " + ", ".join(f"{label} {xr(v)}"
+                                                                                  for label, v in got)
+                                     + f": {verdict}")
+            if smr:
+                for w, (pb, pl) in (paper.get("cleaning_s") or {}).get("smr-seagate", {}).items():
+                    r = by.get(("ext4lazy-lazy", w))
+                    if r and not r.get("error"):
+                        goal_rows.append(f"- cleaning after {w}, ext4lazy-lazy: {f2(r['cleaning_s'], 1)} s "
+                                         f"(paper at full scale: baseline {pb} s, lazy {pl} s)")
+            L += goal_rows + ([""] if goal_rows else [])
+        # I/O by class
+        L += ["### I/O by class (MiB; the paper's Tables 2-4)", "",
+              "| workload | system | metadata read | metadata write | journal read | journal write | data read "
+              "| data write |", "|---|---|---|---|---|---|---|---|"]
+        for w in wls:
+            for n in names:
+                r = by.get((n, w))
+                if not r or r.get("error"):
+                    continue
+                m = r["io_mib"]
+                L.append(f"| {w} | {n} | " + " | ".join(f2(m[k], 1) for k in (
+                    "metadata_read", "metadata_write", "journal_read", "journal_write", "data_read",
+                    "data_write")) + " |")
+        t2 = paper.get("table2")
+        if t2:
+            L += ["", f"Paper, Table 2 (CMR, full scale; x{scale} for this scale in brackets): "
+                  + "; ".join(f"{w} {m}: metadata reads {a:,} [{a * scale:,.1f}], metadata writes {b:,} "
+                              f"[{b * scale:,.1f}], journal writes {c:,} [{c * scale:,.1f}]"
+                              for (w, m), (a, b, c) in t2.items())]
+        for tk, label in (("table3_cmr", "Table 3 (CMR)"), ("table4_smr", "Table 4 (ST8000AS0002, 400 GB)")):
+            t = paper.get(tk)
+            if t:
+                L += ["", f"Paper, {label}, MiB written during Postmark (data, metadata, journal): "
+                      + "; ".join(f"{m}: {a:,} / {b:,} / {c:,}" for m, (a, b, c) in t.items())]
+        pm = [(n, by.get((n, "Postmark"))) for n in names]
+        pm = [(n, r) for n, r in pm if r and not r.get("error") and (r.get("extra") or {}).get("postmark")]
+        if pm:
+            L += ["", "### Postmark", "", "| system | runtime (s) | transactions/s | transaction phase (s) | "
+                  "created | deleted | read | appended | MiB written | MiB read |", "|---|---|---|---|---|---|---|---|---|---|"]
+            for n, r in pm:
+                p = r["extra"]["postmark"]
+                L.append(f"| {n} | {f2(r['runtime_s'])} | {f2(p.get('tps'), 1)} | {f2(p['transactions_s'])} | "
+                         f"{p['created']:,} | {p['deleted']:,} | {p['read']:,} | {p['appended']:,} | "
+                         f"{p['bytes_written'] / 2**20:,.1f} | {p['bytes_read'] / 2**20:,.1f} |")
+        fig6 = paper.get("fig6_s")
+        if fig6:
+            L += ["", "Paper, Figure 6 (CMR, 100,000 files, full scale): " + ", ".join(
+                f"{k} {v} s" for k, v in fig6.items()) + ". Runtime here = the creation alone, as in the paper. "
+                "Journals: " + ", ".join(f"{n}: {journal_text(n, by.get((n, wls[0])))}" for n in names)]
+        # checks and notes
+        L += ["", "### Accounting checks and notes", ""]
+        for w in wls:
+            for n in names:
+                r = by.get((n, w))
+                if not r:
+                    continue
+                if r.get("error"):
+                    L.append(f"- {w} / {n}: FAILED: {r['error'][:500]}")
+                    continue
+                text, ok = check_line(r)
+                L.append(f"- {w} / {n}: {'ok' if ok else 'MISMATCH'}: {text}; source: {r['io_source']}; "
+                         f"load {f2(r.get('loadavg_1m'), 1)}")
+        L.append("")
+    if pngs:
+        L += ["## Plots", ""] + [f"![{p}]({p})" for p in pngs] + [""]
+    path = os.path.join(out, "report.md")
+    with open(path, "w") as f:
+        f.write("\n".join(L) + "\n")
+    return path

@@ -1,0 +1,309 @@
+"""Runs a suite: the phases of every group on every system, interleaved (phase 1 of every system, then phase
+2, ...) so that load from elsewhere falls on all systems alike; records as they finish; resumable."""
+import hashlib
+import json
+import multiprocessing
+import os
+import platform
+import subprocess
+import time
+
+from . import accounting, devices
+from .core import Ctx, GiB, MiB
+from .devices import SetupError, Volume, util
+from .progress import Progress
+from .shapes import syncfs
+from .systems import baseline_journal_mib
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Refused(Exception):
+    """The run cannot be done as asked (does not fit, unknown names, no root): one clear message."""
+
+
+def git_commit():
+    c = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return c.stdout.strip() or "unknown"
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while b := f.read(8 << 20):
+            h.update(b)
+    return h.hexdigest()
+
+
+def key(r):
+    return (r["suite"], r["system"], r["device"], r["workload"])
+
+
+class Results:
+    """DIR/results.json (a list of records) and DIR/meta.json (commands, host, binary), written atomically."""
+
+    def __init__(self, out):
+        self.out = out
+        self.path, self.meta_path = os.path.join(out, "results.json"), os.path.join(out, "meta.json")
+        self.records = self._load(self.path, [])
+        self.meta = self._load(self.meta_path, {"runs": []})
+
+    @staticmethod
+    def _load(path, default):
+        if not os.path.exists(path):
+            return default
+        with open(path) as f:
+            return json.load(f)
+
+    def finished(self):
+        return {key(r) for r in self.records if not r.get("error")}
+
+    def add(self, rec):
+        self.records = [r for r in self.records if key(r) != key(rec)] + [rec]
+        self._save(self.path, self.records)
+
+    def save_meta(self):
+        self._save(self.meta_path, self.meta)
+
+    @staticmethod
+    def _save(path, data):
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1)
+        os.replace(tmp, path)
+
+
+class Plan:
+    """Sizes and checks for one group, before anything is made."""
+
+    def __init__(self, args, suite, group, systems, capacity):
+        inode_bytes = group.inodes * 16 * 1024 * 13 // 10          # mkfs.ext4: one inode per 16 KiB
+        want = max(suite.min_size, 3 * group.data_bytes + 2 * GiB, inode_bytes)
+        paper = suite.partitions.get(args.device)
+        if args.size:
+            self.size = args.size
+        elif paper == "drive":
+            self.size = capacity
+        elif paper:
+            self.size = min(paper, capacity) if capacity else paper
+        else:
+            self.size = devices.round_up_gib(want)
+        self.size -= self.size % MiB                               # models take multiples of 4 KiB
+        self.journal_mib = baseline_journal_mib(args.scale, self.size)
+        if self.size <= 0 or (capacity is not None and self.size > capacity):
+            raise Refused(f"group {group.name}: a {self.size / GiB:.0f} GiB partition does not fit on {args.device} "
+                          f"({capacity / 1e9:.0f} GB); lower --scale or --size")
+        if group.data_bytes * 12 // 10 + self.journal_mib * MiB > self.size:
+            raise Refused(f"group {group.name}: {group.data_bytes / GiB:.2f} GiB of files and directories plus a "
+                          f"{self.journal_mib} MiB journal do not fit in a {self.size / GiB:.1f} GiB partition; "
+                          f"raise --size or lower --scale")
+        if inode_bytes > self.size:
+            raise Refused(f"group {group.name}: {group.inodes:,} inodes need a partition of at least "
+                          f"{inode_bytes / GiB:.1f} GiB (mkfs.ext4 makes one inode per 16 KiB); raise --size")
+        # Sparse images: each holds what the group writes, the journal and the inode tables.
+        # (mkfs zeroes the inode tables with fallocate: they stay sparse)
+        self.host_bytes = len(systems) * (group.data_bytes + self.journal_mib * MiB + self.size // 1000) * 12 // 10
+
+
+class Runner:
+    def __init__(self, args, suite, systems, binary):
+        self.args, self.suite, self.systems, self.binary = args, suite, systems, binary
+        self.results = Results(args.out)
+        self.work = os.path.join(args.out, "work")
+        self.raw = os.path.join(args.out, "raw")
+        self.model = None if args.device == "file" else args.device
+        self.commit = git_commit()
+
+    # ---- checks before anything is made
+    def plans(self):
+        capacity = devices.model_capacity(self.binary, self.model) if self.model else None
+        groups = self.suite.build(self.args.scale)
+        plans = {g.name: Plan(self.args, self.suite, g, self.systems, capacity) for g in groups}
+        os.makedirs(self.work, exist_ok=True)
+        free = devices.host_free_bytes(self.work)
+        need = max(p.host_bytes for p in plans.values())
+        if need > free:
+            raise Refused(f"the images need about {need / GiB:.1f} GiB on the disk holding {self.work}, "
+                          f"which has {free / GiB:.1f} GiB free; lower --scale or use another --out")
+        return groups, plans
+
+    def run(self):
+        groups, plans = self.plans()
+        done = self.results.finished()
+        todo = {(g.name, s.name): [w for w in g.workloads
+                                   if (self.suite.name, s.name, self.args.device, w.name) not in done]
+                for g in groups for s in self.systems}
+        total = sum(w.cost for g in groups for s in self.systems for w in g.workloads
+                    if todo[(g.name, s.name)])
+        skipped = sum(len(g.workloads) - len(todo[(g.name, s.name)]) for g in groups for s in self.systems)
+        prog = Progress(total)
+        if skipped:
+            prog.log(f"resuming {self.args.out}: {skipped} finished record(s) are kept, not re-run")
+        os.makedirs(self.raw, exist_ok=True)
+        self.results.meta["runs"].append({
+            "command": self.args.command, "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": self.commit,
+            "binary": self.binary, "binary_sha256": sha256(self.binary), "kernel": platform.release(),
+            "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "suite": self.suite.name,
+            "device": self.args.device, "scale": self.args.scale, "speed": self.args.speed,
+            "systems": [s.name for s in self.systems], "workers": self.args.workers})
+        self.results.save_meta()
+        pool = multiprocessing.get_context("fork").Pool(self.args.workers) if self.args.workers > 1 else None
+        failures = 0
+        try:
+            for g in groups:
+                systems = [s for s in self.systems if todo[(g.name, s.name)]]
+                if systems:
+                    failures += self.run_group(g, plans[g.name], systems, todo, pool, prog)
+        finally:
+            if pool:
+                pool.terminate()
+                pool.join()
+            self.results.meta["runs"][-1].update(finished=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                                 loadavg_end=os.getloadavg())
+            self.results.save_meta()
+        return failures
+
+    def run_group(self, g, plan, systems, todo, pool, prog):
+        vols, broken, failures = {}, {}, 0
+        try:
+            for s in systems:
+                v = Volume(s, self.args.device, self.args.speed, self.work, g.name, plan.size, plan.journal_mib,
+                           self.binary, prog.log)
+                vols[s.name] = v
+                try:
+                    prog.status(f"{g.name}: mkfs for {s.name} ({plan.size / GiB:.0f} GiB partition)")
+                    v.teardown()                          # leftovers of an interrupted run
+                    v.create()
+                    v.attach(traces=self.args.traces)
+                except Exception as e:                    # noqa: BLE001 - a failed setup is a result, not a crash
+                    broken[s.name] = f"setup failed: {type(e).__name__}: {str(e)[-600:]}"
+            for w in g.workloads:
+                for s in systems:
+                    recorded = w in todo[(g.name, s.name)]
+                    if s.name in broken:
+                        if recorded:
+                            self.results.add(self.error_record(s, w, broken[s.name]))
+                            failures += 1
+                            prog.done(w.cost)
+                        continue
+                    what = f"{w.name} on {s.name} ({self.args.device})" + ("" if recorded else
+                                                                          " [setup for a later phase, not recorded]")
+                    prog.status(what, 0.0)
+                    ctx = Ctx(pool, self.args.workers, self.args.timeout, prog.log,
+                              lambda f, what=what, c=w.cost: prog.status(what, f, c))
+                    try:
+                        rec = self.phase(vols[s.name], w, ctx)
+                    except Exception as e:                # noqa: BLE001
+                        broken[s.name] = f"{type(e).__name__}: {str(e)[-800:]}"
+                        prog.log(f"{what}: FAILED: {broken[s.name]}")
+                        util.force_unmount(vols[s.name].mnt)
+                        if recorded:
+                            self.results.add(self.error_record(s, w, broken[s.name]))
+                            failures += 1
+                            prog.done(w.cost)
+                        continue
+                    if recorded:
+                        rec.update(plan=dict(partition_bytes=plan.size, journal_mib=plan.journal_mib,
+                                             group=g.name))
+                        self.results.add(rec)
+                        prog.done(w.cost)
+                        prog.log(f"{what}: {rec['runtime_s']:.2f} s, cleaning {rec['cleaning_s']:.1f} s; MiB "
+                                 + ", ".join(f"{k} {v:.1f}" for k, v in rec["io_mib"].items() if v))
+        finally:
+            for v in vols.values():
+                v.teardown(remove=not self.args.keep)
+            for f in os.listdir(self.work):
+                if f.endswith(".trace.csv"):
+                    os.unlink(os.path.join(self.work, f))
+        return failures
+
+    def error_record(self, s, w, msg):
+        return {"suite": self.suite.name, "system": s.name, "device": self.args.device, "workload": w.name,
+                "scale": self.args.scale, "speed": self.args.speed if self.model else None, "runtime_s": None,
+                "cleaning_s": None, "io_mib": None, "error": msg, "commit": self.commit,
+                "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+    # ---- one phase: cold cache, fresh mount, timed work + syncfs + unmount, cleaning, I/O by class
+    def phase(self, v, w, ctx):
+        util.drop_caches()
+        load = os.getloadavg()[0]
+        kind, trace, rep0, stat0 = v.system.kind, None, None, None
+        if kind != "ext4lazy":
+            stat0 = accounting.loop_stat(v.loop)
+            if self.model:
+                rep0 = v.model_report()
+            else:
+                trace = accounting.BlockTrace(v.loop, v.layout)
+        tracefile = None
+        if kind == "ext4lazy" and self.model and self.args.traces:
+            tracefile = os.path.join(self.work, f"{v.system.name}.{w.name}.trace.csv")
+        sampler = None
+        try:
+            v.mount(tracefile)
+            if kind == "ext4lazy":
+                sampler = accounting.Sampler(accounting.ext4lazy_live_totals(devices.live_stats_path(v.mnt)))
+            else:
+                sampler = accounting.Sampler(lambda: accounting.loop_stat(v.loop))
+            t0 = time.monotonic()
+            extra = w.run(v.mnt, ctx) or {}
+            t1 = time.monotonic()
+            syncfs(v.mnt)
+            t2 = time.monotonic()
+            v.umount()
+            t3 = time.monotonic()
+        except Exception:
+            if trace:
+                trace.stop()
+            if sampler:
+                sampler.stop()
+            raise
+        series = sampler.stop()
+        waited, cleaning, offsets, check = 0.0, 0.0, [], {}
+        if kind == "ext4lazy":
+            stats = v.ext4lazy_stats()
+            own, model = accounting.ext4lazy_classes(stats)
+            if model is not None:
+                dev = stats["device"]
+                waited, cleaning = dev.get("wait_idle_real_s", 0.0), dev.get("cleaning_after_run_s", 0.0)
+                classes, source = model, f"model report inside ext4lazy (-o device={self.model})"
+                check = {"reference": "ext4lazy's own counters (-o stats: io)", "reference_by_class": own,
+                         "equal_by_class": own == model}
+                offsets = accounting.model_trace_offsets(tracefile, 0.0, float("inf"))
+            else:
+                classes, source = own, "ext4lazy's own counters (-o stats: io)"
+                check = {"reference": "none on a plain file: ext4lazy's counters are what reached the image"}
+            extra["ext4lazy"] = {k: stats.get(k) for k in ("write", "journal_blocks", "journal_used_blocks",
+                                                           "journal_live_blocks", "jmap_entries",
+                                                           "cleaner_blocks_moved", "blocks_migrated_home")}
+            if tracefile and os.path.exists(tracefile):
+                os.unlink(tracefile)
+        else:
+            if self.model:
+                cleaning = v.wait_idle()
+                rep1 = v.model_report()
+                classes, source = accounting.report_delta(rep0, rep1), f"model report (emu report, {self.model})"
+                offsets = accounting.model_trace_offsets(v.trace_csv, rep0["now_s"], rep1["now_s"])
+                lost = 0
+            else:
+                classes, lost = trace.stop()
+                offsets = trace.offsets
+                source = "block_rq_issue trace of the loop device, classified by layout + REQ_META"
+            stat1 = accounting.loop_stat(v.loop)
+            check = {"reference": f"loop device counters (/sys/block/{os.path.basename(v.loop)}/stat)",
+                     "reference_total": {"read": stat1[0] - stat0[0], "write": stat1[1] - stat0[1]},
+                     "lost_events": lost}
+        check["classes_total"] = accounting.total_bytes(classes)
+        raw = os.path.join(self.raw, f"{self.suite.name}.{v.system.name}.{self.args.device}.{w.name}.json")
+        with open(raw, "w") as f:
+            json.dump({"series": series, "offsets": offsets, "offsets_columns": ["t_s", "offset", "len", "class",
+                                                                                  "op"]}, f)
+        umount_s = max(0.0, t3 - t2 - waited)
+        runtime = (t1 - t0) if w.timing == "work" else (t1 - t0) + (t2 - t1) + umount_s
+        return {"suite": self.suite.name, "system": v.system.name, "device": self.args.device, "workload": w.name,
+                "scale": self.args.scale, "speed": self.args.speed if self.model else None,
+                "runtime_s": round(runtime, 3), "cleaning_s": round(cleaning, 3), "io_mib": accounting.io_mib(classes),
+                "io_source": source, "io_check": check, "timing": w.timing,
+                "work_s": round(t1 - t0, 3), "syncfs_s": round(t2 - t1, 3), "umount_s": round(umount_s, 3),
+                "cleaning_wait_real_s": round(waited, 3), "params": w.params(), "extra": extra,
+                "loadavg_1m": load, "commit": self.commit, "raw": os.path.relpath(raw, self.args.out),
+                "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "error": None}

@@ -1,0 +1,92 @@
+"""The file systems under test: how each is made (mkfs) and mounted.
+
+ext4lazy-<mode>[-stepahead] is parsed, not listed, so modes and the StepAhead flag added later need no change here
+beyond the mount option they map to (MODE_OPTIONS, FLAG_OPTIONS).
+"""
+import re
+import shutil
+
+from .core import MiB
+
+# ext4lazy journal mode -> mount options; flags after the mode -> mount options
+MODE_OPTIONS = {"ordered": [], "lazy": ["journal=lazy"]}
+FLAG_OPTIONS = {"stepahead": ["stepahead"]}
+
+
+class System:
+    def __init__(self, name, kind, fstype="ext4", journal=None, options=(), doc=""):
+        self.name, self.kind, self.fstype, self.journal, self.options, self.doc = (
+            name, kind, fstype, journal, list(options), doc)
+
+    @property
+    def leaves_journal(self):
+        """True when a clean unmount leaves the volume needing recovery by design (lazy: metadata in the log)."""
+        return "journal=lazy" in self.options
+
+    def mkfs_cmd(self, image, journal_mib):
+        if self.fstype == "xfs":
+            return ["mkfs.xfs", "-f", "-q", image]
+        # Inode tables and journal written now, so no kernel lazyinit thread writes during the measurements.
+        cmd = ["mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0"]
+        if self.journal == "large":
+            cmd += ["-J", f"size={journal_mib}"]
+        return cmd + [image]
+
+    def available(self, binary):
+        need = {"kernel": ["mount", "losetup"], "fuse2fs": ["fuse2fs", "fusermount3", "losetup"], "ext4lazy": []}
+        for tool in need[self.kind] + ["mkfs.xfs" if self.fstype == "xfs" else "mkfs.ext4"]:
+            if not shutil.which(tool):
+                return False, f"{tool} is not installed (scripts/setup.sh installs it)"
+        if self.kind == "ext4lazy" and not binary:
+            return False, "no ext4lazy binary (run through `ext4lazy bench` or set EXT4LAZY_BIN)"
+        return True, ""
+
+
+FIXED = {
+    "kernel-ext4-stock": System("kernel-ext4-stock", "kernel", journal="stock",
+                                doc="the kernel's ext4, mkfs.ext4's default journal (the paper's ext4-stock)"),
+    "kernel-ext4-baseline": System("kernel-ext4-baseline", "kernel", journal="large",
+                                   doc="the kernel's ext4 with the large journal (the paper's ext4-baseline: 10 GiB, "
+                                       "scaled)"),
+    "kernel-xfs": System("kernel-xfs", "kernel", fstype="xfs", doc="the kernel's XFS, mkfs.xfs defaults"),
+    "fuse2fs": System("fuse2fs", "fuse2fs", journal="stock", doc="e2fsprogs' fuse2fs (no journaling of its own)"),
+}
+
+
+def get(name):
+    if name in FIXED:
+        return FIXED[name]
+    m = re.fullmatch(r"ext4lazy-([a-z]+)((?:-[a-z]+)*)", name)
+    if m and m.group(1) in MODE_OPTIONS:
+        flags = [f for f in m.group(2).split("-") if f]
+        if all(f in FLAG_OPTIONS for f in flags):
+            opts = list(MODE_OPTIONS[m.group(1)])
+            for f in flags:
+                opts += FLAG_OPTIONS[f]
+            return System(name, "ext4lazy", journal="large", options=opts,
+                          doc=f"ext4lazy, journal={m.group(1)}" + "".join(f", {f}" for f in flags)
+                              + " (large journal, as the baseline)")
+    raise ValueError(f"unknown system {name!r}; systems: {', '.join(names())}")
+
+
+def names():
+    return list(FIXED) + [f"ext4lazy-{m}" for m in MODE_OPTIONS] + [
+        f"ext4lazy-{m}-{f}" for m in MODE_OPTIONS for f in FLAG_OPTIONS]
+
+
+def default_journal_mib(size):
+    """mkfs.ext4's own journal size for a partition of `size` bytes with 4 KiB blocks (e2fsprogs 1.47,
+    ext2fs_default_journal_size)."""
+    blocks = size // 4096
+    for limit, mib in ((32768, 4), (256 * 1024, 16), (512 * 1024, 32), (4096 * 1024, 64), (8192 * 1024, 128),
+                       (16384 * 1024, 256), (32768 * 1024, 512)):
+        if blocks < limit:
+            return mib
+    return 1024
+
+
+def baseline_journal_mib(scale, size):
+    """The paper's 10 GiB journal scaled, but never below mkfs's default for the partition (the baseline's
+    journal is the large one), nor below 256 MiB; at most a quarter of the partition."""
+    want = max(256, default_journal_mib(size), round(10240 * scale))
+    return int(min(10240, want, max(16, size // MiB // 4)))
