@@ -12,6 +12,11 @@ use ondisk::{Corruption, FormatError, Location};
 use parking_lot::RwLock;
 use std::sync::Arc;
 
+/// How much of the log a lazy-mode metadata miss reads at once (at most a
+/// 32nd of the cache): one sequential request of 256 KiB costs a disk about
+/// what two random 4 KiB reads do (see docs/LAZY.md, "Reading from the log").
+const JOURNAL_READAHEAD_BYTES: u64 = 256 << 10;
+
 /// How a volume is opened.
 #[derive(Clone, Debug)]
 pub struct VolumeOptions {
@@ -234,6 +239,9 @@ impl Volume {
             return Ok(b);
         }
         self.check_block(blk, "metadata block")?;
+        if let Some(b) = self.journal_readahead(blk)? {
+            return Ok(b);
+        }
         let seen = self.cache.read_epoch();
         let data: Block = Arc::from(self.read_blocks_uncached(blk, 1, IoClass::Metadata)?);
         self.cache.insert_read(blk, data.clone(), seen);
@@ -253,6 +261,11 @@ impl Volume {
         if count <= 1 {
             return self.meta(blk);
         }
+        // Lazy mode: a block in the log is read with its neighbours there,
+        // not with its neighbours at home.
+        if let Some(b) = self.journal_readahead(blk)? {
+            return Ok(b);
+        }
         self.check_block(start, "metadata block")?;
         self.check_block(start + count - 1, "metadata block")?;
         let bs = self.block_size as usize;
@@ -271,6 +284,49 @@ impl Volume {
         }
         // OK to unwrap: blk lies in [start, start + count) as asserted above.
         Ok(wanted.expect("readahead range contains the block"))
+    }
+
+    /// Lazy mode, `blk` not cached and its newest copy in the log: read the
+    /// stretch of the log from that copy on (JOURNAL_READAHEAD_BYTES, one
+    /// request) and cache every other newest copy it holds. Metadata written
+    /// together sits together in the log, so a cold traversal finds its
+    /// next blocks there (the paper's "short seeks", without relying on the
+    /// drive's own read-ahead). None when `blk` is not in the log.
+    fn journal_readahead(&self, blk: u64) -> Result<Option<Block>> {
+        let Some(jbd2) = self.jbd2.as_ref().filter(|_| self.opts.lazy) else { return Ok(None) };
+        let bs = u64::from(self.block_size);
+        // Held across the read: the tail cannot move and free a copy meanwhile.
+        let j = jbd2.read();
+        // A small cache would evict what it reads ahead before it is used.
+        let window = JOURNAL_READAHEAD_BYTES.min(self.opts.cache_bytes as u64 / 32) / bs;
+        let copies = j.live_copies_from(blk, window.max(1)).map_err(crate::write::journal_err)?;
+        let Some(&first) = copies.first() else { return Ok(None) };
+        // One request: as far as the log is contiguous on the device.
+        let span: Vec<journal::CopyAt> = copies.into_iter().take_while(|c| c.phys - first.phys == c.jblock - first.jblock).collect();
+        let n = span.last().map_or(1, |c| c.jblock - first.jblock + 1);
+        let mut buf = vec![0u8; (n * bs) as usize];
+        let seen = self.cache.read_epoch();
+        self.submit_reads(&mut [blockdev::ReadRequest { offset: first.phys * bs, buf: &mut buf, class: IoClass::Journal }])?;
+        drop(j);
+        let mut wanted = None;
+        for c in &span {
+            let at = ((c.jblock - first.jblock) * bs) as usize;
+            let mut data = buf[at..at + bs as usize].to_vec();
+            if c.escaped {
+                journal::unescape(&mut data);
+            }
+            let data: Block = Arc::from(data);
+            if c.block == blk {
+                wanted = Some(data.clone());
+            } else if !self.cache.contains(c.block) {
+                self.cache.insert_read(c.block, data, seen);
+            }
+        }
+        // live_copies_from puts blk's own copy first.
+        debug_assert!(wanted.is_some(), "the stretch starts with the block's copy");
+        let Some(data) = wanted else { return Ok(None) };
+        self.cache.insert_read(blk, data.clone(), seen);
+        Ok(Some(data))
     }
 
     /// Read `count` blocks from `start` in one device request, with replayed

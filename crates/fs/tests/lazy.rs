@@ -427,3 +427,37 @@ fn jmap_snapshot_replaces_the_scan_until_the_log_moves_on() {
     }
     common::e2fsck_clean_after_replay(&img);
 }
+
+/// Reading from the log: a cold traversal of a lazy volume finds most of
+/// its metadata in the log, and reads it a stretch at a time (metadata
+/// written together sits together there), not a block per request.
+#[test]
+fn a_cold_traversal_reads_the_log_in_stretches() {
+    let Some((work, empty)) = common::setup_empty() else { return };
+    let img = common::make_image(work.path(), "stretch.img", 256, &["-b", "4096", "-J", "size=64"], &empty);
+    let (vol, _) = open(&img, true, 256 << 20);
+    let want = workload(&vol, 3000);
+    vol.shutdown().unwrap();
+    drop(vol);
+    // The default cache, then one too small for the tree: reading ahead
+    // must not make it thrash (it reads at most a 32nd of the cache ahead).
+    let mut blocks_read = Vec::new();
+    for cache in [256 << 20, 512 << 10] {
+        let dev = Arc::new(blockdev::CountingDevice::new(Arc::new(FileDevice::open(&img, true).unwrap())));
+        let opts = VolumeOptions { read_only: false, lazy: true, cache_bytes: cache, ..Default::default() };
+        let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
+        let before = dev.counts().get(IoClass::Journal, false);
+        assert_eq!(read_tree(&vol), want);
+        let after = dev.counts().get(IoClass::Journal, false);
+        let (requests, blocks) = (after.requests - before.requests, (after.bytes - before.bytes) / 4096);
+        eprintln!("cache {} KiB: {requests} journal read requests, {blocks} blocks", cache >> 10);
+        if blocks_read.is_empty() {
+            assert!(blocks > 1000, "the metadata is in the log");
+            assert!(requests * 8 <= blocks, "{requests} requests for {blocks} blocks: the log is read a block at a time");
+        } else {
+            assert!(blocks <= 2 * blocks_read[0], "a small cache thrashes: {blocks} blocks read against {}", blocks_read[0]);
+        }
+        blocks_read.push(blocks);
+        vol.shutdown().unwrap();
+    }
+}

@@ -237,6 +237,7 @@ impl<D: BlockDevice> Journal<D> {
             // Log positions are below s_maxlen, a u32.
             debug_assert!(l.jblock < u64::from(u32::MAX));
             self.jmap.insert(l.block, l.jblock as u32, l.escaped, seq);
+            self.owners[l.jblock as usize] = l.block + 1;
         }
         self.live.push_back(LiveTransaction {
             sequence: seq,

@@ -36,7 +36,7 @@ pub mod transaction;
 pub use checkpoint::{CheckpointGoal, CheckpointStats};
 pub use commit::{CommitInfo, LoggedBlock};
 pub use jmap::{Jmap, JmapEntry, JmapStats};
-pub use journal::{ext4_features, unescape, Fill, Journal, JournalMap, LiveTransaction, LogCopy};
+pub use journal::{ext4_features, unescape, CopyAt, Fill, Journal, JournalMap, LiveTransaction, LogCopy};
 pub use recovery::{recover, BadDataBlock, RecoveredTransaction, Recovery, ReplayedCopy};
 pub use revoke::RevokeTable;
 pub use transaction::{Running, Transaction};
