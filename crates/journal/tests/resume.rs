@@ -73,6 +73,24 @@ fn jmap_of(j: &J) -> Vec<Option<LogCopy>> {
     (0..BLOCKS).map(|b| j.newest_copy(b)).collect()
 }
 
+/// For every block in the log, the newest copies in the 16 journal blocks
+/// from its own (the stretch a lazy read brings in); each must be the
+/// jmap's newest copy of its block, the block's own first.
+fn stretches_of(j: &J) -> Vec<Vec<(u64, u64)>> {
+    (0..BLOCKS)
+        .filter(|&b| j.has_copy(b))
+        .map(|b| {
+            let s = j.live_copies_from(b, 16).unwrap();
+            assert_eq!(s.first().map(|c| c.block), Some(b));
+            for c in &s {
+                assert_eq!(j.newest_copy(c.block).map(|n| (n.jblock, n.escaped)), Some((c.jblock, c.escaped)));
+                assert_eq!(Some(c.phys), j.map().phys(c.jblock));
+            }
+            s.iter().map(|c| (c.block, c.jblock)).collect()
+        })
+        .collect()
+}
+
 fn live_of(j: &J) -> Vec<(u32, u64, u64, u64, BTreeSet<u64>)> {
     j.live_transactions()
         .map(|t| {
@@ -148,6 +166,7 @@ fn resume_continues_the_log() {
                 }
                 assert_model(&served_state(&j, &dev), &model, &what);
                 let (jmap, live) = (jmap_of(&j), live_of(&j));
+                let stretches = stretches_of(&j);
                 let (tail, head, next) = (j.tail(), j.head(), j.next_sequence());
                 let stats = j.jmap_stats();
                 let sb_before = j.superblock().clone();
@@ -164,6 +183,8 @@ fn resume_continues_the_log() {
                 assert!(!j2.needs_recovery());
                 // The jmap and the live log are the image of the log.
                 assert_eq!(jmap_of(&j2), jmap, "{what} generation {generation}");
+                // The reverse index rebuilt at resume agrees with the one kept at commit.
+                assert_eq!(stretches_of(&j2), stretches, "{what} generation {generation}");
                 let mut live2 = live_of(&j2);
                 let filler = live2.pop().unwrap();
                 assert_eq!(live2, live, "{what}");
