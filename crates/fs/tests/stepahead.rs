@@ -192,19 +192,24 @@ fn stale_kb(vol: &Volume, dirs: &[u32], paths: &[String]) -> KnowledgeBase {
     kb
 }
 
+/// The inode of every directory among `paths`, and the root's.
+fn dir_inodes(vol: &Volume, paths: &[String]) -> Vec<u32> {
+    paths
+        .iter()
+        .filter_map(|p| resolve(vol, ROOT_INO, &split(p)).ok())
+        .filter(|&(_, mode, _)| mode & 0o170000 == 0o040000)
+        .map(|(ino, _, _)| ino)
+        .chain([ROOT_INO])
+        .collect()
+}
+
 fn check_prefetch_never_changes_results(img: &Path) {
     let base = open(img);
     let paths = all_paths(&base);
     assert!(paths.len() > 3400, "{}", paths.len());
     let mut truth = KnowledgeBase::new();
     let dirs_learnt = stepahead::learn_tree(&base, &mut truth, ROOT_INO).unwrap();
-    let dirs: Vec<u32> = paths
-        .iter()
-        .filter_map(|p| resolve(&base, ROOT_INO, &split(p)).ok())
-        .filter(|&(_, mode, _)| mode & 0o170000 == 0o040000)
-        .map(|(ino, _, _)| ino)
-        .chain([ROOT_INO])
-        .collect();
+    let dirs = dir_inodes(&base, &paths);
     assert!(dirs.len() >= dirs_learnt);
     let stale = stale_kb(&base, &dirs, &paths);
     let expected: Vec<Outcome> = paths.iter().map(|p| resolve(&base, ROOT_INO, &split(p))).collect();
@@ -432,13 +437,7 @@ fn hints_from_a_stale_kb_never_change_results() {
     for img in [&linear, &hashed] {
         let base = open(img);
         let paths = all_paths(&base);
-        let dirs: Vec<u32> = paths
-            .iter()
-            .filter_map(|p| resolve(&base, ROOT_INO, &split(p)).ok())
-            .filter(|&(_, mode, _)| mode & 0o170000 == 0o040000)
-            .map(|(ino, _, _)| ino)
-            .chain([ROOT_INO])
-            .collect();
+        let dirs = dir_inodes(&base, &paths);
         let stale = stale_kb(&base, &dirs, &paths);
         let expected: Vec<Outcome> = paths.iter().map(|p| resolve(&base, ROOT_INO, &split(p))).collect();
         let vol = open_with_stepahead(img, false, false, 256 << 10);
