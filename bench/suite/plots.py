@@ -22,6 +22,14 @@ COLORS = {"journal": "tab:green", "metadata": "tab:red", "data": "tab:blue"}
 ORDER = ["kernel-ext4-stock", "kernel-ext4-baseline", "kernel-xfs", "fuse2fs", "ext4lazy-ordered", "ext4lazy-lazy"]
 
 
+
+def save(fig, out, name):
+    """Write `fig` as OUT/NAME (PNG) and free it; returns NAME."""
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, name), dpi=110)
+    plt.close(fig)
+    return name
+
 def order(names):
     return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
 
@@ -50,11 +58,7 @@ def runtime_plot(out, suite, device, rs):
     scale = rs[0].get("scale")
     ax.set_title(f"{suite} on {device}, scale {scale}" + (f", speed {rs[0]['speed']}" if rs[0].get("speed") else ""))
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    name = f"runtime-{suite}-{device}.png"
-    fig.savefig(os.path.join(out, name), dpi=110)
-    plt.close(fig)
-    return name
+    return save(fig, out, f"runtime-{suite}-{device}.png")
 
 
 def load_raw(out, r):
@@ -84,11 +88,7 @@ def offsets_plot(out, suite, device, workload, rs):
         ax.set_ylabel("offset (GiB)")
         ax.legend(fontsize=6, markerscale=3, loc="upper right")
     axes[-1, 0].set_xlabel("time (s; model seconds on a model, real seconds on file)")
-    fig.tight_layout()
-    name = f"offsets-{suite}-{device}-{workload}.png"
-    fig.savefig(os.path.join(out, name), dpi=110)
-    plt.close(fig)
-    return name
+    return save(fig, out, f"offsets-{suite}-{device}-{workload}.png")
 
 
 def throughput_plot(out, suite, device, workload, rs):
@@ -104,11 +104,7 @@ def throughput_plot(out, suite, device, workload, rs):
     ax.set_ylabel("device MiB/s (read + write)")
     ax.set_title(f"{workload} on {device}: throughput over time", fontsize=10)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    name = f"throughput-{suite}-{device}-{workload}.png"
-    fig.savefig(os.path.join(out, name), dpi=110)
-    plt.close(fig)
-    return name
+    return save(fig, out, f"throughput-{suite}-{device}-{workload}.png")
 
 
 def main(out):
