@@ -31,6 +31,8 @@ pub const BATCH_OPS: u32 = 2000;
 pub const BATCH_AGE: Duration = Duration::from_millis(200);
 /// Longest name, as ext4.
 pub const NAME_MAX: usize = 255;
+/// Largest file: a BLOB is one SQLite value (at most 1e9 bytes by default), built in memory.
+pub const MAX_FILE_SIZE: u64 = 512 << 20;
 
 pub const S_IFMT: u32 = libc::S_IFMT;
 pub const S_IFDIR: u32 = libc::S_IFDIR;
@@ -46,6 +48,7 @@ pub enum StoreError {
     NotDir,
     IsDir,
     NameTooLong,
+    TooBig,
     Invalid(&'static str),
     Unsupported(&'static str),
     Db { what: &'static str, err: rusqlite::Error },
@@ -60,10 +63,12 @@ impl StoreError {
             StoreError::NotDir => libc::ENOTDIR,
             StoreError::IsDir => libc::EISDIR,
             StoreError::NameTooLong => libc::ENAMETOOLONG,
+            StoreError::TooBig => libc::EFBIG,
             StoreError::Invalid(_) => libc::EINVAL,
             StoreError::Unsupported(_) => libc::EOPNOTSUPP,
             StoreError::Db { err, .. } => match err {
                 rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::DiskFull => libc::ENOSPC,
+                rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::TooBig => libc::EFBIG,
                 _ => libc::EIO,
             },
         }
@@ -475,7 +480,7 @@ impl Store {
 
     /// Write `data` at `offset`; returns the bytes written.
     pub fn write(&mut self, ino: u64, offset: u64, data: &[u8]) -> Result<usize> {
-        let end = offset.checked_add(data.len() as u64).filter(|e| *e <= i64::MAX as u64).ok_or(StoreError::Invalid("offset too large"))?;
+        let end = offset.checked_add(data.len() as u64).filter(|e| *e <= MAX_FILE_SIZE).ok_or(StoreError::TooBig)?;
         self.change(|s| {
             let a = s.getattr(ino)?;
             if a.is_dir() {
@@ -517,8 +522,8 @@ impl Store {
                 if a.is_dir() {
                     return Err(StoreError::IsDir);
                 }
-                if size > i64::MAX as u64 {
-                    return Err(StoreError::Invalid("size too large"));
+                if size > MAX_FILE_SIZE {
+                    return Err(StoreError::TooBig);
                 }
                 if size != a.size {
                     let mut buf = s.read(ino, 0, u32::MAX)?;
