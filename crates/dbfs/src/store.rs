@@ -316,6 +316,9 @@ impl Store {
     }
 
     pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr> {
+        if name.len() > NAME_MAX {
+            return Err(StoreError::NameTooLong);
+        }
         let mut st = self
             .conn
             .prepare_cached(&format!("SELECT {ATTR_COLS} FROM entries WHERE parent = ?1 AND name = ?2"))
@@ -803,7 +806,7 @@ mod tests {
         let (_d, mut s) = store();
         let f = s.create(ROOT, b"f", FILE, 0, 0, None).unwrap();
         assert_eq!(s.create(f.ino, b"x", FILE, 0, 0, None).unwrap_err().errno(), libc::ENOTDIR);
-        assert_eq!(s.lookup(ROOT, &[b'n'; 256]).unwrap_err().errno(), libc::ENOENT);
+        assert_eq!(s.lookup(ROOT, &[b'n'; 256]).unwrap_err().errno(), libc::ENAMETOOLONG);
         assert_eq!(s.create(ROOT, &[b'n'; 256], FILE, 0, 0, None).unwrap_err().errno(), libc::ENAMETOOLONG);
         assert_eq!(s.list(ROOT, None, 10).unwrap().len(), 1);
     }
