@@ -35,8 +35,17 @@ struct DirCursor {
     last_name: Vec<u8>,
 }
 
+/// Requests served and time spent in the database, per kind of request: where a scan's time goes.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct OpStat {
+    pub count: u64,
+    /// Inside the store (SQLite), lock held; excludes waiting for the lock.
+    pub db_ns: u64,
+}
+
 /// State shared by the FUSE handlers and the daemon's ticker.
 pub struct Shared {
+    stats: Mutex<std::collections::BTreeMap<&'static str, OpStat>>,
     store: Mutex<Option<Store>>,
     opens: Mutex<HashMap<u64, u32>>,
     dirs: Mutex<HashMap<u64, DirCursor>>,
@@ -48,6 +57,7 @@ pub struct Shared {
 impl Shared {
     pub fn new(store: Store, db_dir: PathBuf) -> Arc<Shared> {
         Arc::new(Shared {
+            stats: Mutex::new(Default::default()),
             store: Mutex::new(Some(store)),
             opens: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
@@ -61,11 +71,28 @@ impl Shared {
         self.store.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Run `f` on the store; EIO once it is closed.
-    fn with<T>(&self, f: impl FnOnce(&mut Store) -> Result<T, StoreError>) -> Result<T, Errno> {
+    /// Count a request of kind `op` that spent `db_ns` in the database.
+    fn count(&self, op: &'static str, db_ns: u64) {
+        let mut st = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        let e = st.entry(op).or_default();
+        e.count += 1;
+        e.db_ns += db_ns;
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> std::collections::BTreeMap<&'static str, OpStat> {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Run `f` on the store for a request of kind `op`; EIO once it is closed.
+    fn with<T>(&self, op: &'static str, f: impl FnOnce(&mut Store) -> Result<T, StoreError>) -> Result<T, Errno> {
         let mut g = self.store();
         let s = g.as_mut().ok_or(Errno::EIO)?;
-        f(s).map_err(|e| {
+        let start = std::time::Instant::now();
+        let r = f(s);
+        drop(g);
+        self.count(op, start.elapsed().as_nanos() as u64);
+        r.map_err(|e| {
             if e.errno() == libc::EIO {
                 eprintln!("dbfs-sqlite: {e}");
             }
@@ -190,7 +217,7 @@ impl DbFs {
     }
 
     fn make(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, target: Option<&[u8]>) -> Result<Attr, Errno> {
-        self.shared.with(|s| {
+        self.shared.with("create", |s| {
             let (mode, uid, gid) = self.new_owner(s, req, ino_of(parent), mode)?;
             s.create(ino_of(parent), name.as_bytes(), mode, uid, gid, target)
         })
@@ -217,11 +244,11 @@ impl fuser::Filesystem for DbFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.entry(self.shared.with(|s| s.lookup(ino_of(parent), name.as_bytes())), reply)
+        self.entry(self.shared.with("lookup", |s| s.lookup(ino_of(parent), name.as_bytes())), reply)
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.shared.with(|s| s.getattr(ino_of(ino))) {
+        match self.shared.with("getattr", |s| s.getattr(ino_of(ino))) {
             Ok(a) => reply.attr(&self.ttl, &file_attr(&a)),
             Err(e) => reply.error(e),
         }
@@ -246,14 +273,14 @@ impl fuser::Filesystem for DbFs {
         reply: ReplyAttr,
     ) {
         let set = SetAttr { mode, uid, gid, size, atime_ns: atime.map(time_or_now), mtime_ns: mtime.map(time_or_now) };
-        match self.shared.with(|s| s.setattr(ino_of(ino), &set)) {
+        match self.shared.with("setattr", |s| s.setattr(ino_of(ino), &set)) {
             Ok(a) => reply.attr(&self.ttl, &file_attr(&a)),
             Err(e) => reply.error(e),
         }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.shared.with(|s| s.readlink(ino_of(ino))) {
+        match self.shared.with("readlink", |s| s.readlink(ino_of(ino))) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
         }
@@ -275,16 +302,17 @@ impl fuser::Filesystem for DbFs {
 
     fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
         // One row per name and inode, as DBFS: no hard links.
+        self.shared.count("link", 0);
         reply.error(Errno::EPERM)
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let shared = &self.shared;
-        Self::empty(shared.with(|s| s.unlink(ino_of(parent), name.as_bytes(), |i| shared.is_open(i))), reply)
+        Self::empty(shared.with("unlink", |s| s.unlink(ino_of(parent), name.as_bytes(), |i| shared.is_open(i))), reply)
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        Self::empty(self.shared.with(|s| s.rmdir(ino_of(parent), name.as_bytes())), reply)
+        Self::empty(self.shared.with("rmdir", |s| s.rmdir(ino_of(parent), name.as_bytes())), reply)
     }
 
     fn rename(
@@ -302,14 +330,14 @@ impl fuser::Filesystem for DbFs {
         }
         let noreplace = flags.contains(RenameFlags::RENAME_NOREPLACE);
         let shared = &self.shared;
-        let r = shared.with(|s| {
+        let r = shared.with("rename", |s| {
             s.rename(ino_of(parent), name.as_bytes(), ino_of(newparent), newname.as_bytes(), noreplace, |i| shared.is_open(i))
         });
         Self::empty(r, reply)
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.shared.with(|s| s.getattr(ino_of(ino))) {
+        match self.shared.with("open", |s| s.getattr(ino_of(ino))) {
             Ok(a) if a.is_dir() => reply.error(Errno::EISDIR),
             Ok(a) => {
                 self.opened(a.ino);
@@ -330,7 +358,7 @@ impl fuser::Filesystem for DbFs {
         _lock: Option<fuser::LockOwner>,
         reply: ReplyData,
     ) {
-        match self.shared.with(|s| s.read(ino_of(ino), offset, size)) {
+        match self.shared.with("read", |s| s.read(ino_of(ino), offset, size)) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(e),
         }
@@ -348,7 +376,7 @@ impl fuser::Filesystem for DbFs {
         _lock: Option<fuser::LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.shared.with(|s| s.write(ino_of(ino), offset, data)) {
+        match self.shared.with("write", |s| s.write(ino_of(ino), offset, data)) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(e),
         }
@@ -356,6 +384,7 @@ impl fuser::Filesystem for DbFs {
 
     /// Nothing is buffered per handle: ENOSYS stops FLUSH requests for this mount.
     fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock: fuser::LockOwner, reply: ReplyEmpty) {
+        self.shared.count("flush", 0);
         reply.error(Errno::ENOSYS)
     }
 
@@ -384,16 +413,21 @@ impl fuser::Filesystem for DbFs {
                 None => false,
             }
         };
-        let r = if last { self.shared.with(|s| s.forget_orphan(ino)) } else { Ok(()) };
+        let r = if last {
+            self.shared.with("release", |s| s.forget_orphan(ino))
+        } else {
+            self.shared.count("release", 0);
+            Ok(())
+        };
         Self::empty(r, reply)
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        Self::empty(self.shared.with(|s| s.sync()), reply)
+        Self::empty(self.shared.with("fsync", |s| s.sync()), reply)
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.shared.with(|s| s.getattr(ino_of(ino))) {
+        match self.shared.with("opendir", |s| s.getattr(ino_of(ino))) {
             Ok(a) if !a.is_dir() => reply.error(Errno::ENOTDIR),
             Ok(_) => {
                 let fh = self.shared.next_fh.fetch_add(1, Ordering::Relaxed);
@@ -415,7 +449,7 @@ impl fuser::Filesystem for DbFs {
             offset = 1;
         }
         if offset == 1 {
-            let parent = match self.shared.with(|s| s.parent_of(dir)) {
+            let parent = match self.shared.with("readdir", |s| s.parent_of(dir)) {
                 Ok(p) => p,
                 Err(e) => return reply.error(e),
             };
@@ -434,7 +468,7 @@ impl fuser::Filesystem for DbFs {
         };
         let mut first_page = after.is_none();
         loop {
-            let page = self.shared.with(|s| match (&after, first_page) {
+            let page = self.shared.with("readdir", |s| match (&after, first_page) {
                 (None, true) => s.list_from(dir, offset - 2, LIST_PAGE),
                 (Some(name), _) => s.list(dir, Some(name), LIST_PAGE),
                 (None, false) => Ok(Vec::new()),
@@ -463,15 +497,16 @@ impl fuser::Filesystem for DbFs {
 
     fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
         self.shared.dirs.lock().unwrap_or_else(|e| e.into_inner()).remove(&fh.0);
+        self.shared.count("releasedir", 0);
         reply.ok()
     }
 
     fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        Self::empty(self.shared.with(|s| s.sync()), reply)
+        Self::empty(self.shared.with("fsyncdir", |s| s.sync()), reply)
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let used = match self.shared.with(|s| s.usage()) {
+        let used = match self.shared.with("statfs", |s| s.usage()) {
             Ok(u) => u,
             Err(e) => return reply.error(e),
         };

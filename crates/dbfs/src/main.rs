@@ -6,7 +6,8 @@
 //! ```
 //! Options (comma-separated): `foreground`, `allow_other`, `cache_mb=N` (SQLite page cache,
 //! default 64), `mmap_mb=N` (memory-mapped database reads, default 0), `threads=N` (FUSE
-//! workers, default 2), `ttl=S` (kernel entry/attribute cache, default 1 s).
+//! workers, default 2), `ttl=S` (kernel entry/attribute cache, default 1 s), `stats=FILE` (requests
+//! served and time in SQLite per kind of request, as JSON at unmount).
 //! The daemon holds an exclusive flock on DB for its life; `umount` waits on it.
 
 use anyhow::{bail, Context, Result};
@@ -30,6 +31,8 @@ struct MountOpts {
     store: StoreOptions,
     threads: usize,
     ttl: Duration,
+    /// Write the request counters here at unmount.
+    stats: Option<PathBuf>,
 }
 
 impl MountOpts {
@@ -40,6 +43,7 @@ impl MountOpts {
             store: StoreOptions::default(),
             threads: 2,
             ttl: Duration::from_secs(1),
+            stats: None,
         };
         for opt in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
             let (k, v) = opt.split_once('=').map_or((opt, None), |(k, v)| (k, Some(v)));
@@ -54,6 +58,7 @@ impl MountOpts {
                 "mmap_mb" => o.store.mmap_mb = num(v)? as u32,
                 "threads" => o.threads = (num(v)? as usize).clamp(1, 64),
                 "ttl" => o.ttl = Duration::from_secs(num(v)?),
+                "stats" => o.stats = Some(PathBuf::from(v.context("option stats needs a file")?)),
                 _ => bail!("unknown option {opt}"),
             }
         }
@@ -179,6 +184,17 @@ fn serve(opts: &MountOpts, db: &Path, mnt: &Path, mut ready: Option<File>) -> Re
     let _ = ticker.join();
     // destroy() closed the database when the kernel let go; close here if it did not.
     let closed = shared.close().context("closing the database");
+    if let Some(path) = &opts.stats {
+        let ops: serde_json::Map<String, serde_json::Value> = shared
+            .stats()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), serde_json::json!({"count": v.count, "db_s": v.db_ns as f64 / 1e9})))
+            .collect();
+        let j = serde_json::json!({"requests": ops});
+        if let Err(e) = std::fs::write(path, format!("{j}\n")) {
+            eprintln!("dbfs-sqlite: cannot write {}: {e}", path.display());
+        }
+    }
     drop(lock);
     served.and(closed)
 }

@@ -194,6 +194,8 @@ impl Default for StoreOptions {
 
 pub struct Store {
     conn: Connection,
+    /// Files unlinked while open (parent [`ORPHANS`]): a close checks here, not the database.
+    orphans: std::collections::HashSet<u64>,
     next_ino: u64,
     in_tx: bool,
     tx_ops: u32,
@@ -222,7 +224,7 @@ impl Store {
         )
         .ctx("creating the root")?;
         let max: i64 = conn.query_row("SELECT max(ino) FROM entries", [], |r| r.get(0)).ctx("reading the highest inode")?;
-        let mut s = Store { conn, next_ino: max as u64 + 1, in_tx: false, tx_ops: 0, tx_started: Instant::now(), commits: 0 };
+        let mut s = Store { conn, orphans: Default::default(), next_ino: max as u64 + 1, in_tx: false, tx_ops: 0, tx_started: Instant::now(), commits: 0 };
         s.drop_orphans()?;
         Ok(s)
     }
@@ -579,6 +581,7 @@ impl Store {
                     .ctx("preparing an orphan move")?
                     .execute(params![parent as i64, name, ORPHANS, now])
                     .ctx("orphaning")?;
+                s.orphans.insert(a.ino);
             } else {
                 s.remove_row(parent, name, a.ino)?;
             }
@@ -602,9 +605,9 @@ impl Store {
 
     /// The last close of `ino`: drop it if it was unlinked while open.
     pub fn forget_orphan(&mut self, ino: u64) -> Result<()> {
-        let orphan = self.parent_of(ino).map(|p| p as i64 == ORPHANS).unwrap_or(false);
-        if orphan {
+        if self.orphans.contains(&ino) {
             self.change(|s| s.remove_row(ORPHANS as u64, ino.to_string().as_bytes(), ino))?;
+            self.orphans.remove(&ino);
         }
         Ok(())
     }
@@ -673,6 +676,7 @@ impl Store {
                                     .ctx("preparing an orphan move")?
                                     .execute(params![newparent as i64, newname, ORPHANS])
                                     .ctx("orphaning")?;
+                                s.orphans.insert(dst.ino);
                             } else {
                                 s.remove_row(newparent, newname, dst.ino)?;
                             }
