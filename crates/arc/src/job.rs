@@ -79,7 +79,7 @@ pub struct Job {
 fn permute48(i: u64, seed: u64) -> u64 {
     const M: u64 = (1 << 48) - 1;
     let mut x = (i ^ seed) & M;
-    x = x.wrapping_mul(0x5DEE_CE66_D) & M; // odd: invertible mod 2^48
+    x = x.wrapping_mul(0x0005_DEEC_E66D) & M; // odd: invertible mod 2^48
     x ^= x >> 24;
     x = x.wrapping_mul(0x2545_F491_4F6C_DD1D | 1) & M;
     x ^= x >> 17;
@@ -196,7 +196,7 @@ impl Job {
         let _ = writeln!(s, "delegexpiretime={}", Self::time(f.start + 4 * 86_400));
         let _ = writeln!(s, "clientname=192.0.2.{}:{}", self.index % 250 + 1, 40_000 + self.index % 20_000);
         let _ = writeln!(s, "clientsoftware=nordugrid-arc-5.3.0");
-        let _ = writeln!(s, "delegationid={:016x}", self.rng(9).next());
+        let _ = writeln!(s, "delegationid={:016x}", self.rng(9).next_u64());
         let _ = writeln!(s, "sessiondir={}", self.session());
         let _ = writeln!(s, "diskspace=0");
         let _ = writeln!(s, "failedstate=");

@@ -8,11 +8,11 @@ pub struct Rng(u64);
 impl Rng {
     pub fn new(seed: u64, stream: u64) -> Rng {
         let mut r = Rng(seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        r.next();
+        r.next_u64();
         r
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -22,7 +22,7 @@ impl Rng {
 
     /// Uniform in 0..n (n > 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.next_u64() % n.max(1)
     }
 
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
@@ -58,9 +58,9 @@ mod tests {
 
     #[test]
     fn streams_are_stable_and_distinct() {
-        let a: Vec<u64> = (0..3).map({ let mut r = Rng::new(1, 7); move |_| r.next() }).collect();
-        let b: Vec<u64> = (0..3).map({ let mut r = Rng::new(1, 7); move |_| r.next() }).collect();
-        let c: Vec<u64> = (0..3).map({ let mut r = Rng::new(1, 8); move |_| r.next() }).collect();
+        let a: Vec<u64> = (0..3).map({ let mut r = Rng::new(1, 7); move |_| r.next_u64() }).collect();
+        let b: Vec<u64> = (0..3).map({ let mut r = Rng::new(1, 7); move |_| r.next_u64() }).collect();
+        let c: Vec<u64> = (0..3).map({ let mut r = Rng::new(1, 8); move |_| r.next_u64() }).collect();
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);

@@ -211,7 +211,7 @@ fn umount(mnt: &Path) -> Result<()> {
         })
         .filter(|(_, m, t)| *m == target && t.starts_with("fuse"))
         .map(|(s, _, _)| s.to_string())
-        .last()
+        .next_back()
         .with_context(|| format!("nothing dbfs-sqlite is mounted on {target}"))?;
     let c = std::ffi::CString::new(mnt.as_os_str().as_bytes())?;
     // SAFETY: umount2 of a NUL-terminated path.
