@@ -210,6 +210,16 @@ def test_dbfs_sqlite_matches_tmpfs(tools, workdir):
             want, got = tree(tmp), tree(mnt)
             assert got == want
             assert len(want) >= 5, "the sequence should leave a tree behind"
+            # A listing longer than many kernel readdir buffers (~40 such names each), with removals.
+            for root in (tmp, mnt):
+                big = os.path.join(root, "big")
+                os.mkdir(big)
+                for i in range(3000):
+                    open(os.path.join(big, f"job.{i:06d}.{'x' * 54}.description"), "w").close()
+                for i in range(0, 3000, 7):
+                    os.unlink(os.path.join(big, f"job.{i:06d}.{'x' * 54}.description"))
+            names = sorted(os.listdir(os.path.join(mnt, "big")))
+            assert names == sorted(os.listdir(os.path.join(tmp, "big"))) and len(names) == 3000 - 429
     finally:
         util.force_unmount(tmp)
         shutil.rmtree(d, ignore_errors=True)

@@ -9,13 +9,13 @@
 //! continues from the last name it returned (keyset paging) instead of skipping N rows again
 //! for every page of a 1.76M-entry directory.
 
-use crate::store::{Attr, SetAttr, Store, StoreError, ROOT, S_IFDIR, S_IFLNK, S_IFMT};
+use crate::store::{Attr, DirEntry, SetAttr, Store, StoreError, ROOT, S_IFDIR, S_IFLNK, S_IFMT};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig, OpenFlags, RenameFlags, ReplyAttr,
     ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
     WriteFlags,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -33,6 +33,8 @@ struct DirCursor {
     next_offset: u64,
     /// ... and the name it sorts after.
     last_name: Vec<u8>,
+    /// Rows fetched after `last_name` that did not fit the kernel's buffer (a page holds ~40 ARC names).
+    pending: VecDeque<DirEntry>,
 }
 
 /// Requests served and time spent in the database, per kind of request: where a scan's time goes.
@@ -458,40 +460,42 @@ impl fuser::Filesystem for DbFs {
             }
             offset = 2;
         }
-        // Continue after the cursor's name when the kernel asks where we stopped.
-        let mut after: Option<Vec<u8>> = {
-            let dirs = self.shared.dirs.lock().unwrap_or_else(|e| e.into_inner());
-            match dirs.get(&fh.0) {
-                Some(c) if c.next_offset == offset && offset > 2 => Some(c.last_name.clone()),
-                _ => None,
+        // Continue where the handle stopped (its last name and the rows fetched but not yet returned) when the
+        // kernel asks for that offset; anywhere else (seekdir), position by counting once.
+        let (mut after, mut pending) = {
+            let mut dirs = self.shared.dirs.lock().unwrap_or_else(|e| e.into_inner());
+            match dirs.get_mut(&fh.0) {
+                Some(c) if c.next_offset == offset && offset > 2 => (Some(std::mem::take(&mut c.last_name)), std::mem::take(&mut c.pending)),
+                _ => (None, VecDeque::new()),
             }
         };
-        let mut first_page = after.is_none();
+        let mut fresh = after.is_none();
         loop {
-            let page = self.shared.with("readdir", |s| match (&after, first_page) {
-                (None, true) => s.list_from(dir, offset - 2, LIST_PAGE),
-                (Some(name), _) => s.list(dir, Some(name), LIST_PAGE),
-                (None, false) => Ok(Vec::new()),
-            });
-            let page = match page {
-                Ok(p) => p,
-                Err(e) => return reply.error(e),
-            };
-            first_page = false;
-            let n = page.len();
-            for e in page {
-                if reply.add(INodeNo(e.ino), offset + 1, kind(e.mode), OsStr::from_bytes(&e.name)) {
-                    self.remember(fh, offset, after.unwrap_or_default());
-                    return reply.ok();
+            if pending.is_empty() {
+                let page = self.shared.with("readdir", |s| {
+                    if fresh {
+                        s.list_from(dir, offset - 2, LIST_PAGE)
+                    } else {
+                        s.list(dir, after.as_deref(), LIST_PAGE)
+                    }
+                });
+                fresh = false;
+                match page {
+                    Ok(p) if p.is_empty() => break,
+                    Ok(p) => pending.extend(p),
+                    Err(e) => return reply.error(e),
                 }
-                offset += 1;
-                after = Some(e.name);
             }
-            if n < LIST_PAGE {
-                break;
+            let Some(e) = pending.pop_front() else { break };
+            if reply.add(INodeNo(e.ino), offset + 1, kind(e.mode), OsStr::from_bytes(&e.name)) {
+                pending.push_front(e);
+                self.remember(fh, offset, after.unwrap_or_default(), pending);
+                return reply.ok();
             }
+            offset += 1;
+            after = Some(e.name);
         }
-        self.remember(fh, offset, after.unwrap_or_default());
+        self.remember(fh, offset, after.unwrap_or_default(), VecDeque::new());
         reply.ok()
     }
 
@@ -536,10 +540,11 @@ impl fuser::Filesystem for DbFs {
 }
 
 impl DbFs {
-    fn remember(&self, fh: FileHandle, next_offset: u64, last_name: Vec<u8>) {
+    fn remember(&self, fh: FileHandle, next_offset: u64, last_name: Vec<u8>, pending: VecDeque<DirEntry>) {
         if let Some(c) = self.shared.dirs.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&fh.0) {
             c.next_offset = next_offset;
             c.last_name = last_name;
+            c.pending = pending;
         }
     }
 }
