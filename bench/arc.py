@@ -5,8 +5,9 @@ XFS, dbfs-sqlite (through FUSE, and its database read directly) and ext4lazy, on
     python3 bench/arc.py [--jobs 5000,20000] [--layout flat|arc6|arc7] [--runs 2]
                          [--systems ext4,xfs,dbfs-sqlite,dbfs-sqlite-direct,ext4lazy] [--out PATH]
 
-Setup, once per system (untimed): a fresh sparse image of --image-gb GiB, made by mkfs.ext4 (defaults) or
-mkfs.xfs (defaults), mounted read-write (kernel: loop device; ext4lazy: `ext4lazy mount -o rw IMG MNT`;
+Setup, once per system (untimed): a fresh sparse image (64 KiB per job of all sizes + 2 GiB, at least 8 GiB),
+made by mkfs.ext4 (defaults but `-N`: 12 inodes per job, as the default runs out near 1M files) or mkfs.xfs
+(defaults), mounted read-write (kernel: loop device; ext4lazy: `ext4lazy mount -o rw IMG MNT`;
 dbfs-sqlite: its database file `fs.db` on a kernel ext4 image, `dbfs-sqlite mount DB MNT`), then
 `arc-cd gen --jobs N --layout L MNT/cd-N` for every N (each its own control directory, as the thesis kept one
 per size; the smaller is the first jobs of the larger), then unmounted.
@@ -71,7 +72,7 @@ class Bins:
 class System:
     """One system's volume: make it, mount it, unmount it."""
 
-    def __init__(self, name, workdir, bins, image_gb):
+    def __init__(self, name, workdir, bins, image_gb, inodes):
         self.name, self.bins = name, bins
         base = "dbfs-sqlite" if name.startswith("dbfs-sqlite") else name
         self.dir = os.path.join(workdir, base)
@@ -79,7 +80,7 @@ class System:
         self.mnt = os.path.join(self.dir, "mnt")
         self.host = os.path.join(self.dir, "host")     # dbfs-sqlite: the kernel ext4 holding fs.db
         self.db = os.path.join(self.host, "fs.db")
-        self.image_gb = image_gb
+        self.image_gb, self.inodes = image_gb, inodes
 
     def make(self):
         os.makedirs(self.mnt, exist_ok=True)
@@ -89,9 +90,10 @@ class System:
         with open(self.image, "wb") as f:
             f.truncate(self.image_gb << 30)
         if self.name == "xfs":
-            sh(["mkfs.xfs", "-q", "-f", self.image])
+            sh(["mkfs.xfs", "-q", "-f", self.image])          # XFS allocates inodes as it goes
         else:
-            sh(["mkfs.ext4", "-q", "-F", self.image])
+            # mkfs's default (one inode per 16 KiB) runs out near 1M files; the thesis hit the same limit.
+            sh(["mkfs.ext4", "-q", "-F", "-N", str(self.inodes), self.image])
 
     def mount(self):
         if self.name in ("ext4", "xfs"):
@@ -216,7 +218,8 @@ def main():
     ap.add_argument("--layout", default="flat", choices=("flat", "arc6", "arc7"))
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--runs", type=int, default=2)
-    ap.add_argument("--image-gb", type=int, default=8)
+    ap.add_argument("--image-gb", type=int, default=0,
+                    help="image size (default: 64 KiB per job of all sizes, plus 2 GiB, at least 8 GiB)")
     ap.add_argument("--workdir", default="/var/tmp/arc-bench")
     ap.add_argument("--ext4lazy-bin")
     ap.add_argument("--out")
@@ -233,7 +236,10 @@ def main():
         sys.exit("dbfs-sqlite-direct reads the database dbfs-sqlite makes: list both")
     out = args.out or os.path.join(HERE, "results", f"arc-{args.layout}-{commit_id()}")
     os.makedirs(args.workdir, exist_ok=True)
-    objs = {s: System(s, args.workdir, bins, args.image_gb) for s in systems}
+    total_jobs = sum(sizes)
+    image_gb = args.image_gb or max(8, (total_jobs * 64 * 1024 >> 30) + 2)
+    inodes = total_jobs * 12 + 4096       # 11 files per job, the jobs/ directories of arc7, margin
+    objs = {s: System(s, args.workdir, bins, image_gb, inodes) for s in systems}
     results, setup = [], {}
     try:
         for s in systems:
