@@ -6,7 +6,7 @@ XFS, dbfs-sqlite (through FUSE, and its database read directly) and ext4lazy, on
                          [--systems ext4,xfs,dbfs-sqlite,dbfs-sqlite-direct,ext4lazy] [--out PATH]
 
 Setup, once per system (untimed): a fresh sparse image (64 KiB per job of all sizes + 2 GiB, at least 8 GiB),
-made by mkfs.ext4 (defaults but `-N`: 12 inodes per job, as the default runs out near 1M files) or mkfs.xfs
+made by mkfs.ext4 (defaults; `-N` 12 inodes per job when the default one per 16 KiB is fewer) or mkfs.xfs
 (defaults), mounted read-write (kernel: loop device; ext4lazy: `ext4lazy mount -o rw IMG MNT`;
 dbfs-sqlite: its database file `fs.db` on a kernel ext4 image, `dbfs-sqlite mount DB MNT`), then
 `arc-cd gen --jobs N --layout L MNT/cd-N` for every N (each its own control directory, as the thesis kept one
@@ -92,8 +92,9 @@ class System:
         if self.name == "xfs":
             sh(["mkfs.xfs", "-q", "-f", self.image])          # XFS allocates inodes as it goes
         else:
-            # mkfs's default (one inode per 16 KiB) runs out near 1M files; the thesis hit the same limit.
-            sh(["mkfs.ext4", "-q", "-F", "-N", str(self.inodes), self.image])
+            # mkfs's default (one inode per 16 KiB) can run out (the thesis hit the limit): more only then.
+            more = ["-N", str(self.inodes)] if self.inodes > (self.image_gb << 30) // 16384 else []
+            sh(["mkfs.ext4", "-q", "-F", *more, self.image])
 
     def mount(self):
         if self.name in ("ext4", "xfs"):
