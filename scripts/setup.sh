@@ -17,8 +17,8 @@ python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
 modprobe fuse 2>/dev/null || true
 [[ -e /dev/fuse ]] || { echo "setup: /dev/fuse is missing: FUSE is not available on this machine" >&2; exit 1; }
 command -v cargo >/dev/null || { echo "setup: cargo (Rust) is not installed" >&2; exit 1; }
-cargo build --release --quiet
-echo "setup: built $(pwd)/target/release/ext4lazy"
+cargo build --release --quiet --workspace
+echo "setup: built $(pwd)/target/release/ext4lazy (and arc-cd, dbfs-sqlite)"
 # The field's own test suites (fsx, fsstress, xfstests, pjdfstest), shipped beside
 # the repository in ../shared/tools where this project is developed and tested.
 if [[ -d ../shared/tools ]]; then

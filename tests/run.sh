@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 cargo_rc=0
 cargo test --workspace --release || cargo_rc=$?
 if [ -z "${EXT4LAZY_BIN:-}" ]; then
-    cargo build --release || cargo_rc=$?
+    # --workspace: the ARC tools (arc-cd, dbfs-sqlite) are tested beside ext4lazy.
+    cargo build --release --workspace || cargo_rc=$?
 fi
 if [ "$cargo_rc" != 0 ]; then
     echo "tests/run.sh: cargo failed (rc=$cargo_rc); running the system tests anyway, the run will fail" >&2
