@@ -37,7 +37,7 @@ fn invalid(why: &str) -> FsError {
 impl Acl {
     /// Parse the VFS xattr form; the ACL must be valid (`posix_acl_valid`).
     pub fn from_xattr(value: &[u8]) -> Result<Acl> {
-        if value.len() < 4 || (value.len() - 4) % 8 != 0 {
+        if value.len() < 4 || !(value.len() - 4).is_multiple_of(8) {
             return Err(invalid("size"));
         }
         if u32::from_le_bytes([value[0], value[1], value[2], value[3]]) != XATTR_VERSION {
