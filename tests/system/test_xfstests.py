@@ -22,10 +22,9 @@ pytestmark = [
 SCRIPT = os.path.join(util.REPO, "..", "shared", "tools", "xfstests.sh")
 # generic/020: xfstests expects any FUSE file system to hold 1,000 attributes of up to
 #   64 KiB; ext4 without ea_inode holds one block of them (the kernel's ext4 run uses
-#   ext4's own limits). generic/099: ACL semantics through the kernel's FUSE_POSIX_ACL
-#   path are not implemented yet.
-KNOWN_FAILURES = {"generic/020", "generic/099"}
-MIN_PASSED = 50
+#   ext4's own limits).
+KNOWN_FAILURES = {"generic/020"}
+MIN_PASSED = 52
 
 
 def test_xfstests_generic_quick(adapter_id, adapter):

@@ -32,6 +32,8 @@ pub enum FsError {
     NotPermitted,
     /// A rename would put a directory inside itself.
     InvalidMove,
+    /// Permission denied (EACCES), e.g. a default ACL on a file.
+    AccessDenied,
 }
 
 impl FsError {
@@ -55,6 +57,7 @@ impl FsError {
             FsError::TooManyLinks => libc::EMLINK,
             FsError::NotPermitted => libc::EPERM,
             FsError::InvalidMove => libc::EINVAL,
+            FsError::AccessDenied => libc::EACCES,
         }
     }
 
@@ -89,6 +92,7 @@ impl fmt::Display for FsError {
             FsError::TooManyLinks => write!(f, "too many links"),
             FsError::NotPermitted => write!(f, "operation not permitted"),
             FsError::InvalidMove => write!(f, "cannot move a directory into itself"),
+            FsError::AccessDenied => write!(f, "permission denied"),
         }
     }
 }

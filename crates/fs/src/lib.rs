@@ -5,6 +5,7 @@
 //! block device. Modules split by concern: block mapping, directories, file
 //! contents, xattrs, statfs, journal location and in-memory replay.
 
+mod acl;
 mod attr;
 mod bitmaps;
 mod bmap;
@@ -28,7 +29,7 @@ pub use journal_glue::{JournalInfo, JournalStats};
 pub use ondisk::inode::{Inode, Timestamp, ROOT_INO};
 pub use statfs::StatFs;
 pub use volume::{Volume, VolumeOptions};
-pub use write::{CleanerPolicy, CreateKind, Falloc, SetAttr, WriteStats, XattrMode};
+pub use write::{CleanerPolicy, CreateKind, Falloc, OpenAccess, SetAttr, WriteStats, XattrMode};
 
 impl Volume {
     pub fn journal(&self) -> Option<&JournalInfo> {

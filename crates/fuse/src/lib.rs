@@ -5,6 +5,8 @@
 //! is inode 2 and inode 1 (bad blocks) is never visible, so only those two swap.
 
 mod attr;
+mod caller;
+mod ioctl;
 mod write;
 
 use fs::{FsError, Volume};
@@ -162,6 +164,11 @@ impl fuser::Filesystem for Ext4Fuse {
         // open handles, for unlinked-but-open files). Symlink targets are cached;
         // lookups and readdirs in one directory may run in parallel.
         let mut caps = InitFlags::FUSE_NO_OPENDIR_SUPPORT | InitFlags::FUSE_CACHE_SYMLINKS | InitFlags::FUSE_PARALLEL_DIROPS;
+        // POSIX ACLs: the kernel checks permissions with the ACLs we store;
+        // we keep the mode in step with them and inherit default ACLs, for
+        // which creates must arrive without the umask applied (we apply it
+        // when the directory has no default ACL).
+        caps |= InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK;
         if self.vol.is_read_only() {
             caps |= InitFlags::FUSE_NO_OPEN_SUPPORT;
         }
@@ -200,6 +207,13 @@ impl fuser::Filesystem for Ext4Fuse {
         match self.inode(ino) {
             Ok(i) if i.is_dir() => reply.error(Errno::EISDIR),
             Ok(i) => {
+                let access = match flags.acc_mode() {
+                    OpenAccMode::O_RDONLY => fs::OpenAccess::Read,
+                    _ => fs::OpenAccess::Write { append: flags.0 & libc::O_APPEND != 0 },
+                };
+                if let Err(e) = self.vol.check_open(&i, access) {
+                    return reply.error(errno(&e));
+                }
                 if flags.0 & libc::O_TRUNC != 0 && flags.acc_mode() != OpenAccMode::O_RDONLY {
                     let attr = fs::SetAttr { size: Some(0), ..Default::default() };
                     if let Err(e) = self.vol.setattr(i.ino, &attr) {
@@ -434,14 +448,17 @@ impl fuser::Filesystem for Ext4Fuse {
         reply_xattr(r, size, reply);
     }
 
-    fn setxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
+    fn setxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
         let mode = match flags {
             0 => fs::XattrMode::Any,
             libc::XATTR_CREATE => fs::XattrMode::Create,
             libc::XATTR_REPLACE => fs::XattrMode::Replace,
             _ => return reply.error(Errno::EINVAL),
         };
-        match ext4_ino(ino).and_then(|i| self.vol.set_xattr(i, name.as_bytes(), value, mode).map_err(|e| errno(&e))) {
+        // Setting an access ACL clears set-group-ID unless the caller may keep it.
+        let caller = caller::Caller::of(req);
+        let may_keep_sgid = |gid: u32| caller.in_group(gid) || caller.has_cap(caller::CAP_FSETID);
+        match ext4_ino(ino).and_then(|i| self.vol.set_xattr_by(i, name.as_bytes(), value, mode, &may_keep_sgid).map_err(|e| errno(&e))) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -457,6 +474,21 @@ impl fuser::Filesystem for Ext4Fuse {
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let r = self.inode(ino).and_then(|i| self.vol.list_xattr(&i, req.uid() == 0).map_err(|e| errno(&e)));
         reply_xattr(r, size, reply);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        self.do_ioctl(req, ino, cmd, in_data, reply)
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {

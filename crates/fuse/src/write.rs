@@ -51,11 +51,14 @@ impl Ext4Fuse {
         Ok((perm, req.uid(), gid))
     }
 
-    fn make(&self, req: &Request, parent: INodeNo, name: &OsStr, kind: CreateKind, perm: u16) -> Result<fs::Inode, Errno> {
+    /// `perm` as the caller asked (FUSE_DONT_MASK): the engine applies
+    /// `umask` unless the directory's default ACL replaces it.
+    fn make(&self, req: &Request, parent: INodeNo, name: &OsStr, kind: CreateKind, perm: u16, umask: u32) -> Result<fs::Inode, Errno> {
         let pino = crate::ext4_ino(parent)?;
         let is_dir = kind == CreateKind::Dir;
         let (perm, uid, gid) = self.new_owner(req, parent, perm, is_dir)?;
-        self.vol.create(pino, name.as_bytes(), kind, perm, uid, gid).map_err(|e| errno(&e))
+        let umask = (umask & 0o777) as u16;
+        self.vol.create_masked(pino, name.as_bytes(), kind, perm, umask, uid, gid).map_err(|e| errno(&e))
     }
 
     fn reply_entry(&self, r: Result<fs::Inode, Errno>, reply: ReplyEntry) {
@@ -66,7 +69,7 @@ impl Ext4Fuse {
     }
 
     pub(crate) fn do_mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, m: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
-        let perm = (m & !umask & 0o7777) as u16;
+        let perm = (m & 0o7777) as u16;
         let kind = match (m as u16) & mode::S_IFMT {
             mode::S_IFREG | 0 => CreateKind::File,
             mode::S_IFIFO => CreateKind::Fifo,
@@ -75,22 +78,22 @@ impl Ext4Fuse {
             mode::S_IFBLK => CreateKind::Block(rdev),
             _ => return reply.error(Errno::EINVAL),
         };
-        self.reply_entry(self.make(req, parent, name, kind, perm), reply)
+        self.reply_entry(self.make(req, parent, name, kind, perm, umask), reply)
     }
 
     pub(crate) fn do_mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, m: u32, umask: u32, reply: ReplyEntry) {
-        let perm = (m & !umask & 0o7777) as u16;
-        self.reply_entry(self.make(req, parent, name, CreateKind::Dir, perm), reply)
+        let perm = (m & 0o7777) as u16;
+        self.reply_entry(self.make(req, parent, name, CreateKind::Dir, perm, umask), reply)
     }
 
     pub(crate) fn do_symlink(&self, req: &Request, parent: INodeNo, name: &OsStr, target: &Path, reply: ReplyEntry) {
         let kind = CreateKind::Symlink(target.as_os_str().as_bytes().to_vec());
-        self.reply_entry(self.make(req, parent, name, kind, 0o777), reply)
+        self.reply_entry(self.make(req, parent, name, kind, 0o777, 0), reply)
     }
 
     pub(crate) fn do_create(&self, req: &Request, parent: INodeNo, name: &OsStr, m: u32, umask: u32, reply: ReplyCreate) {
-        let perm = (m & !umask & 0o7777) as u16;
-        match self.make(req, parent, name, CreateKind::File, perm) {
+        let perm = (m & 0o7777) as u16;
+        match self.make(req, parent, name, CreateKind::File, perm, umask) {
             Ok(i) => {
                 self.vol.opened(i.ino);
                 reply.created(&self.policy.ttl, &self.attr(&i), Generation(u64::from(i.base.generation)), FileHandle(0), FopenFlags::empty())
@@ -163,7 +166,9 @@ impl Ext4Fuse {
         ctime: Option<SystemTime>,
         reply: ReplyAttr,
     ) {
+        let is_now = |t: &Option<TimeOrNow>| matches!(t, None | Some(TimeOrNow::Now));
         let attr = SetAttr {
+            times_now: is_now(&atime) && is_now(&mtime),
             mode: m.map(|m| (m & 0o7777) as u16),
             uid,
             gid,

@@ -32,9 +32,24 @@ pub mod mode {
 /// `i_flags` bits that change how the inode is read.
 pub mod flags {
     pub const SECRM: u32 = 0x1;
+    pub const UNRM: u32 = 0x2;
+    pub const COMPR: u32 = 0x4;
+    /// Writes are synchronous.
+    pub const SYNC: u32 = 0x8;
+    /// No change at all: data, names, attributes.
     pub const IMMUTABLE: u32 = 0x10;
+    /// Data may only be appended; the name may not go.
     pub const APPEND: u32 = 0x20;
+    pub const NODUMP: u32 = 0x40;
     pub const NOATIME: u32 = 0x80;
+    pub const NOCOMPR: u32 = 0x400;
+    pub const JOURNAL_DATA: u32 = 0x4000;
+    pub const NOTAIL: u32 = 0x8000;
+    /// Directory changes are synchronous.
+    pub const DIRSYNC: u32 = 0x10000;
+    pub const TOPDIR: u32 = 0x20000;
+    pub const DAX: u32 = 0x0200_0000;
+    pub const PROJINHERIT: u32 = 0x2000_0000;
     pub const ENCRYPT: u32 = 0x800;
     /// Directory has an htree index.
     pub const INDEX: u32 = 0x1000;

@@ -15,6 +15,7 @@ mod alloc;
 mod cleaner;
 mod dirops;
 mod extents;
+pub(crate) mod iflags;
 mod inline;
 mod mount;
 mod ops;
@@ -23,6 +24,7 @@ mod undo;
 mod xattrops;
 
 pub use cleaner::CleanerPolicy;
+pub use iflags::OpenAccess;
 pub use ops::{CreateKind, Falloc, SetAttr};
 pub use txn::Txn;
 pub use xattrops::XattrMode;
@@ -89,6 +91,9 @@ pub struct WriteState {
     /// What the running operation changed in the namespace, for StepAhead's
     /// knowledge base once it succeeds.
     pub(crate) kb_changes: Vec<crate::stepahead::KbChange>,
+    /// The running operation changed an inode with the sync (or dirsync)
+    /// flag: commit before returning.
+    pub(crate) sync_wanted: bool,
 }
 
 /// Changes applied when the running transaction commits, not before.
@@ -136,6 +141,7 @@ impl WriteState {
             undo: None,
             failed: None,
             kb_changes: Vec::new(),
+            sync_wanted: false,
         }
     }
 }
@@ -174,6 +180,7 @@ impl Volume {
     pub(crate) fn write_inode(&self, ws: &mut WriteState, inode: &Inode) -> Result<()> {
         let (blk, off) = self.inode_location(inode.ino);
         let bytes = inode.to_bytes(&self.sb);
+        self.note_sync(ws, inode);
         self.modify(ws, blk, |b| {
             b[off..off + bytes.len()].copy_from_slice(&bytes);
             Ok(())

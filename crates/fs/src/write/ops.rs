@@ -2,6 +2,7 @@
 //! the write lock and leaves every structure (bitmaps, counts, checksums,
 //! link counts, times) consistent at its end.
 
+use super::iflags::{self, refuse_if};
 use super::{now, WriteState};
 use crate::bmap::Mapping;
 use crate::error::{FsError, Result};
@@ -63,6 +64,9 @@ pub struct SetAttr {
     pub atime: Option<Timestamp>,
     pub mtime: Option<Timestamp>,
     pub ctime: Option<Timestamp>,
+    /// The times given are "now" (utimes with no times), which an
+    /// append-only file allows; explicit times it refuses.
+    pub times_now: bool,
 }
 
 /// Link count at which a directory's count stops meaning anything (dir_nlink).
@@ -93,6 +97,11 @@ fn set_time(inode: &mut Inode, which: &str, t: Timestamp) {
             }
         }
     }
+}
+
+/// Set ctime to now (a change to the inode alone).
+pub(super) fn touch_ctime(inode: &mut Inode) {
+    set_time(inode, "c", now());
 }
 
 fn touch(inode: &mut Inode, mtime: bool) {
@@ -208,21 +217,33 @@ impl Volume {
         }
     }
 
-    /// Create `name` in directory `parent`.
+    /// Create `name` in directory `parent` with exactly the permission bits
+    /// `perm` (no umask; a default ACL of the directory still applies).
     pub fn create(&self, parent: u32, name: &[u8], kind: CreateKind, perm: u16, uid: u32, gid: u32) -> Result<Inode> {
-        self.atomic(|ws| self.create_in(ws, parent, name, &kind, perm, uid, gid))
+        self.create_masked(parent, name, kind, perm, 0, uid, gid)
+    }
+
+    /// Create `name` as open(2)/mkdir(2)/mknod(2) do: `perm` as the caller
+    /// asked, `umask` applied unless the directory has a default ACL, which
+    /// is inherited instead (in the same operation).
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_masked(&self, parent: u32, name: &[u8], kind: CreateKind, perm: u16, umask: u16, uid: u32, gid: u32) -> Result<Inode> {
+        self.atomic(|ws| self.create_in(ws, parent, name, &kind, perm, umask, uid, gid))
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn create_in(&self, ws: &mut WriteState, parent: u32, name: &[u8], kind: &CreateKind, perm: u16, uid: u32, gid: u32) -> Result<Inode> {
+    fn create_in(&self, ws: &mut WriteState, parent: u32, name: &[u8], kind: &CreateKind, perm: u16, umask: u16, uid: u32, gid: u32) -> Result<Inode> {
         let mut dir = self.dir_inode(parent)?;
+        refuse_if(&dir, flags::IMMUTABLE)?;
         self.check_new_name(&dir, name)?;
         let is_dir = *kind == CreateKind::Dir;
         if is_dir && dir.links_count() >= DIR_NLINK_MAX && !self.sb.has_ro_compat(feature::ro_compat::DIR_NLINK) {
             return Err(FsError::TooManyLinks);
         }
+        let (mode_bits, acls) = self.inherit_acls(&dir, kind.type_bits() | (perm & 0o7777), umask)?;
         let ino = self.alloc_inode(ws, parent, is_dir)?;
-        let mut inode = self.new_inode(ino, kind.type_bits() | (perm & 0o7777), uid, gid);
+        let mut inode = self.new_inode(ino, mode_bits, uid, gid);
+        inode.base.flags |= iflags::inherited(dir.base.flags, mode_bits);
         match kind {
             CreateKind::File => self.init_extent_root(&mut inode),
             CreateKind::Dir => {
@@ -260,7 +281,11 @@ impl Volume {
             }
             CreateKind::Fifo | CreateKind::Socket => {}
         }
-        self.write_inode(ws, &inode)?;
+        if acls.is_empty() {
+            self.write_inode(ws, &inode)?;
+        } else {
+            self.store_xattrs(ws, &mut inode, acls)?;
+        }
         self.add_entry(ws, &mut dir, name, ino, dirent_type(inode.base.mode))?;
         if is_dir {
             self.inc_dir_links(&mut dir);
@@ -283,10 +308,12 @@ impl Volume {
             if inode.is_dir() {
                 return Err(FsError::NotPermitted);
             }
+            refuse_if(&inode, flags::IMMUTABLE | flags::APPEND)?;
             if inode.links_count() >= LINK_MAX {
                 return Err(FsError::TooManyLinks);
             }
             let mut dir = self.dir_inode(parent)?;
+            refuse_if(&dir, flags::IMMUTABLE)?;
             self.check_new_name(&dir, name)?;
             self.add_entry(ws, &mut dir, name, ino, dirent_type(inode.base.mode))?;
             inode.base.links_count += 1;
@@ -307,6 +334,8 @@ impl Volume {
             if inode.is_dir() {
                 return Err(FsError::IsDir);
             }
+            refuse_if(&dir, flags::IMMUTABLE | flags::APPEND)?;
+            refuse_if(&inode, flags::IMMUTABLE | flags::APPEND)?;
             self.remove_entry(ws, &mut dir, name)?;
             touch(&mut dir, true);
             self.write_inode(ws, &dir)?;
@@ -331,6 +360,8 @@ impl Volume {
             if !inode.is_dir() {
                 return Err(FsError::NotDir);
             }
+            refuse_if(&dir, flags::IMMUTABLE | flags::APPEND)?;
+            refuse_if(&inode, flags::IMMUTABLE | flags::APPEND)?;
             if !self.dir_is_empty(&inode)? {
                 return Err(FsError::NotEmpty);
             }
@@ -436,9 +467,20 @@ impl Volume {
         let mut src_dir = self.dir_inode(parent)?;
         let (src_ino, _) = self.lookup(&src_dir, name)?.ok_or(FsError::NotFound)?;
         let mut src = self.inode(src_ino)?;
+        // As the VFS's may_delete/may_create: the source leaves its directory,
+        // the target appears in (or replaces a name of) the other.
+        refuse_if(&src_dir, flags::IMMUTABLE | flags::APPEND)?;
+        refuse_if(&src, flags::IMMUTABLE | flags::APPEND)?;
         self.convert_inline_dir(ws, &mut src_dir)?; // every rename changes it: convert before dst_dir may copy it
         let mut dst_dir = if newparent == parent { src_dir.clone() } else { self.dir_inode(newparent)? };
         let dst = self.lookup(&dst_dir, newname)?;
+        refuse_if(&dst_dir, flags::IMMUTABLE)?;
+        if let Some((dst_ino, _)) = dst {
+            if dst_ino != src_ino {
+                refuse_if(&dst_dir, flags::APPEND)?;
+                refuse_if(&self.inode(dst_ino)?, flags::IMMUTABLE | flags::APPEND)?;
+            }
+        }
         if src.is_dir() && newparent != parent && self.is_ancestor(src_ino, newparent)? {
             return Err(FsError::InvalidMove);
         }
@@ -517,7 +559,7 @@ impl Volume {
     pub fn rename_whiteout(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, uid: u32, gid: u32) -> Result<()> {
         self.atomic(|ws| {
             self.rename_in(ws, parent, name, newparent, newname, noreplace, false)?;
-            self.create_in(ws, parent, name, &CreateKind::Char(0), 0, uid, gid).map(|_| ())
+            self.create_in(ws, parent, name, &CreateKind::Char(0), 0, 0, uid, gid).map(|_| ())
         })
     }
 
@@ -540,6 +582,10 @@ impl Volume {
             let mut inode = self.inode(ino)?;
             if inode.is_dir() {
                 return Err(FsError::IsDir);
+            }
+            refuse_if(&inode, flags::IMMUTABLE)?;
+            if inode.has_flag(flags::APPEND) && offset != inode.size() {
+                return Err(FsError::NotPermitted); // append-only: writes at the end only
             }
             self.convert_inline_file(ws, &mut inode)?;
             let bs = u64::from(self.block_size());
@@ -596,6 +642,11 @@ impl Volume {
             let mut inode = self.inode(ino)?;
             if !inode.is_reg() {
                 return Err(if inode.is_dir() { FsError::IsDir } else { FsError::Invalid("not a regular file".into()) });
+            }
+            // vfs_fallocate: nothing on immutable files, only preallocation on append-only ones.
+            refuse_if(&inode, flags::IMMUTABLE)?;
+            if mode != Falloc::Allocate {
+                refuse_if(&inode, flags::APPEND)?;
             }
             self.convert_inline_file(ws, &mut inode)?;
             if inode.has_flag(flags::INLINE_DATA) || !inode.has_flag(flags::EXTENTS) {
@@ -660,8 +711,16 @@ impl Volume {
     pub fn setattr(&self, ino: u32, attr: &SetAttr) -> Result<Inode> {
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
+            // notify_change and truncate: an immutable inode changes in no way,
+            // an append-only one only takes "now" times.
+            refuse_if(&inode, flags::IMMUTABLE)?;
+            let explicit_times = (attr.atime.is_some() || attr.mtime.is_some()) && !attr.times_now;
+            if attr.mode.is_some() || attr.uid.is_some() || attr.gid.is_some() || attr.size.is_some() || explicit_times {
+                refuse_if(&inode, flags::APPEND)?;
+            }
             if let Some(m) = attr.mode {
                 inode.base.mode = (inode.base.mode & mode::S_IFMT) | (m & 0o7777);
+                self.chmod_acl(ws, &mut inode)?;
             }
             if let Some(uid) = attr.uid {
                 inode.set_uid(uid);
@@ -719,6 +778,9 @@ impl Volume {
             return Ok(false);
         }
         let inode = self.inode(ino)?;
+        if inode.has_flag(flags::NOATIME) {
+            return Ok(false);
+        }
         let (a, m, c) = (inode.atime(), inode.mtime(), inode.ctime());
         let t = now();
         let due = strict || a <= m || a <= c || t.sec - a.sec >= 24 * 3600;
@@ -729,6 +791,7 @@ impl Volume {
             let mut inode = self.inode(ino)?; // re-read under the lock
             set_time(&mut inode, "a", t);
             self.write_inode(ws, &inode)?;
+            ws.sync_wanted = false; // the sync flag is about contents, not access times
             Ok(true)
         });
         match r {

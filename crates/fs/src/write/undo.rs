@@ -78,11 +78,16 @@ impl Volume {
         let mut retried = false;
         loop {
             ws.undo = Some(Undo::begin(&ws));
+            ws.sync_wanted = false;
             let result = op(&mut ws);
             let undo = ws.undo.take().expect("set above");
             let err = match result {
                 Ok(v) => {
                     self.kb_apply(&mut ws);
+                    // The sync and dirsync inode flags: durable on return.
+                    if std::mem::take(&mut ws.sync_wanted) {
+                        self.commit(&mut ws)?;
+                    }
                     return Ok(v);
                 }
                 Err(e) => e,

@@ -3,10 +3,11 @@
 //! prefers, the rest in one external block; a block shared with other inodes
 //! is copied before it is changed.
 
-use super::{now, WriteState};
+use super::{iflags, now, WriteState};
+use crate::acl::Acl;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
-use ondisk::inode::{Inode, GOOD_OLD_INODE_SIZE};
+use ondisk::inode::{flags, Inode, GOOD_OLD_INODE_SIZE};
 use ondisk::xattr::{self, Xattr};
 use ondisk::Location;
 
@@ -21,6 +22,10 @@ pub enum XattrMode {
     Replace,
 }
 
+/// Name indexes of the POSIX ACL attributes.
+const ACL_ACCESS: u8 = 2;
+const ACL_DEFAULT: u8 = 3;
+
 /// Name index and suffix of a user-visible attribute name.
 fn split_name(name: &[u8]) -> Result<(u8, Vec<u8>)> {
     let (idx, prefix): (u8, &[u8]) = if name.starts_with(b"user.") {
@@ -30,9 +35,9 @@ fn split_name(name: &[u8]) -> Result<(u8, Vec<u8>)> {
     } else if name.starts_with(b"security.") {
         (6, b"security.")
     } else if name == b"system.posix_acl_access" {
-        (2, name)
+        (ACL_ACCESS, name)
     } else if name == b"system.posix_acl_default" {
-        (3, name)
+        (ACL_DEFAULT, name)
     } else {
         return Err(FsError::Unsupported(format!("attribute namespace of {:?}", String::from_utf8_lossy(name))));
     };
@@ -60,34 +65,115 @@ impl Volume {
     }
 
     pub fn set_xattr(&self, ino: u32, name: &[u8], value: &[u8], mode: XattrMode) -> Result<()> {
+        self.set_xattr_by(ino, name, value, mode, &|_| true)
+    }
+
+    /// setxattr(2). An access ACL sets the mode's permission bits to what it
+    /// stands for and is not stored when the mode says it all (the kernel's
+    /// posix_acl_update_mode, as ext4_set_acl applies it); it also clears the
+    /// set-group-ID bit unless `may_keep_sgid(file's gid)` (the caller is in
+    /// that group or holds CAP_FSETID). A default ACL is for directories only.
+    pub fn set_xattr_by(&self, ino: u32, name: &[u8], value: &[u8], mode: XattrMode, may_keep_sgid: &dyn Fn(u32) -> bool) -> Result<()> {
         let (idx, suffix) = split_name(name)?;
-        let value = if idx == 2 || idx == 3 { xattr::acl_xattr_to_disk(value).map_err(|_| FsError::Invalid("ACL".into()))? } else { value.to_vec() };
+        let acl = if idx == ACL_ACCESS || idx == ACL_DEFAULT { Some(Acl::from_xattr(value)?) } else { None };
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
+            iflags::refuse_if(&inode, flags::IMMUTABLE | flags::APPEND)?;
             let mut all = self.all_xattrs(&inode)?;
             let pos = all.iter().position(|x| x.name_index == idx && x.suffix == suffix);
             match (pos, mode) {
                 (Some(_), XattrMode::Create) => return Err(FsError::Exists),
                 (None, XattrMode::Replace) => return Err(FsError::NoXattr),
-                (Some(i), _) => all[i].value = value.clone(),
-                (None, _) => all.push(Xattr { name_index: idx, suffix: suffix.clone(), value: value.clone(), value_inum: 0 }),
+                _ => {}
+            }
+            let mut value = value.to_vec();
+            if let Some(acl) = &acl {
+                if idx == ACL_DEFAULT && !inode.is_dir() {
+                    return Err(FsError::AccessDenied);
+                }
+                if idx == ACL_ACCESS {
+                    let (perms, exact) = acl.equiv_mode();
+                    let mut m = (inode.base.mode & !0o777) | perms;
+                    if !may_keep_sgid(inode.gid()) {
+                        m &= !ondisk::inode::mode::S_ISGID;
+                    }
+                    inode.base.mode = m;
+                    if exact {
+                        all.retain(|x| x.name_index != ACL_ACCESS);
+                        return self.store_xattrs(ws, &mut inode, all);
+                    }
+                }
+                value = xattr::acl_xattr_to_disk(&acl.to_xattr()).map_err(|_| FsError::Invalid("ACL".into()))?;
+            }
+            match pos {
+                Some(i) => all[i].value = value,
+                None => all.push(Xattr { name_index: idx, suffix: suffix.clone(), value, value_inum: 0 }),
             }
             self.store_xattrs(ws, &mut inode, all)
         })
     }
 
+    /// removexattr(2). Removing an ACL that is not there succeeds, as on
+    /// ext4 (the VFS turns it into "set no ACL").
     pub fn remove_xattr(&self, ino: u32, name: &[u8]) -> Result<()> {
         let (idx, suffix) = split_name(name)?;
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
+            iflags::refuse_if(&inode, flags::IMMUTABLE | flags::APPEND)?;
             let mut all = self.all_xattrs(&inode)?;
             let before = all.len();
             all.retain(|x| !(x.name_index == idx && x.suffix == suffix));
             if all.len() == before {
-                return Err(FsError::NoXattr);
+                return if idx == ACL_ACCESS || idx == ACL_DEFAULT { Ok(()) } else { Err(FsError::NoXattr) };
             }
             self.store_xattrs(ws, &mut inode, all)
         })
+    }
+
+    /// The inode's ACL of one kind (ACL_ACCESS or ACL_DEFAULT), if it has one.
+    pub(super) fn stored_acl(&self, inode: &Inode, idx: u8) -> Result<Option<Acl>> {
+        match self.all_xattrs(inode)?.into_iter().find(|x| x.name_index == idx) {
+            None => Ok(None),
+            Some(x) => {
+                let at = Location::Inode(u64::from(inode.ino));
+                let vfs = xattr::acl_disk_to_xattr(&x.value).map_err(|e| e.at(at))?;
+                Acl::from_xattr(&vfs).map(Some)
+            }
+        }
+    }
+
+    /// chmod of an inode with an access ACL: the ACL follows the new mode
+    /// (posix_acl_chmod), stored with the inode (written by the caller).
+    pub(super) fn chmod_acl(&self, ws: &mut WriteState, inode: &mut Inode) -> Result<()> {
+        let Some(mut acl) = self.stored_acl(inode, ACL_ACCESS)? else { return Ok(()) };
+        acl.chmod(inode.base.mode);
+        let value = xattr::acl_xattr_to_disk(&acl.to_xattr()).map_err(|_| FsError::Invalid("ACL".into()))?;
+        let mut all = self.all_xattrs(inode)?;
+        for x in all.iter_mut().filter(|x| x.name_index == ACL_ACCESS) {
+            x.value = value.clone();
+        }
+        self.store_xattrs(ws, inode, all)
+    }
+
+    /// What a new inode of `mode` gets from its directory's default ACL
+    /// (posix_acl_create): the final mode, and the attributes to store with
+    /// it (an access ACL when it says more than the mode; for a directory, the
+    /// default ACL too). Without a default ACL the umask applies instead.
+    pub(super) fn inherit_acls(&self, dir: &Inode, mode: u16, umask: u16) -> Result<(u16, Vec<Xattr>)> {
+        let is_link = mode & ondisk::inode::mode::S_IFMT == ondisk::inode::mode::S_IFLNK;
+        let default = if is_link { None } else { self.stored_acl(dir, ACL_DEFAULT)? };
+        let Some(default) = default else { return Ok((mode & !(umask & 0o777), Vec::new())) };
+        let mut access = default.clone();
+        let (mode, store) = access.create_masq(mode);
+        let disk = |a: &Acl| xattr::acl_xattr_to_disk(&a.to_xattr()).map_err(|_| FsError::Invalid("ACL".into()));
+        let mut out = Vec::new();
+        if store {
+            out.push(Xattr { name_index: ACL_ACCESS, suffix: Vec::new(), value: disk(&access)?, value_inum: 0 });
+        }
+        if mode & ondisk::inode::mode::S_IFMT == ondisk::inode::mode::S_IFDIR {
+            out.push(Xattr { name_index: ACL_DEFAULT, suffix: Vec::new(), value: disk(&default)?, value_inum: 0 });
+        }
+        Ok((mode, out))
     }
 
     /// Lay out `all` in the inode and (if needed) a block, write both, update the inode.
