@@ -305,6 +305,27 @@ def _slab_objects():
     return out
 
 
+def drop_caches_count():
+    """(page-cache drops, slab drops) anyone made since boot (/proc/vmstat drop_pagecache, drop_slab: writes to
+    /proc/sys/vm/drop_caches).  Other benchmarks on a shared machine drop caches too: a drop inside a phase frees
+    the phase's cached blocks or its unused dentries and inodes, so the phase is flagged."""
+    got = {}
+    try:
+        with open("/proc/vmstat") as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if k in ("drop_pagecache", "drop_slab"):
+                    got[k] = int(v)
+    except (OSError, ValueError):
+        return None
+    return (got["drop_pagecache"], got["drop_slab"]) if len(got) == 2 else None
+
+
+def drops_between(a, b):
+    """Drops between two drop_caches_count() readings (echo 3 counts once), or None."""
+    return None if a is None or b is None else max(b[0] - a[0], b[1] - a[1])
+
+
 def _slab_object_size(s):
     try:
         with open(f"/sys/kernel/slab/{s}/slab_size") as f:
@@ -319,9 +340,12 @@ class KernelMemory:
     its dentries and inodes (ext4_inode_cache, fuse_inode, ...) in the walking process's context, and both
     caches are memcg-accounted, so the child's kernel-memory charge is what the walk made the kernel keep, with
     nothing from other processes on the machine; plus a few pages of its processes' own (page tables, task
-    structs).  v1: memory.kmem.usage_in_bytes; v2: memory.stat `slab`.  Page cache charged to it (the block
-    device's cached directory and inode blocks) is kept apart.  Also the system-wide change of each slab's
-    object count (/sys/kernel/slab/NAME/objects), a cross-check that other activity can disturb."""
+    structs).  v1: the peak, memory.kmem.max_usage_in_bytes (a walk's dentries only accumulate, so the peak is
+    the end unless someone drops caches meanwhile; the final usage is kept too); v2: memory.stat `slab` at the
+    end.  Page cache charged to it (cached directory and inode blocks) is kept apart.  A drop_caches by anyone
+    during the workload frees unused dentries and inodes: counted (`drop_caches_during`) so such figures can be
+    set aside.  Also the system-wide change of each slab's object count (/sys/kernel/slab/NAME/objects), which
+    other processes disturb (a cross-check only)."""
 
     def __init__(self, tag):
         self.kind, parent = _own_cgroup()
@@ -330,7 +354,7 @@ class KernelMemory:
         self.tag = tag
 
     def __enter__(self):
-        self.slabs0 = _slab_objects()
+        self.slabs0, self.drops0 = _slab_objects(), drop_caches_count()
         if self.kind:
             try:
                 self.cg = os.path.join(self.parent, f"e4lbench-{os.getpid()}-{self.tag}")
@@ -371,18 +395,24 @@ class KernelMemory:
                     f.write(str(os.getpid()))
                 st = self._stat()
                 if self.kind == "v1":
-                    kmem = int(open(os.path.join(self.cg, "memory.kmem.usage_in_bytes")).read())
+                    kmem = int(open(os.path.join(self.cg, "memory.kmem.max_usage_in_bytes")).read())
+                    final = int(open(os.path.join(self.cg, "memory.kmem.usage_in_bytes")).read())
                     cache = st.get("cache")
                 else:
                     kmem, cache = st.get("slab"), st.get("file")
-                self.result.update(source=f"memory cgroup {self.kind} ({'memory.kmem.usage_in_bytes' if self.kind == 'v1' else 'memory.stat slab'}) "
-                                          "of a child cgroup the workload ran in", kmem_bytes=kmem,
-                                   page_cache_bytes=cache)
+                    final = kmem
+                what = "memory.kmem.max_usage_in_bytes" if self.kind == "v1" else "memory.stat slab"
+                self.result.update(source=f"memory cgroup {self.kind} ({what}) of a child cgroup the workload ran in",
+                                   kmem_bytes=kmem, kmem_final_bytes=final, page_cache_bytes=cache)
             else:
                 self.result["source"] = self.why
+        except (OSError, ValueError) as e:       # a figure lost is no reason to fail the phase
+            self.result["source"] = f"reading memory cgroup {self.cg}: {e}"
         finally:
             self._remove()
-        slabs1 = _slab_objects()
+        slabs1, drops1 = _slab_objects(), drop_caches_count()
+        self.result["drop_caches_during"] = None if drops1 is None or self.drops0 is None else \
+            drops1[1] - self.drops0[1]
         self.result["slab_objects_delta"] = {s: slabs1[s] - self.slabs0[s] for s in slabs1 if s in self.slabs0}
         self.result["slab_object_bytes"] = {s: _slab_object_size(s) for s in self.result["slab_objects_delta"]}
         return False

@@ -109,24 +109,28 @@ def dcache_table(by, systems, workloads, paper):
             if not ke or not kb:
                 continue
             fuse = _kmem(r).get("kmem_bytes")
-            rows.append(f"| {w} | {names:,} | {km['kmem_bytes'] / MiB:,.2f} | {km['kmem_bytes'] / names:,.0f} | {n} | "
-                        f"{ke:,} | {kb / MiB:,.2f} | {kb / ke:.1f} | **{_x(_ratio(km['kmem_bytes'], kb))}** | "
-                        f"{'—' if fuse is None else f'{fuse / MiB:,.2f}'} |")
+            drops = km.get("drop_caches_during")
+            rows.append(f"| {w} | {names:,} | {km['kmem_bytes'] / MiB:,.2f} | {km['kmem_bytes'] / names:,.0f} | "
+                        f"{'?' if drops is None else drops} | {n} | {ke:,} | {kb / MiB:,.2f} | {kb / ke:.1f} | "
+                        f"**{_x(_ratio(km['kmem_bytes'], kb))}** | {'—' if fuse is None else f'{fuse / MiB:,.2f}'} |")
     if not rows:
         return []
     t3 = paper.get("table3") or []
     L = ["### Knowledge base against the kernel's dentry cache (the paper's Table 3)", "",
          f"Kernel: each walk on {KERNEL} runs in a child memory cgroup (`accounting.KernelMemory`); kmem = the "
-         "kernel memory charged to it: the dentries and ext4 inodes it made the kernel keep (both caches are "
+         "peak kernel memory charged to it: the dentries and ext4 inodes it made the kernel keep (both caches are "
          "memcg-accounted and allocated by the walking process), plus a few pages of the walk's own processes "
-         "(page tables, task structs). Only walks that make the kernel hold every name of their tree (du, "
+         "(page tables, task structs). A drop_caches by another process during the walk frees its unused "
+         "dentries and inodes: such rows (drops > 0) undercount and are set aside. A dentry (192 B) plus an ext4 "
+         "inode (1,128 B) make 1,320 B a name on this kernel. Only walks that make the kernel hold every name of their tree (du, "
          "stat, touch, grep, readdir) are compared; find never looks files up (d_type), so the kernel holds "
          "its directories only. KB = ext4lazy's knowledge base after the same walk (bytes by capacity: tables, "
          "block lists, per-directory overhead; entries include each directory's \".\" and \"..\"). On a FUSE "
          "mount the kernel still keeps its own dentries and fuse inodes: the last column is that memory, "
          "measured the same way under the ext4lazy mount.", "",
-         "| workload | names in the tree | kernel kmem (MiB) | kernel B/name | system | KB entries | KB (MiB) "
-         "| KB B/entry | kernel / KB | kernel kmem under this ext4lazy mount (MiB) |", "|" + "---|" * 10] + rows
+         "| workload | names in the tree | kernel kmem (MiB) | kernel B/name | drops | system | KB entries "
+         "| KB (MiB) | KB B/entry | kernel / KB | kernel kmem under this ext4lazy mount (MiB) |",
+         "|" + "---|" * 11] + rows
     if t3:
         L += ["", "Paper, Table 3 (files and directories: dentry cache MB / KB MB): " + "; ".join(
             f"{e:,}: {d} / {kk} ({d / kk:.0f}x)" for e, d, kk in t3)]
@@ -160,9 +164,21 @@ def goals(by, workloads, device, paper):
     return L + [""]
 
 
+def disturbed(by, systems, workloads):
+    """A line naming the records during which another process dropped the caches."""
+    hit = [f"{w} on {n} ({r['foreign_drop_caches']})" for w in workloads for n in systems
+           for r in [_ok(by, n, w)] if r and r.get("foreign_drop_caches")]
+    if not hit:
+        return []
+    return [f"Disturbed: another process dropped the caches during {len(hit)} of these runs (count in brackets): "
+            + ", ".join(hit) + ". A drop in a cold walk costs it the re-reading of what it had cached so far (the "
+            "kernel's page cache; under FUSE only the kernel's dentries: ext4lazy's cache is its own).", ""]
+
+
 def section(by, systems, workloads, device, scale, paper):
     """Markdown lines for the report (report.py calls it after the runtime table)."""
     L = onoff_table(by, workloads, paper)
+    L += disturbed(by, systems, workloads)
     L += goals(by, workloads, device, paper)
     L += kernel_table(by, systems, workloads)
     L += dcache_table(by, systems, workloads, paper)

@@ -234,7 +234,8 @@ class Runner:
     # ---- one phase: cold cache, fresh mount, timed work + syncfs + unmount, cleaning, I/O by class
     def phase(self, v, w, ctx):
         w.prepare(self.work)
-        util.drop_caches()
+        v.cold_cache()
+        drops0 = accounting.drop_caches_count()
         load = os.getloadavg()[0]
         kind, trace, rep0, stat0 = v.system.kind, None, None, None
         if kind != "ext4lazy":
@@ -268,6 +269,7 @@ class Runner:
                 sampler.stop()
             raise
         series = sampler.stop()
+        drops1 = accounting.drop_caches_count()
         waited, cleaning, offsets, check = 0.0, 0.0, [], {}
         extra["kernel_memory"] = kmem.result
         stepahead = dict.fromkeys(STEPAHEAD_KEYS)
@@ -319,5 +321,8 @@ class Runner:
                 "io_source": source, "io_check": check, "timing": w.timing,
                 "work_s": round(t1 - t0, 3), "syncfs_s": round(t2 - t1, 3), "umount_s": round(umount_s, 3),
                 "cleaning_wait_real_s": round(waited, 3), **stepahead, "params": w.params(), "extra": extra,
-                "loadavg_1m": load, "commit": self.commit, "raw": os.path.relpath(raw, self.args.out),
+                "loadavg_1m": load, "commit": self.commit,
+                # drop_caches by other processes between this phase's own drop and its unmount: the cold walk
+                # may have had to re-read what it had cached (the kernel's dentries, inodes and page cache)
+                "foreign_drop_caches": accounting.drops_between(drops0, drops1), "raw": os.path.relpath(raw, self.args.out),
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "error": None}

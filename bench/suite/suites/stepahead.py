@@ -6,18 +6,20 @@ files in 31,751 directories), `dust/` for du, stat and touch (260,042 files in 1
 at most 6 subdirectories per directory (depth 6 at full scale), files round-robin over its directories, 4 KiB
 each (grep: 4-32 KiB of text).  The trees are made through the system itself (an unrecorded setup phase, so a
 lazy volume holds them in its journal), then each workload runs on a cold cache (drop_caches, fresh mount):
-find = `find find`; du = `du -s dust`; stat = `stat` of every file of dust/ by its full path (`xargs stat`,
-paths sorted, listed before the mount); readdir = `ls -R readdir` (directories only, nothing stat'ed);
-grep = `grep -r` of a string no file holds; touch = `touch` of every file of dust/ by path (last: it writes).
+find = `find find` (its output counted); du = `du -s dust`; stat = `stat` of every file of dust/ by its full
+path (`xargs stat`, paths sorted, listed before the mount); readdir = `ls -R readdir` (directories only, nothing
+stat'ed); grep = `grep -r` of a string no file holds; touch = `touch` of every file of dust/ by path (last: it
+writes).
 Per record also StepAhead's figures (hit rate of path-translation reads, wasted prefetch, KB bytes) and the
 kernel memory the walk made the kernel keep (dentries and inodes, from a memory cgroup).
 """
 import os
 import random
+import subprocess
 
 from .. import shapes
 from .. import workloads as w
-from ..core import GiB, KiB, Group, Suite, Workload, scaled, shell
+from ..core import GiB, KiB, Group, Suite, Workload, WorkloadError, scaled, shell
 from ..report_stepahead import section
 
 WIDTH = 6                       # subdirectories per directory at most
@@ -111,6 +113,18 @@ class Walk(w.Command):
         return {"command": self.cmd, **self.tree_params()}
 
 
+class Find(Walk):
+    """`find` with its output counted (read through a pipe instead of /dev/null): the record says how many
+    names each system found, so a wrong tree or a wrong listing shows."""
+
+    def run(self, root, ctx):
+        p = subprocess.run(["find", self.tree.sub], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=ctx.timeout)
+        if p.returncode != 0:
+            raise WorkloadError(f"find failed rc={p.returncode}: {p.stderr.decode(errors='replace')[-400:]}")
+        return {"names_found": p.stdout.count(b"\n") - 1}          # minus the top directory itself
+
+
 class ByPath(Walk):
     """A command applied to every file of a tree by its full path (xargs), the paths listed before the mount:
     every call translates a whole path, as the paper's stat and touch."""
@@ -142,7 +156,7 @@ def build(scale):
     grep_bytes = t["grep"].files * (sum(GREP_SIZES) // len(GREP_SIZES) + 4 * KiB)
     return [Group("trees", [
         MakeTrees(list(t.values())),
-        Walk("find", t["find"], "find find > /dev/null", every_name=False),     # d_type: files never looked up
+        Find("find", t["find"], "find find | (count lines)", every_name=False),   # d_type: files never looked up
         Walk("du", t["dust"], "du -s dust > /dev/null"),
         ByPath("stat", t["dust"], "stat --format=%n:%s:%b:%Y"),
         Walk("readdir", t["readdir"], "ls -R readdir > /dev/null"),
