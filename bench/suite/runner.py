@@ -18,7 +18,7 @@ from .systems import baseline_journal_mib
 # ext4lazy's StepAhead figures (-o stats=FILE, docs/STEPAHEAD.md): top-level in every record, None for the others
 STEPAHEAD_KEYS = ("hit_rate", "prefetch_wasted_blocks", "kb_bytes")
 STEPAHEAD_EXTRA = ("stepahead", "translation_hits", "translation_misses", "prefetch_blocks", "prefetch_used_blocks",
-                   "prefetch_batches", "prefetch_backoffs", "kb_entries", "kb_dirs")
+                   "prefetch_batches", "prefetch_backoffs", "prefetch_lone_skips", "kb_entries", "kb_dirs")
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
