@@ -139,6 +139,12 @@ class ByPath(Walk):
             f.write("\0".join(self.tree.file_paths()) + "\0")
         self.cmd = f"xargs -0 -a {self.list} {self.prog} > /dev/null"
 
+    def run(self, root, ctx):
+        try:
+            return super().run(root, ctx)
+        finally:
+            os.unlink(self.list)                 # made again by the next phase's prepare
+
     def params(self):
         return {"command": f"xargs -0 -a PATHS {self.prog} > /dev/null", "paths": "every file, sorted",
                 **self.tree_params()}
