@@ -264,3 +264,155 @@ def model_trace_offsets(csv_path, t_from, t_to, keep=20000):
                 rows.append([round(t - t_from, 4), int(p[4]), int(p[5]), p[6], p[3][0]])
     step = max(1, len(rows) // keep)
     return rows[::step]
+
+
+# ---- kernel memory of a walk: the dentry and inode caches it fills (StepAhead's Table 3 comparison)
+SLABS = ("dentry", "ext4_inode_cache", "fuse_inode", "xfs_inode")
+CGROUP_FS = "/sys/fs/cgroup"
+
+
+def _own_cgroup():
+    """('v1', path) or ('v2', path) of the memory cgroup this process is in, or (None, why)."""
+    try:
+        lines = open("/proc/self/cgroup").read().splitlines()
+    except OSError as e:
+        return None, f"/proc/self/cgroup: {e}"
+    for line in lines:
+        _, ctrl, path = line.split(":", 2)
+        if "memory" in ctrl.split(","):
+            base = os.path.join(CGROUP_FS, "memory")
+            if os.path.exists(os.path.join(base, "memory.kmem.usage_in_bytes")):
+                return "v1", base + path
+    for line in lines:
+        if line.startswith("0::"):
+            d = CGROUP_FS + line[3:]
+            if os.path.exists(os.path.join(d, "memory.stat")) or os.path.exists(os.path.join(d, "cgroup.controllers")):
+                ctl = open(os.path.join(d, "cgroup.subtree_control")).read().split() \
+                    if os.path.exists(os.path.join(d, "cgroup.subtree_control")) else []
+                if "memory" in ctl:
+                    return "v2", d
+    return None, "no memory cgroup with kernel-memory accounting (v1 memory.kmem.* or v2 memory.stat)"
+
+
+def _slab_objects():
+    out = {}
+    for s in SLABS:
+        try:
+            with open(f"/sys/kernel/slab/{s}/objects") as f:
+                out[s] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def drop_caches_count():
+    """(page-cache drops, slab drops) anyone made since boot (/proc/vmstat drop_pagecache, drop_slab: writes to
+    /proc/sys/vm/drop_caches).  Other benchmarks on a shared machine drop caches too: a drop inside a phase frees
+    the phase's cached blocks or its unused dentries and inodes, so the phase is flagged."""
+    got = {}
+    try:
+        with open("/proc/vmstat") as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if k in ("drop_pagecache", "drop_slab"):
+                    got[k] = int(v)
+    except (OSError, ValueError):
+        return None
+    return (got["drop_pagecache"], got["drop_slab"]) if len(got) == 2 else None
+
+
+def drops_between(a, b):
+    """Drops between two drop_caches_count() readings (echo 3 counts once), or None."""
+    return None if a is None or b is None else max(b[0] - a[0], b[1] - a[1])
+
+
+def _slab_object_size(s):
+    try:
+        with open(f"/sys/kernel/slab/{s}/slab_size") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+class KernelMemory:
+    """Kernel memory charged to the workload while it runs: this process (and so every process it starts)
+    moves into a fresh child of its own memory cgroup for the workload and back after.  A path walk allocates
+    its dentries and inodes (ext4_inode_cache, fuse_inode, ...) in the walking process's context, and both
+    caches are memcg-accounted, so the child's kernel-memory charge is what the walk made the kernel keep, with
+    nothing from other processes on the machine; plus a few pages of its processes' own (page tables, task
+    structs).  v1: the peak, memory.kmem.max_usage_in_bytes (a walk's dentries only accumulate, so the peak is
+    the end unless someone drops caches meanwhile; the final usage is kept too); v2: memory.stat `slab` at the
+    end.  Page cache charged to it (cached directory and inode blocks) is kept apart.  A drop_caches by anyone
+    during the workload frees unused dentries and inodes: counted (`drop_caches_during`) so such figures can be
+    set aside.  Also the system-wide change of each slab's object count (/sys/kernel/slab/NAME/objects), which
+    other processes disturb (a cross-check only)."""
+
+    def __init__(self, tag):
+        self.kind, parent = _own_cgroup()
+        self.why = None if self.kind else parent
+        self.parent, self.cg = parent, None
+        self.tag = tag
+
+    def __enter__(self):
+        self.slabs0, self.drops0 = _slab_objects(), drop_caches_count()
+        if self.kind:
+            try:
+                self.cg = os.path.join(self.parent, f"e4lbench-{os.getpid()}-{self.tag}")
+                if os.path.isdir(self.cg):
+                    os.rmdir(self.cg)
+                os.mkdir(self.cg)
+                with open(os.path.join(self.cg, "cgroup.procs"), "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError as e:
+                self.why, self.kind = f"cannot use a memory cgroup under {self.parent}: {e}", None
+                self._remove()
+        return self
+
+    def _stat(self):
+        vals = {}
+        with open(os.path.join(self.cg, "memory.stat")) as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if v.strip().isdigit():
+                    vals[k] = int(v)
+        return vals
+
+    def _remove(self):
+        if self.cg and os.path.isdir(self.cg):
+            for _ in range(50):
+                try:
+                    os.rmdir(self.cg)
+                    break
+                except OSError:
+                    time.sleep(0.05)
+        self.cg = None
+
+    def __exit__(self, *exc):
+        self.result = {"source": None, "kmem_bytes": None, "page_cache_bytes": None}
+        try:
+            if self.kind and self.cg:
+                with open(os.path.join(self.parent, "cgroup.procs"), "w") as f:
+                    f.write(str(os.getpid()))
+                st = self._stat()
+                if self.kind == "v1":
+                    kmem = int(open(os.path.join(self.cg, "memory.kmem.max_usage_in_bytes")).read())
+                    final = int(open(os.path.join(self.cg, "memory.kmem.usage_in_bytes")).read())
+                    cache = st.get("cache")
+                else:
+                    kmem, cache = st.get("slab"), st.get("file")
+                    final = kmem
+                what = "memory.kmem.max_usage_in_bytes" if self.kind == "v1" else "memory.stat slab"
+                self.result.update(source=f"memory cgroup {self.kind} ({what}) of a child cgroup the workload ran in",
+                                   kmem_bytes=kmem, kmem_final_bytes=final, page_cache_bytes=cache)
+            else:
+                self.result["source"] = self.why
+        except (OSError, ValueError) as e:       # a figure lost is no reason to fail the phase
+            self.result["source"] = f"reading memory cgroup {self.cg}: {e}"
+        finally:
+            self._remove()
+        slabs1, drops1 = _slab_objects(), drop_caches_count()
+        self.result["drop_caches_during"] = None if drops1 is None or self.drops0 is None else \
+            drops1[1] - self.drops0[1]
+        self.result["slab_objects_delta"] = {s: slabs1[s] - self.slabs0[s] for s in slabs1 if s in self.slabs0}
+        self.result["slab_object_bytes"] = {s: _slab_object_size(s) for s in self.result["slab_objects_delta"]}
+        return False

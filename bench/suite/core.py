@@ -29,10 +29,15 @@ class Workload:
     # "total": runtime = workload + syncfs + unmount (the default: everything on the medium); "work": the
     # workload alone (the journal-size experiment measures how fast the files are made, as the paper's Fig 6)
     timing = "total"
+    # False: a setup phase (e.g. making the tree the traversals walk): run on every system, never recorded
+    recorded = True
 
     def params(self):
         """The shape, for the record (JSON)."""
         return {}
+
+    def prepare(self, work):
+        """Before the phase's cold cache and mount, untimed: make inputs outside the volume under `work`."""
 
     def run(self, root, ctx):
         """Do the work under mount point `root`; return extra figures for the record (or None)."""
@@ -48,8 +53,12 @@ class Group:
 class Suite:
     """A suite module defines SUITE = Suite(...)."""
 
-    def __init__(self, name, doc, build, default_systems, paper=None, min_size=2 * GiB, partitions=None):
+    def __init__(self, name, doc, build, default_systems, paper=None, min_size=2 * GiB, partitions=None,
+                 report=None):
         self.name, self.doc, self.build, self.default_systems = name, doc, build, default_systems
+        # report(records_by_(system, workload), systems, workloads, device, scale) -> Markdown lines of the
+        # suite's own section (after the runtime table); None: the generic report only
+        self.report = report
         self.paper = paper or {}       # {"notes": [...], "goals": [...], ...}: rendered by the report
         self.min_size = min_size
         # device -> partition bytes, or "drive" for the whole modelled drive: the paper's partitions, so that

@@ -19,7 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"journal": "tab:green", "metadata": "tab:red", "data": "tab:blue"}
-ORDER = ["kernel-ext4-stock", "kernel-ext4-baseline", "kernel-xfs", "fuse2fs", "ext4lazy-ordered", "ext4lazy-lazy"]
+ORDER = ["kernel-ext4-stock", "kernel-ext4-baseline", "kernel-xfs", "fuse2fs", "ext4lazy-ordered",
+         "ext4lazy-ordered-stepahead", "ext4lazy-lazy", "ext4lazy-lazy-stepahead"]
 
 
 

@@ -7,7 +7,8 @@ import os
 from . import systems
 from .suites import all_suites
 
-ORDER = ["kernel-ext4-stock", "kernel-ext4-baseline", "kernel-xfs", "fuse2fs", "ext4lazy-ordered", "ext4lazy-lazy"]
+ORDER = ["kernel-ext4-stock", "kernel-ext4-baseline", "kernel-xfs", "fuse2fs", "ext4lazy-ordered",
+         "ext4lazy-ordered-stepahead", "ext4lazy-lazy", "ext4lazy-lazy-stepahead"]
 
 
 def f2(x, nd=2):
@@ -152,6 +153,8 @@ def write(out, pngs):
                         goal_rows.append(f"- cleaning after {w}, ext4lazy-lazy: {f2(r['cleaning_s'], 1)} s "
                                          f"(paper at full scale: baseline {pb} s, lazy {pl} s)")
             L += goal_rows + ([""] if goal_rows else [])
+        if s and s.report:
+            L += s.report(by, names, wls, device, scale, paper)
         # I/O by class
         L += ["### I/O by class (MiB; the paper's Tables 2-4)", "",
               "| workload | system | metadata read | metadata write | journal read | journal write | data read "

@@ -15,6 +15,11 @@ from .progress import Progress
 from .shapes import syncfs
 from .systems import baseline_journal_mib
 
+# ext4lazy's StepAhead figures (-o stats=FILE, docs/STEPAHEAD.md): top-level in every record, None for the others
+STEPAHEAD_KEYS = ("hit_rate", "prefetch_wasted_blocks", "kb_bytes")
+STEPAHEAD_EXTRA = ("stepahead", "translation_hits", "translation_misses", "prefetch_blocks", "prefetch_used_blocks",
+                   "prefetch_batches", "prefetch_backoffs", "prefetch_lone_skips", "kb_entries", "kb_dirs")
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -130,12 +135,13 @@ class Runner:
     def run(self):
         groups, plans = self.plans()
         done = self.results.finished()
-        todo = {(g.name, s.name): [w for w in g.workloads
-                                   if (self.suite.name, s.name, self.args.device, w.name) not in done]
+        todo = {(g.name, s.name): [w for w in g.workloads if w.recorded
+                                   and (self.suite.name, s.name, self.args.device, w.name) not in done]
                 for g in groups for s in self.systems}
         total = sum(w.cost for g in groups for s in self.systems for w in g.workloads
                     if todo[(g.name, s.name)])
-        skipped = sum(len(g.workloads) - len(todo[(g.name, s.name)]) for g in groups for s in self.systems)
+        skipped = sum(len([w for w in g.workloads if w.recorded]) - len(todo[(g.name, s.name)])
+                      for g in groups for s in self.systems)
         prog = Progress(total)
         if skipped:
             prog.log(f"resuming {self.args.out}: {skipped} finished record(s) are kept, not re-run")
@@ -186,8 +192,9 @@ class Runner:
                             failures += 1
                             prog.done(w.cost)
                         continue
-                    what = f"{w.name} on {s.name} ({self.args.device})" + ("" if recorded else
-                                                                          " [setup for a later phase, not recorded]")
+                    what = f"{w.name} on {s.name} ({self.args.device})" + (
+                        "" if recorded else " [setup, not recorded]" if not w.recorded else
+                        " [setup for a later phase, not recorded]")
                     prog.status(what, 0.0)
                     ctx = Ctx(pool, self.args.workers, self.args.timeout, prog.log,
                               lambda f, what=what, c=w.cost: prog.status(what, f, c))
@@ -206,9 +213,10 @@ class Runner:
                         rec.update(plan=dict(partition_bytes=plan.size, journal_mib=plan.journal_mib,
                                              group=g.name))
                         self.results.add(rec)
-                        prog.done(w.cost)
-                        prog.log(f"{what}: {rec['runtime_s']:.2f} s, cleaning {rec['cleaning_s']:.1f} s; MiB "
-                                 + ", ".join(f"{k} {v:.1f}" for k, v in rec["io_mib"].items() if v))
+                    prog.done(w.cost)
+                    prog.log(f"{what}: {rec['runtime_s']:.2f} s, cleaning {rec['cleaning_s']:.1f} s; MiB "
+                             + ", ".join(f"{k} {v:.1f}" for k, v in rec["io_mib"].items() if v)
+                             + (f"; hit rate {rec['hit_rate']:.3f}" if rec.get("hit_rate") is not None else ""))
         finally:
             for v in vols.values():
                 v.teardown(remove=not self.args.keep)
@@ -225,7 +233,9 @@ class Runner:
 
     # ---- one phase: cold cache, fresh mount, timed work + syncfs + unmount, cleaning, I/O by class
     def phase(self, v, w, ctx):
-        util.drop_caches()
+        w.prepare(self.work)
+        v.cold_cache()
+        drops0 = accounting.drop_caches_count()
         load = os.getloadavg()[0]
         kind, trace, rep0, stat0 = v.system.kind, None, None, None
         if kind != "ext4lazy":
@@ -244,9 +254,10 @@ class Runner:
                 sampler = accounting.Sampler(accounting.ext4lazy_live_totals(devices.live_stats_path(v.mnt)))
             else:
                 sampler = accounting.Sampler(lambda: accounting.loop_stat(v.loop))
-            t0 = time.monotonic()
-            extra = w.run(v.mnt, ctx) or {}
-            t1 = time.monotonic()
+            with accounting.KernelMemory(f"{v.system.name}-{w.name}") as kmem:
+                t0 = time.monotonic()
+                extra = w.run(v.mnt, ctx) or {}
+                t1 = time.monotonic()
             syncfs(v.mnt)
             t2 = time.monotonic()
             v.umount()
@@ -258,9 +269,14 @@ class Runner:
                 sampler.stop()
             raise
         series = sampler.stop()
+        drops1 = accounting.drop_caches_count()
         waited, cleaning, offsets, check = 0.0, 0.0, [], {}
+        extra["kernel_memory"] = kmem.result
+        stepahead = dict.fromkeys(STEPAHEAD_KEYS)
         if kind == "ext4lazy":
             stats = v.ext4lazy_stats()
+            stepahead = {k: stats.get(k) for k in STEPAHEAD_KEYS}
+            extra["stepahead"] = {k: stats.get(k) for k in STEPAHEAD_EXTRA}
             own, model = accounting.ext4lazy_classes(stats)
             if model is not None:
                 dev = stats["device"]
@@ -304,6 +320,9 @@ class Runner:
                 "runtime_s": round(runtime, 3), "cleaning_s": round(cleaning, 3), "io_mib": accounting.io_mib(classes),
                 "io_source": source, "io_check": check, "timing": w.timing,
                 "work_s": round(t1 - t0, 3), "syncfs_s": round(t2 - t1, 3), "umount_s": round(umount_s, 3),
-                "cleaning_wait_real_s": round(waited, 3), "params": w.params(), "extra": extra,
-                "loadavg_1m": load, "commit": self.commit, "raw": os.path.relpath(raw, self.args.out),
+                "cleaning_wait_real_s": round(waited, 3), **stepahead, "params": w.params(), "extra": extra,
+                "loadavg_1m": load, "commit": self.commit,
+                # drop_caches by other processes between this phase's own drop and its unmount: the cold walk
+                # may have had to re-read what it had cached (the kernel's dentries, inodes and page cache)
+                "foreign_drop_caches": accounting.drops_between(drops0, drops1), "raw": os.path.relpath(raw, self.args.out),
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "error": None}

@@ -297,12 +297,8 @@ impl Volume {
         let bs = u64::from(self.block_size);
         // Held across the read: the tail cannot move and free a copy meanwhile.
         let j = jbd2.read();
-        // A small cache would evict what it reads ahead before it is used.
-        let window = JOURNAL_READAHEAD_BYTES.min(self.opts.cache_bytes as u64 / 32) / bs;
-        let copies = j.live_copies_from(blk, window.max(1)).map_err(crate::write::journal_err)?;
-        let Some(&first) = copies.first() else { return Ok(None) };
-        // One request: as far as the log is contiguous on the device.
-        let span: Vec<journal::CopyAt> = copies.into_iter().take_while(|c| c.phys - first.phys == c.jblock - first.jblock).collect();
+        let span = self.log_stretch(&j, blk)?;
+        let Some(&first) = span.first() else { return Ok(None) };
         let n = span.last().map_or(1, |c| c.jblock - first.jblock + 1);
         let mut buf = vec![0u8; (n * bs) as usize];
         let seen = self.cache.read_epoch();
@@ -327,6 +323,19 @@ impl Volume {
         let Some(data) = wanted else { return Ok(None) };
         self.cache.insert_read(blk, data.clone(), seen);
         Ok(Some(data))
+    }
+
+    /// The stretch of the log a read of `blk`'s newest copy brings (lazy
+    /// mode): the live copies from that one on, within the readahead window
+    /// and as far as the log is contiguous on the device (one request).
+    /// Empty when `blk` has no copy in the log.
+    pub(crate) fn log_stretch(&self, j: &crate::write::Jbd2, blk: u64) -> Result<Vec<journal::CopyAt>> {
+        let bs = u64::from(self.block_size);
+        // A small cache would evict what it reads ahead before it is used.
+        let window = JOURNAL_READAHEAD_BYTES.min(self.opts.cache_bytes as u64 / 32) / bs;
+        let copies = j.live_copies_from(blk, window.max(1)).map_err(crate::write::journal_err)?;
+        let Some(&first) = copies.first() else { return Ok(Vec::new()) };
+        Ok(copies.into_iter().take_while(|c| c.phys - first.phys == c.jblock - first.jblock).collect())
     }
 
     /// Read `count` blocks from `start` in one device request, with replayed
@@ -409,7 +418,7 @@ impl Volume {
     /// Submit reads: one as a plain read (what every ordinary miss does),
     /// several as one batch. Counted in flight meanwhile, which is how the
     /// prefetcher sees a congested device.
-    fn submit_reads(&self, reqs: &mut [blockdev::ReadRequest<'_>]) -> Result<()> {
+    pub(crate) fn submit_reads(&self, reqs: &mut [blockdev::ReadRequest<'_>]) -> Result<()> {
         let n = reqs.len();
         let _in_flight = InFlight::new(&self.reads_in_flight, n);
         match reqs {

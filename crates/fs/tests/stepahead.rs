@@ -553,3 +553,97 @@ fn kb_follows_every_namespace_change() {
         vol.shutdown().unwrap();
     }
 }
+
+/// Lazy mode: a listing hint reads the journaled blocks it wants as the log
+/// stretches a miss would read (many copies a request), not one block a
+/// request, and a walk with the hints finds exactly what one without finds.
+#[test]
+fn lazy_hints_read_the_log_in_stretches() {
+    let Some((work, empty)) = common::setup_empty() else { return };
+    let img = common::make_image(work.path(), "sa-stretch.img", 256, &["-b", "4096", "-J", "size=64"], &empty);
+    {
+        let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(&img, true).unwrap());
+        let vol = Volume::open(dev, VolumeOptions { read_only: false, lazy: true, ..Default::default() }).unwrap();
+        for i in 0..40 {
+            let top = vol.create(ROOT_INO, format!("top-{i}").as_bytes(), CreateKind::Dir, 0o755, 0, 0).unwrap();
+            for k in 0..10 {
+                let d = vol.create(top.ino, format!("d-{k}").as_bytes(), CreateKind::Dir, 0o755, 0, 0).unwrap();
+                vol.create(d.ino, b"f", CreateKind::File, 0o644, 0, 0).unwrap();
+            }
+        }
+        vol.shutdown().unwrap();
+    }
+    let plain = {
+        let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(&img, true).unwrap());
+        let vol = Volume::open(dev, VolumeOptions { read_only: false, lazy: true, ..Default::default() }).unwrap();
+        let w = walk(&vol);
+        vol.shutdown().unwrap();
+        w
+    };
+    assert_eq!(plain.len(), 40 * 21 + 1, "lost+found, 40 tops, 400 dirs, 400 files");
+    let dev = Arc::new(blockdev::CountingDevice::new(Arc::new(FileDevice::open(&img, true).unwrap())));
+    let opts = VolumeOptions { read_only: false, lazy: true, stepahead: Some(Default::default()), ..Default::default() };
+    let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
+    let before = dev.counts().get(IoClass::Journal, false);
+    assert_eq!(walk(&vol), plain);
+    let after = dev.counts().get(IoClass::Journal, false);
+    let (requests, blocks) = (after.requests - before.requests, (after.bytes - before.bytes) / 4096);
+    let st = vol.stepahead_stats(true);
+    eprintln!("lazy walk with hints: {requests} journal read requests, {blocks} blocks; {st:?}");
+    // The hints ran ahead of the walk: it missed (nearly) nothing itself.
+    assert!(st.prefetch_batches > 0 && st.prefetch_blocks > 0 && st.translation_misses < 10, "{st:?}");
+    assert!(requests * 8 <= blocks, "{requests} requests for {blocks} blocks: the log is read a block at a time");
+    vol.shutdown().unwrap();
+}
+
+/// Through FUSE each lookup hint runs just before its lookup: when what it
+/// would read comes down to one short request, the lookup reads it itself
+/// (with its readahead) and the hint reads nothing. So lookup hints never
+/// issue a lone request, and results stay the same.
+#[test]
+fn lookup_hints_leave_lone_requests_to_the_lookup() {
+    let Some((_work, linear, hashed)) = images() else { return };
+    for img in [&linear, &hashed] {
+        let base = open(img);
+        let paths = all_paths(&base);
+        let expected: Vec<Outcome> = paths.iter().map(|p| resolve(&base, ROOT_INO, &split(p))).collect();
+        let mut truth = KnowledgeBase::new();
+        stepahead::learn_tree(&base, &mut truth, ROOT_INO).unwrap();
+        let log = Arc::new(BatchLog::default());
+        let dev: Arc<dyn BlockDevice> = Arc::new(Recording { inner: FileDevice::open(img, false).unwrap(), log: log.clone() });
+        let opts = VolumeOptions { stepahead: Some(Default::default()), ..Default::default() };
+        let vol = Volume::open(dev, opts).unwrap();
+        vol.with_kb_mut(|kb| *kb = truth).unwrap();
+        let single = || log.reads.load(std::sync::atomic::Ordering::SeqCst);
+        for (p, want) in paths.iter().zip(&expected) {
+            let mut dir = ROOT_INO;
+            let mut got: Outcome = Err(0);
+            for c in split(p) {
+                let n = single();
+                vol.hint_lookup(dir, c);
+                assert_eq!(single(), n, "{p}: the lookup hint for {} made a lone read", String::from_utf8_lossy(c));
+                let found = vol.lookup(&vol.inode(dir).unwrap(), c).map_err(|e| e.errno());
+                let Ok(Some((child, _))) = found else {
+                    got = Err(found.err().unwrap_or(libc_enoent()));
+                    break;
+                };
+                let child = vol.inode(child).unwrap();
+                let n = single();
+                vol.hint_looked_up(&child);
+                assert_eq!(single(), n, "{p}: the looked-up hint made a lone read");
+                got = Ok((child.ino, child.base.mode, child.size()));
+                dir = child.ino;
+            }
+            if want.is_ok() {
+                assert_eq!(&got, want, "{p}");
+            }
+        }
+        let st = vol.stepahead_stats(true);
+        eprintln!("{}: {} paths by FUSE-style lookups; {st:?}", img.display(), paths.len());
+        assert!(st.prefetch_lone_skips > 0, "{st:?}");
+    }
+}
+
+fn libc_enoent() -> i32 {
+    2
+}

@@ -15,6 +15,7 @@
 //! goes into the next one.
 
 use super::learn::DirLayout;
+use super::prefetch::Lone;
 use super::{plan, StepAhead};
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
@@ -61,7 +62,7 @@ impl Volume {
                 }
             }
         }
-        self.hint_prefetch(&first, &mut budget);
+        self.hint_prefetch(&first, &mut budget, Lone::Read);
         let Some(entries) = self.learn_cached(&sa.kb, dir, &layout) else { return };
         let mut frontier = real_children(&entries);
         // Level by level down the subtree: the entries' inode blocks, then
@@ -72,7 +73,7 @@ impl Volume {
             for &(c, _) in &frontier {
                 self.push_inode_block(c, &mut inode_blocks);
             }
-            self.hint_prefetch(&inode_blocks, &mut budget);
+            self.hint_prefetch(&inode_blocks, &mut budget, Lone::Read);
             let subdirs: Vec<Inode> = {
                 let kb = sa.kb.read();
                 frontier
@@ -84,7 +85,7 @@ impl Volume {
             };
             let layouts: Vec<Vec<u64>> = subdirs.iter().map(|d| self.dir_blocks_without_io(d, SUBDIR_BLOCKS)).collect();
             let sub: Vec<u64> = layouts.iter().flatten().copied().collect();
-            self.hint_prefetch(&sub, &mut budget);
+            self.hint_prefetch(&sub, &mut budget, Lone::Read);
             if level + 1 >= sa.opts.depth || budget == 0 {
                 break;
             }
@@ -131,7 +132,7 @@ impl Volume {
             }
         }
         let mut budget = sa.opts.budget_blocks;
-        self.hint_prefetch(&blocks, &mut budget);
+        self.hint_prefetch(&blocks, &mut budget, Lone::Read);
     }
 
     /// A listing of `dir` reached its end: a directory too big for the
@@ -167,7 +168,7 @@ impl Volume {
             p
         };
         let mut budget = sa.opts.budget_blocks;
-        self.hint_prefetch(&blocks, &mut budget);
+        self.hint_prefetch(&blocks, &mut budget, Lone::Skip);
     }
 
     /// A lookup found `child`: if it is a directory the KB does not know,
@@ -180,7 +181,7 @@ impl Volume {
         let max = if self.is_htree(child) { 1 } else { SUBDIR_BLOCKS };
         let blocks = self.dir_blocks_without_io(child, max);
         let mut budget = sa.opts.budget_blocks;
-        self.hint_prefetch(&blocks, &mut budget);
+        self.hint_prefetch(&blocks, &mut budget, Lone::Skip);
         // Small directories, now whole in the cache, are learnt for free.
         if blocks.len() as u64 == self.dir_blocks(child) && !blocks.is_empty() {
             let layout = DirLayout { blocks, extent_blocks: Vec::new() };
@@ -199,7 +200,7 @@ impl Volume {
             if let Some(sa) = self.stepahead_on() {
                 let p = plan(self, &sa.kb.read(), inode.ino, &path[i..]);
                 let mut budget = sa.opts.budget_blocks;
-                self.hint_prefetch(&p.blocks, &mut budget);
+                self.hint_prefetch(&p.blocks, &mut budget, Lone::Read);
                 known = p.known;
             }
             // The steps the plan covered, then one it did not.

@@ -53,11 +53,19 @@ pub(crate) struct StepAhead {
     pub(crate) opts: StepAheadOptions,
     batches: AtomicU64,
     backoffs: AtomicU64,
+    /// Hints that came down to one request and left it to the operation.
+    lone_skips: AtomicU64,
 }
 
 impl StepAhead {
     pub(crate) fn new(opts: StepAheadOptions) -> Self {
-        StepAhead { kb: RwLock::new(KnowledgeBase::new()), opts, batches: AtomicU64::new(0), backoffs: AtomicU64::new(0) }
+        StepAhead {
+            kb: RwLock::new(KnowledgeBase::new()),
+            opts,
+            batches: AtomicU64::new(0),
+            backoffs: AtomicU64::new(0),
+            lone_skips: AtomicU64::new(0),
+        }
     }
 }
 
@@ -95,6 +103,9 @@ pub struct StepAheadStats {
     /// Batches submitted, and hints skipped because the device was congested.
     pub prefetch_batches: u64,
     pub prefetch_backoffs: u64,
+    /// Lookup hints whose blocks came down to one request, left to the
+    /// lookup itself (it reads them with its own readahead).
+    pub prefetch_lone_skips: u64,
     pub kb_entries: u64,
     pub kb_dirs: u64,
     pub kb_bytes: u64,
@@ -132,6 +143,7 @@ impl Volume {
         if let Some(sa) = &self.stepahead {
             st.prefetch_batches = sa.batches.load(Ordering::Relaxed);
             st.prefetch_backoffs = sa.backoffs.load(Ordering::Relaxed);
+            st.prefetch_lone_skips = sa.lone_skips.load(Ordering::Relaxed);
             let kb = sa.kb.read();
             st.kb_entries = kb.len() as u64;
             st.kb_dirs = kb.dirs() as u64;

@@ -1,7 +1,6 @@
 //! The prefetcher: read the uncached ones of a set of blocks in one batch
 //! into the buffer cache.
 
-use crate::cache::Block;
 use crate::error::Result;
 use crate::volume::Volume;
 use blockdev::IoClass;
@@ -21,8 +20,30 @@ pub struct PrefetchStats {
     pub invalid: usize,
     /// Left out: over the budget.
     pub over_budget: usize,
-    /// Contiguous runs submitted together.
+    /// Requests submitted together (contiguous runs at home, log stretches).
     pub runs: usize,
+    /// Not read: one request, which the operation makes itself (`Lone::Skip`).
+    pub left_to_the_operation: usize,
+}
+
+/// A hint's prefetch that comes down to one request: read it or leave it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lone {
+    Read,
+    /// Leave it to the operation that follows: hints run just before it, so
+    /// reading first gains nothing, and the operation's own read is as good
+    /// or better (an inode block misses with its 32-block readahead window,
+    /// a log copy with its stretch, where the hint reads the one block).
+    Skip,
+}
+
+/// The longest run of home blocks `Lone::Skip` leaves alone: what a miss
+/// reads in one request anyway (a directory reads up to 16 contiguous
+/// blocks, an inode block its 32-block window).
+const LONE_RUN_MAX: u64 = 16;
+
+fn stretch_len(s: &[journal::CopyAt]) -> u64 {
+    s.last().map_or(0, |c| c.jblock - s[0].jblock + 1)
 }
 
 impl Volume {
@@ -36,12 +57,14 @@ impl Volume {
     /// copies. Blocks whose newest copy is in the journal (lazy mode) or in
     /// the replayed overlay come from there, as on any cache miss.
     pub fn prefetch(&self, blocks: &[u64]) -> Result<PrefetchStats> {
-        self.prefetch_within(blocks, usize::MAX)
+        self.prefetch_within(blocks, usize::MAX, Lone::Read)
     }
 
     /// [`Volume::prefetch`] of at most `budget` blocks (the first ones of
     /// `blocks` that need reading: callers list them most wanted first).
-    pub(crate) fn prefetch_within(&self, blocks: &[u64], budget: usize) -> Result<PrefetchStats> {
+    /// `lone`: what to do when everything left to read is one request the
+    /// operation that follows would make the same way itself.
+    pub(crate) fn prefetch_within(&self, blocks: &[u64], budget: usize, lone: Lone) -> Result<PrefetchStats> {
         let mut st = PrefetchStats::default();
         let mut seen = std::collections::HashSet::with_capacity(blocks.len());
         let mut want = Vec::with_capacity(blocks.len().min(budget));
@@ -60,16 +83,33 @@ impl Volume {
                 want.push(b);
             }
         }
-        want.sort_unstable();
+        if want.is_empty() {
+            return Ok(st);
+        }
+        // Lazy mode: held across the reads, so the tail cannot move and free a copy meanwhile.
+        let jbd2 = self.jbd2.as_ref().filter(|_| self.opts.lazy).map(|j| j.read());
+        let (home, stretches) = match &jbd2 {
+            Some(j) => self.split_by_log(j, &want)?,
+            None => (want.clone(), Vec::new()),
+        };
         let mut runs: Vec<(u64, u64)> = Vec::new();
-        for &b in &want {
+        for &b in &home {
             match runs.last_mut() {
                 Some((start, len)) if *start + *len == b => *len += 1,
                 _ => runs.push((b, 1)),
             }
         }
-        st.runs = runs.len();
-        if runs.is_empty() {
+        st.runs = runs.len() + stretches.len();
+        let alone = match (runs.as_slice(), stretches.len()) {
+            ([(_, len)], 0) => *len <= LONE_RUN_MAX,
+            ([], 1) => true,
+            _ => false,
+        };
+        if lone == Lone::Skip && alone {
+            st.left_to_the_operation = want.len();
+            if let Some(sa) = &self.stepahead {
+                sa.lone_skips.fetch_add(1, Ordering::Relaxed);
+            }
             return Ok(st);
         }
         if let Some(sa) = &self.stepahead {
@@ -77,23 +117,96 @@ impl Volume {
         }
         // Noted before reading: a block modified meanwhile keeps its newer copy.
         let epoch = self.cache.read_epoch();
-        let bufs = self.read_runs_uncached(&runs, IoClass::Metadata)?;
         let bs = self.block_size as usize;
-        for (&(start, len), buf) in runs.iter().zip(&bufs) {
-            debug_assert_eq!(buf.len(), len as usize * bs);
+        if stretches.is_empty() {
+            drop(jbd2);
+            let bufs = self.read_runs_uncached(&runs, IoClass::Metadata)?;
+            for (&(start, len), buf) in runs.iter().zip(&bufs) {
+                debug_assert_eq!(buf.len(), len as usize * bs);
+                for (i, chunk) in buf.chunks_exact(bs).enumerate() {
+                    self.cache.insert_prefetched(start + i as u64, Arc::from(chunk), epoch);
+                    st.read += 1;
+                }
+            }
+            return Ok(st);
+        }
+        // Home runs and log stretches in one batch. Home blocks in lazy mode
+        // have no copy in the log (split_by_log), so no overlay applies.
+        let mut bufs: Vec<Vec<u8>> = runs.iter().map(|&(_, n)| vec![0u8; n as usize * bs]).collect();
+        let mut logs: Vec<Vec<u8>> = stretches.iter().map(|s| vec![0u8; stretch_len(s) as usize * bs]).collect();
+        {
+            let mut reqs: Vec<blockdev::ReadRequest<'_>> = Vec::with_capacity(bufs.len() + logs.len());
+            for (&(start, _), buf) in runs.iter().zip(bufs.iter_mut()) {
+                reqs.push(blockdev::ReadRequest { offset: start * bs as u64, buf, class: IoClass::Metadata });
+            }
+            for (s, buf) in stretches.iter().zip(logs.iter_mut()) {
+                reqs.push(blockdev::ReadRequest { offset: s[0].phys * bs as u64, buf, class: IoClass::Journal });
+            }
+            self.submit_reads(&mut reqs)?;
+        }
+        drop(jbd2);
+        for (&(start, _), buf) in runs.iter().zip(&bufs) {
             for (i, chunk) in buf.chunks_exact(bs).enumerate() {
-                let data: Block = Arc::from(chunk);
-                self.cache.insert_prefetched(start + i as u64, data, epoch);
+                self.cache.insert_prefetched(start + i as u64, Arc::from(chunk), epoch);
                 st.read += 1;
+            }
+        }
+        let wanted: std::collections::HashSet<u64> = want.iter().copied().collect();
+        for (s, buf) in stretches.iter().zip(&logs) {
+            for c in s {
+                let at = ((c.jblock - s[0].jblock) as usize) * bs;
+                let mut data = buf[at..at + bs].to_vec();
+                if c.escaped {
+                    journal::unescape(&mut data);
+                }
+                if wanted.contains(&c.block) {
+                    self.cache.insert_prefetched(c.block, Arc::from(data), epoch);
+                    st.read += 1;
+                } else if !self.cache.contains(c.block) {
+                    // The rest of the stretch, as a miss's log readahead caches it.
+                    self.cache.insert_read(c.block, Arc::from(data), epoch);
+                }
             }
         }
         Ok(st)
     }
 
+    /// Lazy mode: `want` (sorted) split into blocks at home and the log
+    /// stretches that hold the newest copies of the others, each stretch what
+    /// a miss on its first block would read (`Volume::log_stretch`), taken in
+    /// log order so that one stretch covers the next wanted copies.
+    fn split_by_log(&self, j: &crate::write::Jbd2, want: &[u64]) -> Result<(Vec<u64>, Vec<Vec<journal::CopyAt>>)> {
+        let mut home = Vec::new();
+        let mut logged = Vec::new();
+        for &b in want {
+            match j.newest_copy_location(b).map_err(crate::write::journal_err)? {
+                Some((phys, _)) => logged.push((phys, b)),
+                None => home.push(b),
+            }
+        }
+        logged.sort_unstable();
+        let mut covered = std::collections::HashSet::new();
+        let mut stretches = Vec::new();
+        for &(_, b) in &logged {
+            if covered.contains(&b) {
+                continue;
+            }
+            let s = self.log_stretch(j, b)?;
+            if s.is_empty() {
+                home.push(b); // cannot happen (it has a copy); read it as a miss would
+                continue;
+            }
+            covered.extend(s.iter().map(|c| c.block));
+            stretches.push(s);
+        }
+        home.sort_unstable();
+        Ok((home, stretches))
+    }
+
     /// A hint's prefetch: nothing while the device is congested, at most
     /// what is left of `budget` (which it uses up). Errors only cost the
     /// prefetch: the operation that follows reads what it needs itself.
-    pub(crate) fn hint_prefetch(&self, blocks: &[u64], budget: &mut usize) -> PrefetchStats {
+    pub(crate) fn hint_prefetch(&self, blocks: &[u64], budget: &mut usize, lone: Lone) -> PrefetchStats {
         let Some(sa) = &self.stepahead else { return PrefetchStats::default() };
         if blocks.is_empty() || *budget == 0 {
             return PrefetchStats::default();
@@ -102,7 +215,7 @@ impl Volume {
             sa.backoffs.fetch_add(1, Ordering::Relaxed);
             return PrefetchStats::default();
         }
-        match self.prefetch_within(blocks, *budget) {
+        match self.prefetch_within(blocks, *budget, lone) {
             Ok(st) => {
                 *budget -= st.read.min(*budget);
                 st
