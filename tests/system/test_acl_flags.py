@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from harness import util
-from test_readwrite import e2fsck_clean, ext4lazy_bin, ext4lazy_mounted, fresh_image, mount_point  # noqa: F401 (fixture)
+from test_readwrite import e2fsck_clean, ext4lazy_bin, ext4lazy_mounted, fresh_image, kernel_read, mount_point  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/fuse"), reason="needs root and /dev/fuse")
 
@@ -95,21 +95,10 @@ def snapshot(root):
     return snap
 
 
-def kernel_mounted(img, workdir, fn):
-    mnt = mount_point(workdir, "acl-kmnt")
-    util.run(["mount", "-o", "loop", img, mnt])
-    try:
-        return fn(mnt)
-    finally:
-        # Leave nothing immutable behind for the next run's rm -rf.
-        util.run(["umount", mnt])
-        util.detach_loops(img)
-
-
 def test_acls_and_flags_match_the_kernel(ext4lazy_bin, workdir):
     kimg = fresh_image(workdir, "acl-kernel.img", size="32M")
     limg = fresh_image(workdir, "acl-ext4lazy.img", size="32M")
-    kernel_out, kernel_snap = kernel_mounted(kimg, workdir, lambda m: (run_script(m), snapshot(m)))
+    kernel_out, kernel_snap = kernel_read(kimg, workdir, lambda m: (run_script(m), snapshot(m)))
     # Sanity: the script exercises refusals and successes on the kernel.
     assert any(rc != 0 and "Operation not permitted" in t for _, rc, t in kernel_out)
     assert any("----i---------e" in t for _, _, t in kernel_out)
@@ -124,4 +113,4 @@ def test_acls_and_flags_match_the_kernel(ext4lazy_bin, workdir):
 
     e2fsck_clean(limg)
     # The kernel reads our ACL attributes and flags as its own.
-    assert kernel_mounted(limg, workdir, snapshot) == kernel_snap
+    assert kernel_read(limg, workdir, snapshot) == kernel_snap

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from harness import util
+from harness import images, util
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/fuse"), reason="needs root and /dev/fuse")
 
@@ -55,13 +55,8 @@ def mount_point(workdir, name):
 
 def kernel_read(img, workdir, fn):
     """Mount img with the kernel (replaying its journal if needed), call fn(mnt), unmount."""
-    mnt = mount_point(workdir, "kmnt")
-    util.run(["mount", "-o", "loop", img, mnt])
-    try:
+    with images.KernelMount(img, os.path.join(workdir, "kmnt")) as mnt:
         return fn(mnt)
-    finally:
-        util.run(["umount", mnt])
-        util.detach_loops(img)
 
 
 @contextlib.contextmanager
