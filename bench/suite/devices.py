@@ -134,6 +134,19 @@ class Volume:
             if util.in_proc_mounts(self.mnt):
                 raise SetupError(f"ext4lazy umount left {self.mnt} mounted")
 
+    def copy_from(self, other):
+        """Make this (ext4lazy, unmounted) volume a copy of `other`'s, sparse, with a lazy volume's jmap
+        snapshot beside it (IMAGE.jmap)."""
+        if self.system.kind != "ext4lazy" or other.system.kind != "ext4lazy":
+            raise SetupError("only ext4lazy volumes are copied (kernel ones sit behind a loop device)")
+        run(["cp", "--sparse=always", other.image, self.image], timeout=3600)
+        for ext in (".jmap",):
+            if os.path.exists(other.image + ext):
+                run(["cp", other.image + ext, self.image + ext])
+            elif os.path.exists(self.image + ext):
+                os.unlink(self.image + ext)
+        self.layout = layout(self.binary, self.image)
+
     def cold_cache(self):
         """Before a phase: this volume's image clean on the host's disk, then every cache dropped.  fsync of
         the image, not a global sync: the volume is unmounted here, so its image file is the only thing of

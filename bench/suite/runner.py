@@ -13,6 +13,7 @@ from .core import Ctx, GiB, MiB
 from .devices import SetupError, Volume, util
 from .progress import Progress
 from .shapes import syncfs
+from . import systems as systems_mod
 from .systems import baseline_journal_mib
 
 # ext4lazy's StepAhead figures (-o stats=FILE, docs/STEPAHEAD.md): top-level in every record, None for the others
@@ -171,6 +172,11 @@ class Runner:
 
     def run_group(self, g, plan, systems, todo, pool, prog):
         vols, broken, failures = {}, {}, 0
+        # Setup phases (recorded = False) that finished on each system in this run, and which systems' volumes
+        # are copies of another's: a system whose flags change nothing on disk (ext4lazy-lazy-stepahead) takes
+        # a copy of its base's volume (ext4lazy-lazy) after setup, so with and without the flag walk the very
+        # same tree, not two trees that parallel workers laid out differently.
+        set_up, copied = {}, {}
         try:
             for s in systems:
                 v = Volume(s, self.args.device, self.args.speed, self.work, g.name, plan.size, plan.journal_mib,
@@ -195,6 +201,18 @@ class Runner:
                     what = f"{w.name} on {s.name} ({self.args.device})" + (
                         "" if recorded else " [setup, not recorded]" if not w.recorded else
                         " [setup for a later phase, not recorded]")
+                    base = systems_mod.volume_base(s.name)
+                    if not w.recorded and base in set_up.get(w.name, ()) and base not in broken:
+                        try:
+                            vols[s.name].copy_from(vols[base])
+                        except Exception as e:            # noqa: BLE001
+                            prog.log(f"{what}: copying {base}'s volume failed ({e}); making it instead")
+                        else:
+                            copied[s.name] = base
+                            set_up.setdefault(w.name, set()).add(s.name)
+                            prog.done(w.cost)
+                            prog.log(f"{what}: a copy of {base}'s volume after this phase (same tree, same layout)")
+                            continue
                     prog.status(what, 0.0)
                     ctx = Ctx(pool, self.args.workers, self.args.timeout, prog.log,
                               lambda f, what=what, c=w.cost: prog.status(what, f, c))
@@ -209,9 +227,11 @@ class Runner:
                             failures += 1
                             prog.done(w.cost)
                         continue
+                    if not w.recorded:
+                        set_up.setdefault(w.name, set()).add(s.name)
                     if recorded:
                         rec.update(plan=dict(partition_bytes=plan.size, journal_mib=plan.journal_mib,
-                                             group=g.name))
+                                             group=g.name, volume_copied_from=copied.get(s.name)))
                         self.results.add(rec)
                     prog.done(w.cost)
                     prog.log(f"{what}: {rec['runtime_s']:.2f} s, cleaning {rec['cleaning_s']:.1f} s; MiB "

@@ -69,6 +69,20 @@ def get(name):
     raise ValueError(f"unknown system {name!r}; systems: {', '.join(names())}")
 
 
+# Flags that change only how a volume is read, never what is on it: a system with them may walk a copy of the
+# volume its base system (the same name without them) made in a setup phase.
+READ_ONLY_FLAGS = {"stepahead"}
+
+
+def volume_base(name):
+    """`ext4lazy-<mode>` for `ext4lazy-<mode>-<flags>` when every flag is a read-side one, else None."""
+    m = re.fullmatch(r"(ext4lazy-[a-z]+)((?:-[a-z]+)+)", name)
+    if not m or m.group(1) not in (f"ext4lazy-{x}" for x in MODE_OPTIONS):
+        return None
+    flags = [f for f in m.group(2).split("-") if f]
+    return m.group(1) if flags and all(f in READ_ONLY_FLAGS for f in flags) else None
+
+
 def names():
     return list(FIXED) + [f"ext4lazy-{m}" for m in MODE_OPTIONS] + [
         f"ext4lazy-{m}-{f}" for m in MODE_OPTIONS for f in FLAG_OPTIONS]

@@ -1,6 +1,6 @@
 """`ext4lazy bench`'s stepahead suite (issue #7) at a tiny scale on `file` and on the CMR model at speed 100: every
 (system, workload) has a complete record with StepAhead's figures (null for the kernel), every system finds the
-tree Table 2 x scale asks for, StepAhead removes translation misses in ordered mode, the kernel's dentry and
+tree Table 2 x scale asks for (with and without StepAhead on the same volume), StepAhead removes translation misses in ordered mode, the kernel's dentry and
 inode memory is measured, and the report has the suite's own tables.
 """
 import json
@@ -61,6 +61,8 @@ def test_every_record_is_complete(results):
             sa = r["extra"]["stepahead"]
             assert sa["translation_hits"] + sa["translation_misses"] > 0, (s, w, sa)
             if s.endswith("-stepahead"):
+                # with and without StepAhead walk the same volume: a copy made after the setup phase
+                assert r["plan"]["volume_copied_from"] == s[: -len("-stepahead")], r["plan"]
                 assert sa["stepahead"] is True
                 if w in LISTING:
                     assert r["kb_bytes"] > 0 and sa["kb_entries"] > 0 and sa["prefetch_blocks"] > 0, (s, w, sa)

@@ -647,3 +647,16 @@ fn lookup_hints_leave_lone_requests_to_the_lookup() {
 fn libc_enoent() -> i32 {
     2
 }
+
+/// Blocks given in any order are read as contiguous runs: one request for
+/// three adjacent blocks listed backwards, in both journal modes.
+#[test]
+fn prefetch_reads_adjacent_blocks_as_one_run() {
+    let Some((work, linear, _)) = images() else { return };
+    let copy = work.path().join("runs-lazy.img");
+    std::fs::copy(&linear, &copy).unwrap();
+    for (label, vol) in [("ordered", open(&linear)), ("lazy", open_with_stepahead(&copy, true, true, 8 << 20))] {
+        let st = vol.prefetch(&[5002, 5001, 5000]).unwrap();
+        assert_eq!((st.read, st.runs), (3, 1), "{label}: {st:?}");
+    }
+}

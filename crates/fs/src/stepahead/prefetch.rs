@@ -86,6 +86,7 @@ impl Volume {
         if want.is_empty() {
             return Ok(st);
         }
+        want.sort_unstable(); // into contiguous runs below
         // Lazy mode: held across the reads, so the tail cannot move and free a copy meanwhile.
         let jbd2 = self.jbd2.as_ref().filter(|_| self.opts.lazy).map(|j| j.read());
         let (home, stretches) = match &jbd2 {
