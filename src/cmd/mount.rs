@@ -274,6 +274,7 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     let vopts = VolumeOptions {
         read_only: opts.read_only,
         cache_bytes: opts.cache_mb << 20,
+        data_writeback_bytes: opts.writeback_mb << 20,
         commit_interval: Duration::from_secs(opts.commit_s),
         dirty_expire: Duration::from_secs(opts.dirty_expire_s),
         lazy: opts.lazy,

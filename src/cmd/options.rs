@@ -8,6 +8,8 @@ pub struct MountOptions {
     pub allow_other: bool,
     pub foreground: bool,
     pub cache_mb: usize,
+    /// File data gathered in memory before it goes out sorted (`writeback_mb=`, 0: off).
+    pub writeback_mb: usize,
     /// Worker threads serving FUSE requests.
     pub threads: usize,
     /// Seconds between commits (`commit=`, as ext4).
@@ -42,6 +44,7 @@ impl Default for MountOptions {
             allow_other: false,
             foreground: false,
             cache_mb: 256,
+            writeback_mb: 64,
             // More workers than CPUs only spin on the write lock (measured:
             // CreateFiles 1.05 s with 1 worker vs 1.29 s with 8 on 2 CPUs).
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -82,6 +85,7 @@ impl MountOptions {
                 "default_permissions" => {}
                 "foreground" => o.foreground = true,
                 "cache_mb" => o.cache_mb = number(value)?.max(1),
+                "writeback_mb" => o.writeback_mb = number(value)?,
                 "threads" => o.threads = number(value)?.clamp(1, 64),
                 "commit" => o.commit_s = (number(value)? as u64).max(1),
                 "dirty_expire" => o.dirty_expire_s = number(value)? as u64,

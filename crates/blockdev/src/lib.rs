@@ -9,10 +9,12 @@
 mod counting;
 pub mod fault;
 mod file;
+mod writeback;
 
 pub use counting::{CountingDevice, IoCount, IoCounts};
 pub use fault::FaultDevice;
 pub use file::FileDevice;
+pub use writeback::{DataWriteback, WritebackStats};
 
 use std::io;
 use std::sync::Arc;

@@ -42,6 +42,10 @@ pub struct VolumeOptions {
     pub jmap_snapshot: Option<std::path::PathBuf>,
     /// StepAhead prefetching (mount option `stepahead`; docs/STEPAHEAD.md).
     pub stepahead: Option<crate::stepahead::StepAheadOptions>,
+    /// File data written in pieces under 1 MiB waits in memory, up to this
+    /// many bytes, and goes to the device sorted and merged at the next commit
+    /// (`writeback_mb=`; 0 writes it at once). See blockdev::DataWriteback.
+    pub data_writeback_bytes: usize,
 }
 
 impl Default for VolumeOptions {
@@ -57,6 +61,7 @@ impl Default for VolumeOptions {
             cleaner: Default::default(),
             jmap_snapshot: None,
             stepahead: None,
+            data_writeback_bytes: 64 << 20,
         }
     }
 }

@@ -4,6 +4,7 @@ use super::WriteState;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use ondisk::superblock::{feature, STATE_VALID};
+use std::sync::Arc;
 
 impl Volume {
     /// Called by `open` for a read-write volume.
@@ -16,6 +17,11 @@ impl Volume {
             return Err(FsError::Unsupported("the volume has errors recorded: run e2fsck before mounting read-write".into()));
         }
         let mut ws = WriteState::new(self.sb.clone());
+        if self.opts.data_writeback_bytes > 0 {
+            // Below everything that writes, the journal included: its flush
+            // before each commit block writes the waiting data first.
+            self.dev = Arc::new(blockdev::DataWriteback::new(self.dev.clone(), self.block_size, self.opts.data_writeback_bytes));
+        }
         if let Some(info) = &self.journal {
             let map = journal::JournalMap::new(info.runs.clone(), info.len_blocks, self.block_size()).map_err(super::journal_err)?;
             let mut j = journal::Journal::load(self.dev.clone(), map).map_err(super::journal_err)?;
