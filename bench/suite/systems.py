@@ -10,7 +10,11 @@ from .core import MiB
 
 # ext4lazy journal mode -> mount options; flags after the mode -> mount options
 MODE_OPTIONS = {"ordered": [], "lazy": ["journal=lazy"]}
-FLAG_OPTIONS = {"stepahead": ["stepahead"]}
+FLAG_OPTIONS = {
+    "stepahead": ["stepahead"],
+    # Ablation: file data written at once, one request per write, as before the data write-back layer.
+    "directdata": ["writeback_mb=0"],
+}
 
 
 class System:
