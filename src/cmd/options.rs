@@ -178,6 +178,9 @@ mod tests {
         let o = p("ro,allow_other,default_permissions,cache_mb=64,threads=4").unwrap();
         assert!(o.read_only && o.allow_other && !o.foreground);
         assert_eq!((o.cache_mb, o.threads), (64, 4));
+        assert_eq!(o.writeback_mb, 64, "data write-back on by default");
+        assert_eq!(p("rw,writeback_mb=0").unwrap().writeback_mb, 0);
+        assert!(p("writeback_mb=some").is_err());
     }
 
     #[test]
