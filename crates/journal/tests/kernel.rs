@@ -55,6 +55,23 @@ fn log_wraps(img: &Path) -> bool {
 
 /// Make a volume, change it while mounted, and return a copy taken while
 /// mounted (with `case.want_wrap`, the first copy whose log wraps).
+/// Copy an image the kernel has mounted. The kernel may be writing its
+/// superblock or the journal's at that moment (checkpointing, on a loaded
+/// machine), and a torn copy is unreadable to debugfs: copy again, a few
+/// times, until the journal inode can be read from the copy.
+fn copy_live_image(img: &Path, copy: &Path) {
+    for attempt in 1..=5 {
+        run("cp", &["--sparse=always", img.to_str().unwrap(), copy.to_str().unwrap()]);
+        let stat = debugfs(copy, "stat <8>");
+        if stat.contains("EXTENTS:") || stat.contains("BLOCKS:") {
+            return;
+        }
+        eprintln!("copy {attempt} of the live image is torn (debugfs cannot read the journal inode); copying again");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    panic!("five copies of the live image {} were all torn", img.display());
+}
+
 fn make_dirty_image(dir: &Path, case: &Case) -> std::path::PathBuf {
     let img = p(dir, "img");
     let mnt = p(dir, "mnt");
@@ -78,14 +95,7 @@ fn make_dirty_image(dir: &Path, case: &Case) -> std::path::PathBuf {
         for r in 1..=case.rounds {
             sh(&workload_round(&mnt, r));
             if case.want_wrap || r == case.rounds {
-                run(
-                    "cp",
-                    &[
-                        "--sparse=always",
-                        img.to_str().unwrap(),
-                        copy.to_str().unwrap(),
-                    ],
-                );
+                copy_live_image(&img, &copy);
                 if !case.want_wrap || log_wraps(&copy) {
                     return true;
                 }
