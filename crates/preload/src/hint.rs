@@ -36,6 +36,14 @@ fn hint(dirfd: libc::c_int, path: &[u8]) {
     if table.is_empty() {
         return; // the common case off ext4lazy: one clock read and a load
     }
+    if path[0] != b'/' && !path.contains(&b'/') {
+        // One name in a directory the program holds already (its cwd or
+        // `dirfd`: what fts, find and du do for every entry). Its only lookup
+        // is the one the FUSE lookup hint sees too; a full-path hint would add
+        // a getcwd or /proc readlink, a datagram and the daemon's work for
+        // nothing (measured: `du` 0.8x on cmr with such hints).
+        return;
+    }
     let mut full = PathBuf::default();
     if path[0] == b'/' {
         if full.set_joined(b"/", path).is_none() {
