@@ -29,20 +29,12 @@ pub unsafe fn before(dirfd: libc::c_int, path: *const libc::c_char) {
 }
 
 fn hint(dirfd: libc::c_int, path: &[u8]) {
-    if path.is_empty() {
-        return; // AT_EMPTY_PATH: the descriptor itself, no translation
+    if !crate::path::worth_hinting(path) {
+        return;
     }
     let Some(table) = mounts::current() else { return };
     if table.is_empty() {
         return; // the common case off ext4lazy: one clock read and a load
-    }
-    if path[0] != b'/' && !path.contains(&b'/') {
-        // One name in a directory the program holds already (its cwd or
-        // `dirfd`: what fts, find and du do for every entry). Its only lookup
-        // is the one the FUSE lookup hint sees too; a full-path hint would add
-        // a getcwd or /proc readlink, a datagram and the daemon's work for
-        // nothing (measured: `du` 0.8x on cmr with such hints).
-        return;
     }
     let mut full = PathBuf::default();
     if path[0] == b'/' {

@@ -68,6 +68,16 @@ impl PathBuf {
     }
 }
 
+/// Whether a call's path is worth a hint: not empty (AT_EMPTY_PATH: the
+/// descriptor itself) and not one name relative to a directory the program
+/// holds already (its cwd or `dirfd`: what fts, find and du do for every
+/// entry). That one lookup the FUSE lookup hint sees too; a full-path hint
+/// would add a getcwd or /proc readlink, a datagram and the daemon's work for
+/// nothing (measured: `du` 0.8x on `cmr` with such hints).
+pub fn worth_hinting(path: &[u8]) -> bool {
+    path.first() == Some(&b'/') || path.contains(&b'/')
+}
+
 /// Whether normalised absolute `path` is `mount` or below it.
 pub fn is_under(path: &[u8], mount: &[u8]) -> bool {
     if mount == b"/" {
@@ -177,6 +187,17 @@ mod tests {
         assert_eq!(joined("/m", &long), None);
         let fits = "n".repeat(MAX_PATH - 3);
         assert_eq!(joined("/m", &fits).map(|s| s.len()), Some(MAX_PATH));
+    }
+
+    #[test]
+    fn single_names_relative_to_a_held_directory_are_not_hinted() {
+        assert!(!worth_hinting(b""));
+        assert!(!worth_hinting(b"name"));
+        assert!(!worth_hinting(b".."));
+        assert!(worth_hinting(b"a/b"));
+        assert!(worth_hinting(b"/"));
+        assert!(worth_hinting(b"/mnt"));
+        assert!(worth_hinting(b"name/"));
     }
 
     #[test]
