@@ -30,7 +30,7 @@ def opened(p, flags):
 def probe(p, full):
     """One path through every call. `full`: also the calls that cost more (listing, reading)."""
     r = {"lstat": res(lambda: st(os.lstat(p))), "stat": res(lambda: st(os.stat(p))),
-         "access": os.access(p, os.R_OK), "open": res(lambda: opened(p, os.O_RDONLY | os.O_NOFOLLOW)),
+         "access": os.access(p, os.R_OK), "open": res(lambda: opened(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)),  # a fifo must not block
          "creat": res(lambda: opened(p + b".new", os.O_WRONLY | os.O_CREAT | os.O_EXCL))}
     if full:
         r["listdir"] = res(lambda: len(os.listdir(p)))

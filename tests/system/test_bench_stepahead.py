@@ -14,7 +14,7 @@ from harness import adapters
 pytestmark = pytest.mark.bench
 
 SYSTEMS = ["kernel-ext4-stock", "ext4lazy-ordered", "ext4lazy-ordered-stepahead", "ext4lazy-lazy",
-           "ext4lazy-lazy-stepahead"]
+           "ext4lazy-lazy-stepahead", "ext4lazy-ordered-stepahead-preload"]
 WORKLOADS = ["find", "du", "stat", "readdir", "grep", "touch"]
 LISTING = ["find", "du", "readdir"]         # workloads that list directories: StepAhead's KB learns them
 SCALE = 0.002                               # ~800 names under find/, ~550 under dust/: seconds per phase
@@ -112,3 +112,17 @@ def test_report_has_the_suite_tables(results):
             assert f"| {w} | {m} | " in report, (w, m)
     if have[("kernel-ext4-stock", "du")]["extra"]["kernel_memory"]["kmem_bytes"] is not None:
         assert "### Knowledge base against the kernel's dentry cache" in report
+
+
+def test_preload_system_sends_path_hints(results):
+    """`-preload`: the workload's programs run with the preload library; stat and touch by full path reach the
+    daemon as path hints, and only on that system."""
+    device, out, have, recs = results
+    for (s, w), r in have.items():
+        if s.startswith("kernel"):
+            continue
+        hints = r["extra"]["stepahead"]["path_hints"]
+        if s.endswith("-preload") and w in ("stat", "touch"):
+            assert hints >= r["params"]["files"], (s, w, hints)
+        elif not s.endswith("-preload"):
+            assert hints == 0, (s, w, hints)
