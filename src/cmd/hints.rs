@@ -26,6 +26,9 @@ use std::time::Duration;
 /// milliseconds on a disk; a program does not wait for it, so a deep queue
 /// would only hold paths already translated.
 const QUEUE: usize = 64;
+/// Socket receive buffer asked for (the kernel caps it at net.core.rmem_max):
+/// about 4,000 short datagrams instead of the default's ~200.
+const RECV_BUFFER: libc::c_int = 4 << 20;
 /// Longest datagram taken: PATH_MAX.
 const MAX_HINT: usize = 4096;
 
@@ -70,6 +73,19 @@ impl HintListener {
         let mode = if allow_other { 0o666 } else { 0o600 };
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
         sock.set_read_timeout(Some(Duration::from_millis(200)))?;
+        // Room for bursts while the receiving thread waits for a CPU (a busy
+        // machine): the kernel's queue drops what does not fit, unseen.
+        let bytes: libc::c_int = RECV_BUFFER;
+        // SAFETY: setsockopt on our own socket with an int option value.
+        unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&sock),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                &bytes as *const libc::c_int as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = sync_channel::<Vec<u8>>(QUEUE);
         let receiver = {
