@@ -1,5 +1,6 @@
 """Runs a suite: the phases of every group on every system, interleaved (phase 1 of every system, then phase
 2, ...) so that load from elsewhere falls on all systems alike; records as they finish; resumable."""
+import contextlib
 import hashlib
 import json
 import multiprocessing
@@ -19,9 +20,25 @@ from .systems import baseline_journal_mib
 # ext4lazy's StepAhead figures (-o stats=FILE, docs/STEPAHEAD.md): top-level in every record, None for the others
 STEPAHEAD_KEYS = ("hit_rate", "prefetch_wasted_blocks", "kb_bytes")
 STEPAHEAD_EXTRA = ("stepahead", "translation_hits", "translation_misses", "prefetch_blocks", "prefetch_used_blocks",
-                   "prefetch_batches", "prefetch_backoffs", "prefetch_lone_skips", "kb_entries", "kb_dirs")
+                   "prefetch_batches", "prefetch_backoffs", "prefetch_lone_skips", "kb_entries", "kb_dirs",
+                   "path_hints", "path_hints_dropped", "path_hint_blocks")
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@contextlib.contextmanager
+def workload_env(changes):
+    """Set environment variables for the workload's programs (inherited by its subprocesses), then restore."""
+    old = {k: os.environ.get(k) for k in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 class Refused(Exception):
@@ -274,7 +291,8 @@ class Runner:
                 sampler = accounting.Sampler(accounting.ext4lazy_live_totals(devices.live_stats_path(v.mnt)))
             else:
                 sampler = accounting.Sampler(lambda: accounting.loop_stat(v.loop))
-            with accounting.KernelMemory(f"{v.system.name}-{w.name}") as kmem:
+            with accounting.KernelMemory(f"{v.system.name}-{w.name}") as kmem, \
+                    workload_env(v.system.workload_env(self.binary)):
                 t0 = time.monotonic()
                 extra = w.run(v.mnt, ctx) or {}
                 t1 = time.monotonic()

@@ -3,6 +3,7 @@
 ext4lazy-<mode>[-stepahead] is parsed, not listed, so modes and the StepAhead flag added later need no change here
 beyond the mount option they map to (MODE_OPTIONS, FLAG_OPTIONS).
 """
+import os
 import re
 import shutil
 
@@ -14,13 +15,24 @@ FLAG_OPTIONS = {
     "stepahead": ["stepahead"],
     # Ablation: file data written at once, one request per write, as before the data write-back layer.
     "directdata": ["writeback_mb=0"],
+    # StepAhead's full-path hints read only what the path needs (no read-ahead of a new directory).
+    "exact": ["stepahead_paths=exact"],
+    # Changes how the workload runs, not the mount: its programs run with LD_PRELOAD=libext4lazy_preload.so
+    # (StepAhead's full-path hints, docs/STEPAHEAD.md).
+    "preload": [],
 }
+PRELOAD_LIB = "libext4lazy_preload.so"
 
 
 class System:
-    def __init__(self, name, kind, fstype="ext4", journal=None, options=(), doc=""):
+    def __init__(self, name, kind, fstype="ext4", journal=None, options=(), doc="", preload=False):
         self.name, self.kind, self.fstype, self.journal, self.options, self.doc = (
             name, kind, fstype, journal, list(options), doc)
+        self.preload = preload
+
+    def workload_env(self, binary):
+        """Environment changes for the workload's programs: the preload library for `-preload` systems."""
+        return {"LD_PRELOAD": preload_library(binary)} if self.preload else {}
 
     @property
     def leaves_journal(self):
@@ -43,6 +55,9 @@ class System:
                 return False, f"{tool} is not installed (scripts/setup.sh installs it)"
         if self.kind == "ext4lazy" and not binary:
             return False, "no ext4lazy binary (run through `ext4lazy bench` or set EXT4LAZY_BIN)"
+        if self.preload and not os.path.isfile(preload_library(binary)):
+            return False, (f"no preload library at {preload_library(binary)} (cargo build --release builds it "
+                           f"beside the binary; or set EXT4LAZY_PRELOAD)")
         return True, ""
 
 
@@ -69,13 +84,13 @@ def get(name):
                 opts += FLAG_OPTIONS[f]
             return System(name, "ext4lazy", journal="large", options=opts,
                           doc=f"ext4lazy, journal={m.group(1)}" + "".join(f", {f}" for f in flags)
-                              + " (large journal, as the baseline)")
+                              + " (large journal, as the baseline)", preload="preload" in flags)
     raise ValueError(f"unknown system {name!r}; systems: {', '.join(names())}")
 
 
 # Flags that change only how a volume is read, never what is on it: a system with them may walk a copy of the
 # volume its base system (the same name without them) made in a setup phase.
-READ_ONLY_FLAGS = {"stepahead"}
+READ_ONLY_FLAGS = {"stepahead", "exact", "preload"}
 
 
 def volume_base(name):
@@ -89,7 +104,13 @@ def volume_base(name):
 
 def names():
     return list(FIXED) + [f"ext4lazy-{m}" for m in MODE_OPTIONS] + [
-        f"ext4lazy-{m}-{f}" for m in MODE_OPTIONS for f in FLAG_OPTIONS]
+        f"ext4lazy-{m}-{f}" for m in MODE_OPTIONS for f in
+        ("stepahead", "directdata", "stepahead-preload", "stepahead-exact-preload")]
+
+
+def preload_library(binary):
+    """$EXT4LAZY_PRELOAD, else the library built beside the ext4lazy binary (same cargo target directory)."""
+    return os.environ.get("EXT4LAZY_PRELOAD") or os.path.join(os.path.dirname(binary or ""), PRELOAD_LIB)
 
 
 def default_journal_mib(size):

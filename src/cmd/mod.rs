@@ -2,6 +2,7 @@ pub mod bench;
 pub mod checkpoint;
 pub mod fusemount;
 pub mod helper;
+pub mod hints;
 pub mod install;
 pub mod mount;
 pub mod options;

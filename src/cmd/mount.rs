@@ -77,12 +77,16 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
         }
     };
     let live = live_stats_path(mountpoint);
-    if let Some(mut r) = ready.take() {
+    let hints = if let Some(mut r) = ready.take() {
         detach(mountpoint)?;
+        let hints = start_hints(opts, &session.vol, mountpoint);
         // Live figures exist as soon as `mount` returns.
         let _ = write_stats(&session.vol, &session.devices, &live);
         let _ = r.write_all(b"OK");
-    }
+        hints
+    } else {
+        start_hints(opts, &session.vol, mountpoint)
+    };
     let Prepared { session, vol, devices, lock } = session;
     let (stop_ticker, stop) = std::sync::mpsc::channel::<()>();
     let ticker = {
@@ -111,6 +115,7 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
         })
     };
     let served = session.run().context("serving FUSE requests");
+    drop(hints);
     drop(stop_ticker);
     let _ = ticker.join();
     let _ = std::fs::remove_file(&live);
@@ -134,6 +139,21 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
     }
     drop(lock);
     done
+}
+
+/// Full-path hints (`-o stepahead`), listening before `mount` returns so that
+/// programs started right after it can send them. Best effort: without the
+/// socket the mount works, with the FUSE hints only.
+fn start_hints(opts: &MountOptions, vol: &Arc<Volume>, mountpoint: &Path) -> Option<super::hints::HintListener> {
+    opts.stepahead?;
+    let mnt = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    match super::hints::HintListener::start(vol.clone(), &mnt, opts.allow_other) {
+        Ok(h) => Some(h),
+        Err(e) => {
+            fuse::report(format_args!("no path hints for {}: {e:#}", mnt.display()));
+            None
+        }
+    }
 }
 
 /// Replace `path` with the engine's counters as JSON, atomically (a reader
@@ -231,6 +251,9 @@ fn stepahead_keys(vol: &Volume, final_figures: bool) -> serde_json::Map<String, 
         "prefetch_batches": s.prefetch_batches,
         "prefetch_backoffs": s.prefetch_backoffs,
         "prefetch_lone_skips": s.prefetch_lone_skips,
+        "path_hints": s.path_hints,
+        "path_hints_dropped": s.path_hints_dropped,
+        "path_hint_blocks": s.path_hint_blocks,
         "kb_entries": s.kb_entries,
         "kb_dirs": s.kb_dirs,
         "kb_bytes": s.kb_bytes,

@@ -98,6 +98,14 @@ impl MountOptions {
                 "stepahead_budget" => {
                     o.stepahead.get_or_insert_with(Default::default).budget_blocks = number(value)?.max(1);
                 }
+                "stepahead_paths" => {
+                    let sa = o.stepahead.get_or_insert_with(Default::default);
+                    sa.path_ahead = match value {
+                        Some("ahead") => true,
+                        Some("exact") => false,
+                        _ => bail!("mount option stepahead_paths needs a value: stepahead_paths=ahead or stepahead_paths=exact"),
+                    };
+                }
                 "stepahead_depth" => {
                     o.stepahead.get_or_insert_with(Default::default).depth = number(value)?.clamp(1, 16);
                 }
@@ -213,6 +221,10 @@ mod tests {
         assert_eq!(p("stepahead_budget=64").unwrap().stepahead.map(|s| s.budget_blocks), Some(64));
         assert!(p("stepahead,nostepahead").unwrap().stepahead.is_none());
         assert!(p("stepahead=yes").is_err());
+        assert_eq!(p("stepahead").unwrap().stepahead.map(|s| s.path_ahead), Some(true));
+        assert_eq!(p("stepahead_paths=exact").unwrap().stepahead.map(|s| s.path_ahead), Some(false));
+        assert!(p("stepahead_paths=some").is_err());
+        assert!(p("stepahead_paths").is_err());
         assert!(p("stepahead_budget=x").is_err());
     }
 

@@ -660,3 +660,93 @@ fn prefetch_reads_adjacent_blocks_as_one_run() {
         assert_eq!((st.read, st.runs), (3, 1), "{label}: {st:?}");
     }
 }
+
+/// A path as the daemon's hint socket hands it over: normalised lexically.
+fn hint_components(path: &str) -> Vec<&[u8]> {
+    let mut out: Vec<&[u8]> = Vec::new();
+    for c in split(path) {
+        if c == b".." {
+            out.pop();
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn open_with_path_hints(img: &Path, cache_bytes: usize, path_ahead: bool) -> Volume {
+    let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(img, false).unwrap());
+    let sa = stepahead::StepAheadOptions { path_ahead, ..Default::default() };
+    Volume::open(dev, VolumeOptions { cache_bytes, stepahead: Some(sa), ..Default::default() }).unwrap()
+}
+
+/// Full-path hints (the preload library's) before every resolution, from a
+/// true, an empty and a stale KB, with and without the read-ahead of new
+/// directories' parents: the results are exactly the plain ones (errors too).
+#[test]
+fn path_hints_never_change_results() {
+    let Some((_work, linear, hashed)) = images() else { return };
+    for img in [&linear, &hashed] {
+        let base = open(img);
+        let paths = all_paths(&base);
+        let dirs = dir_inodes(&base, &paths);
+        let expected: Vec<Outcome> = paths.iter().map(|p| resolve(&base, ROOT_INO, &split(p))).collect();
+        assert!(expected.iter().any(|o| *o == Err(libc_enoent())) && expected.iter().any(|o| *o == Err(20)), "ENOENT and ENOTDIR cases");
+        for path_ahead in [true, false] {
+            for kb in ["true", "empty", "stale"] {
+                let vol = open_with_path_hints(img, 256 << 10, path_ahead);
+                match kb {
+                    "true" => vol.with_kb_mut(|k| stepahead::learn_tree(&base, k, ROOT_INO).map(|_| ())).unwrap().unwrap(),
+                    "stale" => vol.with_kb_mut(|k| *k = stale_kb(&base, &dirs, &paths)).unwrap(),
+                    _ => {}
+                }
+                let mut state = stepahead::PathHints::default();
+                for (p, want) in paths.iter().zip(&expected) {
+                    vol.hint_path(&hint_components(p), &mut state);
+                    assert_eq!(&resolve(&vol, ROOT_INO, &split(p)), want, "{kb} KB, ahead {path_ahead}: {p}");
+                }
+                let st = vol.stepahead_stats(true);
+                assert_eq!(st.path_hints, paths.len() as u64);
+                assert_eq!(st.path_hints_dropped, 0, "{st:?}");
+                eprintln!("{}: {kb} KB, ahead {path_ahead}: {} hinted resolutions identical; {st:?}", img.display(), paths.len());
+            }
+        }
+    }
+}
+
+/// One hint for a deep path on a cold cache reads everything its resolution
+/// needs, so the resolution after it reads nothing from the device: with a
+/// KB that knows the path in one batch; without, by reading ahead each
+/// directory it did not know (which teaches the KB the next step).
+#[test]
+fn a_path_hint_prefetches_a_cold_deep_path() {
+    let Some((_work, linear, hashed)) = images() else { return };
+    let deep = "level-0/level-1/level-2/level-3/level-4/level-5/level-6/level-7/level-8/level-9/target";
+    for img in [&linear, &hashed] {
+        let base = open(img);
+        let want = resolve(&base, ROOT_INO, &split(deep));
+        assert!(want.is_ok());
+        for known in [true, false] {
+            // Without a KB, only the read-ahead of new directories finds the path.
+            let vol = open_with_path_hints(img, 64 << 20, !known);
+            if known {
+                vol.with_kb_mut(|k| stepahead::learn_tree(&base, k, ROOT_INO).map(|_| ())).unwrap().unwrap();
+            }
+            let before = vol.stepahead_stats(false);
+            let read = vol.hint_path(&split(deep), &mut stepahead::PathHints::default());
+            let hinted = vol.stepahead_stats(false);
+            assert_eq!(resolve(&vol, ROOT_INO, &split(deep)), want);
+            let after = vol.stepahead_stats(false);
+            eprintln!("{}: KB knows the path: {known}; {read} blocks, {} batches; misses during the resolution: {}",
+                img.display(), hinted.prefetch_batches - before.prefetch_batches, after.translation_misses - hinted.translation_misses);
+            assert_eq!(hinted.path_hint_blocks, read as u64);
+            assert_eq!(after.translation_misses, hinted.translation_misses, "the resolution found everything cached");
+            if known {
+                assert!(read >= 11, "an inode block per level at least: {read}");
+                assert_eq!(hinted.prefetch_batches - before.prefetch_batches, 1, "a known path is one batch");
+            } else {
+                assert!(read >= 11, "{read}");
+            }
+        }
+    }
+}

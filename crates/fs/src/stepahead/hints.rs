@@ -43,12 +43,18 @@ impl Volume {
     /// Directory `dir` is about to be listed from its start.
     pub fn hint_listing(&self, dir: &Inode) {
         let Some(sa) = self.stepahead_on() else { return };
-        if !dir.is_dir() {
-            return;
-        }
         let mut budget = sa.opts.budget_blocks;
+        self.listing_ahead(sa, dir, &mut budget);
+    }
+
+    /// The listing hint's reads, within `budget`: the blocks read.
+    pub(super) fn listing_ahead(&self, sa: &StepAhead, dir: &Inode, budget: &mut usize) -> usize {
+        let mut read = 0;
+        if !dir.is_dir() {
+            return read;
+        }
         // The layout from the inode is exact (the KB's may be stale).
-        let Ok(layout) = self.dir_layout(dir) else { return };
+        let Ok(layout) = self.dir_layout(dir) else { return read };
         let mut first: Vec<u64> = layout.extent_blocks.iter().chain(&layout.blocks).copied().collect();
         {
             let kb = sa.kb.read();
@@ -62,8 +68,8 @@ impl Volume {
                 }
             }
         }
-        self.hint_prefetch(&first, &mut budget, Lone::Read);
-        let Some(entries) = self.learn_cached(&sa.kb, dir, &layout) else { return };
+        read += self.hint_prefetch(&first, budget, Lone::Read).read;
+        let Some(entries) = self.learn_cached(&sa.kb, dir, &layout) else { return read };
         let mut frontier = real_children(&entries);
         // Level by level down the subtree: the entries' inode blocks, then
         // the blocks of the subdirectories the KB did not know, which are
@@ -73,7 +79,7 @@ impl Volume {
             for &(c, _) in &frontier {
                 self.push_inode_block(c, &mut inode_blocks);
             }
-            self.hint_prefetch(&inode_blocks, &mut budget, Lone::Read);
+            read += self.hint_prefetch(&inode_blocks, budget, Lone::Read).read;
             let subdirs: Vec<Inode> = {
                 let kb = sa.kb.read();
                 frontier
@@ -85,8 +91,8 @@ impl Volume {
             };
             let layouts: Vec<Vec<u64>> = subdirs.iter().map(|d| self.dir_blocks_without_io(d, SUBDIR_BLOCKS)).collect();
             let sub: Vec<u64> = layouts.iter().flatten().copied().collect();
-            self.hint_prefetch(&sub, &mut budget, Lone::Read);
-            if level + 1 >= sa.opts.depth || budget == 0 {
+            read += self.hint_prefetch(&sub, budget, Lone::Read).read;
+            if level + 1 >= sa.opts.depth || *budget == 0 {
                 break;
             }
             frontier.clear();
@@ -104,6 +110,7 @@ impl Volume {
                 break;
             }
         }
+        read
     }
 
     /// A listing of `dir` goes on from `offset` (a later readdir call): if the
@@ -175,18 +182,24 @@ impl Volume {
     /// read its first blocks ahead of the lookup or listing that follows.
     pub fn hint_looked_up(&self, child: &Inode) {
         let Some(sa) = self.stepahead_on() else { return };
+        let mut budget = sa.opts.budget_blocks;
+        self.looked_up_ahead(sa, child, &mut budget);
+    }
+
+    /// The looked-up hint's reads, within `budget`: the blocks read.
+    pub(super) fn looked_up_ahead(&self, sa: &StepAhead, child: &Inode, budget: &mut usize) -> usize {
         if !child.is_dir() || sa.kb.read().knows(child.ino) {
-            return;
+            return 0;
         }
         let max = if self.is_htree(child) { 1 } else { SUBDIR_BLOCKS };
         let blocks = self.dir_blocks_without_io(child, max);
-        let mut budget = sa.opts.budget_blocks;
-        self.hint_prefetch(&blocks, &mut budget, Lone::Skip);
+        let read = self.hint_prefetch(&blocks, budget, Lone::Skip).read;
         // Small directories, now whole in the cache, are learnt for free.
         if blocks.len() as u64 == self.dir_blocks(child) && !blocks.is_empty() {
             let layout = DirLayout { blocks, extent_blocks: Vec::new() };
             let _ = self.learn_cached(&sa.kb, child, &layout);
         }
+        read
     }
 
     /// Resolve `path` (components, no slashes) from directory `start`, as a

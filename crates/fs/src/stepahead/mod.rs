@@ -14,12 +14,14 @@
 mod hints;
 pub mod kb;
 mod learn;
+mod paths;
 mod plan;
 mod prefetch;
 mod update;
 
 pub use kb::{DirKind, Hint, KnowledgeBase};
 pub use learn::{learn, learn_tree};
+pub use paths::PathHints;
 pub use plan::{plan, Plan};
 pub use prefetch::PrefetchStats;
 pub(crate) use update::KbChange;
@@ -38,12 +40,16 @@ pub struct StepAheadOptions {
     pub congestion_limit: usize,
     /// Levels of subdirectories a listing hint reads ahead (`stepahead_depth=`).
     pub depth: usize,
+    /// A full-path hint that enters a directory the KB did not know also
+    /// reads its parent ahead as a listing hint would (`stepahead_paths=ahead`,
+    /// the default); `stepahead_paths=exact` reads only what the path needs.
+    pub path_ahead: bool,
 }
 
 impl Default for StepAheadOptions {
     fn default() -> Self {
         // 512 blocks = 2 MiB a hint with 4 KiB blocks; 32 = a SATA NCQ queue.
-        StepAheadOptions { budget_blocks: 512, congestion_limit: 32, depth: 3 }
+        StepAheadOptions { budget_blocks: 512, congestion_limit: 32, depth: 3, path_ahead: true }
     }
 }
 
@@ -55,6 +61,11 @@ pub(crate) struct StepAhead {
     backoffs: AtomicU64,
     /// Hints that came down to one request and left it to the operation.
     lone_skips: AtomicU64,
+    /// Full-path hints (preload library): taken, dropped while busy, and the
+    /// blocks they prefetched.
+    path_hints: AtomicU64,
+    path_hints_dropped: AtomicU64,
+    path_hint_blocks: AtomicU64,
 }
 
 impl StepAhead {
@@ -65,6 +76,9 @@ impl StepAhead {
             batches: AtomicU64::new(0),
             backoffs: AtomicU64::new(0),
             lone_skips: AtomicU64::new(0),
+            path_hints: AtomicU64::new(0),
+            path_hints_dropped: AtomicU64::new(0),
+            path_hint_blocks: AtomicU64::new(0),
         }
     }
 }
@@ -106,6 +120,12 @@ pub struct StepAheadStats {
     /// Lookup hints whose blocks came down to one request, left to the
     /// lookup itself (it reads them with its own readahead).
     pub prefetch_lone_skips: u64,
+    /// Full-path hints received from the preload library (every one counted,
+    /// dropped or not), dropped because the queue was full, and the blocks
+    /// the rest prefetched.
+    pub path_hints: u64,
+    pub path_hints_dropped: u64,
+    pub path_hint_blocks: u64,
     pub kb_entries: u64,
     pub kb_dirs: u64,
     pub kb_bytes: u64,
@@ -144,6 +164,9 @@ impl Volume {
             st.prefetch_batches = sa.batches.load(Ordering::Relaxed);
             st.prefetch_backoffs = sa.backoffs.load(Ordering::Relaxed);
             st.prefetch_lone_skips = sa.lone_skips.load(Ordering::Relaxed);
+            st.path_hints = sa.path_hints.load(Ordering::Relaxed);
+            st.path_hints_dropped = sa.path_hints_dropped.load(Ordering::Relaxed);
+            st.path_hint_blocks = sa.path_hint_blocks.load(Ordering::Relaxed);
             let kb = sa.kb.read();
             st.kb_entries = kb.len() as u64;
             st.kb_dirs = kb.dirs() as u64;

@@ -22,6 +22,8 @@ pub struct Plan {
     pub blocks: Vec<u64>,
     /// Path components whose child the KB knew (the plan covers them all).
     pub known: usize,
+    /// The inode the plan reached: `start`, or the child of the last known step.
+    pub at: u32,
 }
 
 impl Plan {
@@ -43,7 +45,7 @@ impl Plan {
 
 /// Plan the resolution of `path` (components, no slashes) from directory `start`.
 pub fn plan(vol: &Volume, kb: &KnowledgeBase, start: u32, path: &[&[u8]]) -> Plan {
-    let mut p = Plan::default();
+    let mut p = Plan { at: start, ..Plan::default() };
     if !p.push_inode(vol, start) {
         return p;
     }
@@ -71,6 +73,7 @@ pub fn plan(vol: &Volume, kb: &KnowledgeBase, start: u32, path: &[&[u8]]) -> Pla
             break;
         }
         p.known += 1;
+        p.at = h.child;
         dir = h.child;
     }
     p
