@@ -42,6 +42,9 @@ def parse_run(argv):
     ap.add_argument("--timeout", type=int, default=6 * 3600, help="per workload, seconds")
     ap.add_argument("--no-traces", dest="traces", action="store_false",
                     help="no per-request model traces (no offset plots; saves disk at large scales)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run every (system, workload) N times, each repetition of a group on fresh volumes, the "
+                         "systems interleaved; records hold the mean and every repetition")
     ap.add_argument("--keep", action="store_true", help="keep the images in OUT/work (debugging)")
     ap.add_argument("--no-plots", dest="plots", action="store_false")
     return ap.parse_args(argv)
@@ -69,6 +72,8 @@ def cmd_run(argv):
             raise Refused(f"unknown device {args.device!r}; devices: {', '.join(devices.DEVICES)}")
         if not (args.scale > 0) or not (args.speed > 0):
             raise Refused("--scale and --speed must be positive")
+        if args.repeat < 1:
+            raise Refused("--repeat must be at least 1")
         try:
             chosen = [systems.get(n.strip()) for n in (args.systems or ",".join(suite.default_systems)).split(",")
                       if n.strip()]
@@ -117,7 +122,7 @@ def main(argv):
     if not argv or argv[0] in ("-h", "--help", "help"):
         print("usage: ext4lazy bench list\n"
               "       ext4lazy bench run --suite SUITE --device DEVICE [--systems A,B,...] [--scale X] [--speed S] "
-              "--out DIR\n"
+              "[--repeat N] --out DIR\n"
               "       ext4lazy bench report DIR        (rewrite DIR/report.md and the plots)\n"
               "`ext4lazy bench run --help` lists every option; docs/BENCH.md explains them.")
         return 0

@@ -3,7 +3,10 @@
 (matplotlib): `/usr/bin/python3 plots.py DIR`; prints the names of the files it wrote.
 
 - runtime-SUITE-DEVICE.png: runtime per workload and system (Figure 7); on SMR devices with the cleaning time
-  after the run stacked on top (Figure 11).
+  after the run stacked on top (Figure 11).  With repeated runs (--repeat): the bar is the mean, the whisker spans
+  the lowest to the highest run and a dot marks each run.
+- ratios-SUITE-DEVICE.png (repeated runs): baseline / lazy, ordered / lazy and baseline / ordered per workload,
+  the ratio of the mean runtimes with whiskers from the lowest to the highest ratio within a round.
 - offsets-SUITE-DEVICE-WORKLOAD.png: device offsets of requests over time by class (Figure 8), for MakeDirs,
   RemoveDirs and Postmark, one panel per system (a sample of at most 20,000 requests per run).
 - throughput-SUITE-DEVICE-WORKLOAD.png: device throughput over time per system (Figures 9 and 12), for the
@@ -49,6 +52,14 @@ def runtime_plot(out, suite, device, rs):
         xs = [j + i * width for j in range(len(wls))]
         run = [by[(n, w)]["runtime_s"] if (n, w) in by else 0 for w in wls]
         ax.bar(xs, run, width, label=n)
+        spread = [(x, by[(n, w)]) for x, w in zip(xs, wls) if (by.get((n, w)) or {}).get("runs", 1) > 1]
+        if spread:
+            ax.errorbar([x for x, _ in spread], [r["runtime_s"] for _, r in spread],
+                        yerr=[[r["runtime_s"] - r["runtime_s_min"] for _, r in spread],
+                              [r["runtime_s_max"] - r["runtime_s"] for _, r in spread]],
+                        fmt="none", ecolor="black", elinewidth=1, capsize=3)
+            for x, r in spread:
+                ax.scatter([x] * len(r["runtime_s_all"]), r["runtime_s_all"], s=6, c="black", zorder=3)
         if smr:
             cl = [by[(n, w)]["cleaning_s"] if (n, w) in by else 0 for w in wls]
             ax.bar(xs, cl, width, bottom=run, color="none", edgecolor="black", hatch="//",
@@ -57,9 +68,58 @@ def runtime_plot(out, suite, device, rs):
     ax.set_xticklabels(wls, rotation=20)
     ax.set_ylabel("seconds" + (" (runtime + cleaning)" if smr else ""))
     scale = rs[0].get("scale")
-    ax.set_title(f"{suite} on {device}, scale {scale}" + (f", speed {rs[0]['speed']}" if rs[0].get("speed") else ""))
+    runs = max(r.get("runs", 1) for r in by.values()) if by else 1
+    ax.set_title(f"{suite} on {device}, scale {scale}" + (f", speed {rs[0]['speed']}" if rs[0].get("speed") else "")
+                 + (f"; mean of {runs} runs, whiskers min-max" if runs > 1 else ""))
     ax.legend(fontsize=7)
     return save(fig, out, f"runtime-{suite}-{device}.png")
+
+
+RATIO_PAIRS = [("kernel-ext4-baseline", "ext4lazy-lazy"), ("ext4lazy-ordered", "ext4lazy-lazy"),
+               ("kernel-ext4-baseline", "ext4lazy-ordered")]
+
+
+def rep_times(r):
+    return {x["rep"]: x["runtime_s"] for x in r.get("repetitions", []) if not x.get("error") and x.get("runtime_s")}
+
+
+def ratio_plot(out, suite, device, rs):
+    """ratios-SUITE-DEVICE.png (repeated runs only): runtime ratios per workload, bar = ratio of the means,
+    whiskers = lowest to highest ratio of two runs of the same round."""
+    by = {(r["system"], r["workload"]): r for r in rs if not r.get("error")}
+    if max((r.get("runs", 1) for r in by.values()), default=1) < 2:
+        return None
+    pairs = [(a, b) for a, b in RATIO_PAIRS if any(k[0] == a for k in by) and any(k[0] == b for k in by)]
+    wls = []
+    for r in rs:
+        if r["workload"] not in wls:
+            wls.append(r["workload"])
+    if not pairs:
+        return None
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(wls) * len(pairs) / 1.5), 3.6))
+    width = 0.8 / len(pairs)
+    for i, (a, b) in enumerate(pairs):
+        xs, ys, lo, hi = [], [], [], []
+        for j, w in enumerate(wls):
+            ra, rb = by.get((a, w)), by.get((b, w))
+            if not ra or not rb or not rb["runtime_s"]:
+                continue
+            ta, tb = rep_times(ra), rep_times(rb)
+            within = [ta[k] / tb[k] for k in set(ta) & set(tb) if tb[k] > 0]
+            y = ra["runtime_s"] / rb["runtime_s"]
+            xs.append(j + i * width)
+            ys.append(y)
+            lo.append(y - min(within + [y]))
+            hi.append(max(within + [y]) - y)
+        ax.bar(xs, ys, width, label=f"{a} / {b}")
+        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="none", ecolor="black", elinewidth=1, capsize=3)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(wls))])
+    ax.set_xticklabels(wls, rotation=20)
+    ax.set_ylabel("runtime ratio (x faster)")
+    ax.set_title(f"{suite} on {device}: ratios of the mean runtimes, whiskers min-max within a round", fontsize=9)
+    ax.legend(fontsize=7)
+    return save(fig, out, f"ratios-{suite}-{device}.png")
 
 
 def load_raw(out, r):
@@ -120,9 +180,10 @@ def main(out):
         if not good:
             continue
         made.append(runtime_plot(out, suite, device, good))
+        made.append(ratio_plot(out, suite, device, good))
         for w in ("MakeDirs", "RemoveDirs", "Postmark"):
             made.append(offsets_plot(out, suite, device, w, [r for r in good if r["workload"] == w]))
-        for w in ("MakeDirs", "CreateFiles", "Postmark"):
+        for w in ("MakeDirs", "CreateFiles", "Postmark", "CompileMix"):
             made.append(throughput_plot(out, suite, device, w, [r for r in good if r["workload"] == w]))
     for m in made:
         if m:

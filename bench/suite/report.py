@@ -4,7 +4,7 @@ transactions per second, the checks of the accounting, and the plots."""
 import json
 import os
 
-from . import systems
+from . import repeats, systems
 from .suites import all_suites
 
 ORDER = ["kernel-ext4-stock", "kernel-ext4-baseline", "kernel-xfs", "fuse2fs", "ext4lazy-ordered",
@@ -21,6 +21,30 @@ def ratio(a, b):
 
 def xr(v):
     return "—" if v is None else f"{v:.2f}x"
+
+
+def runtime_cell(r):
+    """Mean runtime, with the sample standard deviation over the repetitions when there are several."""
+    text = f2(r["runtime_s"])
+    if (r.get("runs") or 1) > 1 and r.get("runtime_s_sd") is not None:
+        text += f" ± {f2(r['runtime_s_sd'])}"
+    if (r.get("repeat") or 1) > (r.get("runs") or 1):
+        text += f" ({r.get('runs', 0)} of {r['repeat']} runs)"
+    return text
+
+
+def ratio_cell(a, b):
+    """Ratio of the mean runtimes, with the range of the ratios within a round when there are two or more."""
+    r, lo, hi, n = repeats.ratio_spread(a, b)
+    if r is None:
+        return "—"
+    return xr(r) + (f" ({lo:.2f}-{hi:.2f})" if n > 1 else "")
+
+
+def io_cell(r, k):
+    v = f2(r["io_mib"].get(k), 1)
+    s = (r.get("io_mib_sd") or {}).get(k)
+    return v + (f" ± {s:.1f}" if s is not None and s >= 0.05 else "")
 
 
 def sys_order(names):
@@ -123,13 +147,18 @@ def write(out, pngs):
                 elif r.get("error"):
                     row.append("FAILED")
                 else:
-                    row.append(f2(r["runtime_s"]) + (f" + {f2(r['cleaning_s'], 1)} cleaning" if smr else ""))
-            row += [xr(ratio(rt(a, w), rt(b, w))) for _, a, b in ratios]
+                    row.append(runtime_cell(r) + (f" + {f2(r['cleaning_s'], 1)} cleaning" if smr else ""))
+            row += [ratio_cell(by.get((a, w)), by.get((b, w))) for _, a, b in ratios]
             if sp:
                 lo_hi = sp.get(w)
                 row.append("—" if not lo_hi else (f"{lo_hi[0]:g}x" if lo_hi[0] == lo_hi[1]
                                                    else f"{lo_hi[0]:g}-{lo_hi[1]:g}x"))
             L.append("| " + " | ".join(row) + " |")
+        nruns = sorted({r.get("runs") or 1 for r in rs if not r.get("error")})
+        if nruns and nruns[-1] > 1:
+            L += ["", f"Runs per cell: {', '.join(map(str, nruns))} (each on a fresh volume, the systems interleaved "
+                  "phase by phase). Cells: mean ± sample standard deviation; ratios: ratio of the means, in brackets "
+                  "the lowest and highest ratio of two runs of the same round."]
         L.append("")
         if paper.get("goals"):
             L += [f"Goals (issue #6, the paper's figures): {paper['goals']}", ""]
@@ -164,8 +193,7 @@ def write(out, pngs):
                 r = by.get((n, w))
                 if not r or r.get("error"):
                     continue
-                m = r["io_mib"]
-                L.append(f"| {w} | {n} | " + " | ".join(f2(m[k], 1) for k in (
+                L.append(f"| {w} | {n} | " + " | ".join(io_cell(r, k) for k in (
                     "metadata_read", "metadata_write", "journal_read", "journal_write", "data_read",
                     "data_write")) + " |")
         t2 = paper.get("table2")
@@ -205,8 +233,13 @@ def write(out, pngs):
                     L.append(f"- {w} / {n}: FAILED: {r['error'][:500]}")
                     continue
                 text, ok = check_line(r)
-                L.append(f"- {w} / {n}: {'ok' if ok else 'MISMATCH'}: {text}; source: {r['io_source']}; "
-                         f"load {f2(r.get('loadavg_1m'), 1)}")
+                runs = r.get("runs") or 1
+                L.append(f"- {w} / {n}: {'ok' if ok else 'MISMATCH'}: {text}" + (" (means over the runs)" if runs > 1
+                                                                                  else "")
+                         + f"; source: {r['io_source']}; load {f2(r.get('loadavg_1m'), 1)}"
+                         + (f"; runtimes {', '.join(f2(x) for x in r['runtime_s_all'])} s" if runs > 1 else ""))
+                for bad in [x for x in r.get("repetitions", []) if x.get("error")]:
+                    L.append(f"  - run {bad['rep'] + 1} FAILED: {bad['error'][:300]}")
         L.append("")
     if pngs:
         L += ["## Plots", ""] + [f"![{p}]({p})" for p in pngs] + [""]

@@ -9,7 +9,7 @@ import platform
 import subprocess
 import time
 
-from . import accounting, devices
+from . import accounting, devices, repeats
 from .core import Ctx, GiB, MiB
 from .devices import SetupError, Volume, util
 from .progress import Progress
@@ -78,12 +78,19 @@ class Results:
         with open(path) as f:
             return json.load(f)
 
-    def finished(self):
-        return {key(r) for r in self.records if not r.get("error")}
+    def done_reps(self):
+        """(suite, system, device, workload) -> indices of its repetitions finished without error."""
+        return {key(r): repeats.done_reps(r) for r in self.records}
 
     def add(self, rec):
         self.records = [r for r in self.records if key(r) != key(rec)] + [rec]
         self._save(self.path, self.records)
+
+    def add_repetition(self, rec, rep, repeat):
+        """Store repetition `rep` of a record (replacing an earlier try of it) and the aggregate over them."""
+        old = next((r for r in self.records if key(r) == key(rec)), None)
+        reps = [r for r in repeats.repetitions_of(old) if r["rep"] != rep] + [{**rec, "rep": rep}]
+        self.add(repeats.aggregate(reps, max(repeat, (old or {}).get("repeat") or 1)))
 
     def save_meta(self):
         self._save(self.meta_path, self.meta)
@@ -152,32 +159,37 @@ class Runner:
 
     def run(self):
         groups, plans = self.plans()
-        done = self.results.finished()
-        todo = {(g.name, s.name): [w for w in g.workloads if w.recorded
-                                   and (self.suite.name, s.name, self.args.device, w.name) not in done]
-                for g in groups for s in self.systems}
-        total = sum(w.cost for g in groups for s in self.systems for w in g.workloads
-                    if todo[(g.name, s.name)])
-        skipped = sum(len([w for w in g.workloads if w.recorded]) - len(todo[(g.name, s.name)])
-                      for g in groups for s in self.systems)
+        done, nrep = self.results.done_reps(), self.args.repeat
+        # per repetition: the recorded workloads still missing (resumable repetition by repetition)
+        todo = {(g.name, s.name, k): [w for w in g.workloads if w.recorded and k not in
+                                      done.get((self.suite.name, s.name, self.args.device, w.name), ())]
+                for g in groups for s in self.systems for k in range(nrep)}
+        total = sum(w.cost for (g, s, k), ws in todo.items() if ws
+                    for w in next(x for x in groups if x.name == g).workloads)
+        skipped = sum(len([w for w in g.workloads if w.recorded]) - len(todo[(g.name, s.name, k)])
+                      for g in groups for s in self.systems for k in range(nrep))
         prog = Progress(total)
         if skipped:
-            prog.log(f"resuming {self.args.out}: {skipped} finished record(s) are kept, not re-run")
+            prog.log(f"resuming {self.args.out}: {skipped} finished record(s) are kept, not re-run"
+                     + (" (counted per repetition)" if nrep > 1 else ""))
         os.makedirs(self.raw, exist_ok=True)
         self.results.meta["runs"].append({
             "command": self.args.command, "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "commit": self.commit,
             "binary": self.binary, "binary_sha256": sha256(self.binary), "kernel": platform.release(),
             "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "suite": self.suite.name,
             "device": self.args.device, "scale": self.args.scale, "speed": self.args.speed,
-            "systems": [s.name for s in self.systems], "workers": self.args.workers})
+            "systems": [s.name for s in self.systems], "workers": self.args.workers, "repeat": nrep})
         self.results.save_meta()
         pool = multiprocessing.get_context("fork").Pool(self.args.workers) if self.args.workers > 1 else None
         failures = 0
         try:
+            # a fresh volume per system for every repetition of a group; the systems interleave inside it
             for g in groups:
-                systems = [s for s in self.systems if todo[(g.name, s.name)]]
-                if systems:
-                    failures += self.run_group(g, plans[g.name], systems, todo, pool, prog)
+                for k in range(nrep):
+                    todo_k = {(g.name, s.name): todo[(g.name, s.name, k)] for s in self.systems}
+                    systems = [s for s in self.systems if todo_k[(g.name, s.name)]]
+                    if systems:
+                        failures += self.run_group(g, plans[g.name], systems, todo_k, pool, prog, k)
         finally:
             if pool:
                 pool.terminate()
@@ -187,7 +199,7 @@ class Runner:
             self.results.save_meta()
         return failures
 
-    def run_group(self, g, plan, systems, todo, pool, prog):
+    def run_group(self, g, plan, systems, todo, pool, prog, rep=0):
         vols, broken, failures = {}, {}, 0
         # Setup phases (recorded = False) that finished on each system in this run, and which systems' volumes
         # are copies of another's: a system whose flags change nothing on disk (ext4lazy-lazy-stepahead) takes
@@ -211,11 +223,13 @@ class Runner:
                     recorded = w in todo[(g.name, s.name)]
                     if s.name in broken:
                         if recorded:
-                            self.results.add(self.error_record(s, w, broken[s.name]))
+                            self.results.add_repetition(self.error_record(s, w, broken[s.name]), rep,
+                                                        self.args.repeat)
                             failures += 1
                             prog.done(w.cost)
                         continue
                     what = f"{w.name} on {s.name} ({self.args.device})" + (
+                        f" [repetition {rep + 1}/{self.args.repeat}]" if self.args.repeat > 1 else "") + (
                         "" if recorded else " [setup, not recorded]" if not w.recorded else
                         " [setup for a later phase, not recorded]")
                     base = systems_mod.volume_base(s.name)
@@ -234,13 +248,14 @@ class Runner:
                     ctx = Ctx(pool, self.args.workers, self.args.timeout, prog.log,
                               lambda f, what=what, c=w.cost: prog.status(what, f, c))
                     try:
-                        rec = self.phase(vols[s.name], w, ctx)
+                        rec = self.phase(vols[s.name], w, ctx, rep)
                     except Exception as e:                # noqa: BLE001
                         broken[s.name] = f"{type(e).__name__}: {str(e)[-800:]}"
                         prog.log(f"{what}: FAILED: {broken[s.name]}")
                         util.force_unmount(vols[s.name].mnt)
                         if recorded:
-                            self.results.add(self.error_record(s, w, broken[s.name]))
+                            self.results.add_repetition(self.error_record(s, w, broken[s.name]), rep,
+                                                        self.args.repeat)
                             failures += 1
                             prog.done(w.cost)
                         continue
@@ -249,7 +264,7 @@ class Runner:
                     if recorded:
                         rec.update(plan=dict(partition_bytes=plan.size, journal_mib=plan.journal_mib,
                                              group=g.name, volume_copied_from=copied.get(s.name)))
-                        self.results.add(rec)
+                        self.results.add_repetition(rec, rep, self.args.repeat)
                     prog.done(w.cost)
                     prog.log(f"{what}: {rec['runtime_s']:.2f} s, cleaning {rec['cleaning_s']:.1f} s; MiB "
                              + ", ".join(f"{k} {v:.1f}" for k, v in rec["io_mib"].items() if v)
@@ -269,7 +284,7 @@ class Runner:
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
     # ---- one phase: cold cache, fresh mount, timed work + syncfs + unmount, cleaning, I/O by class
-    def phase(self, v, w, ctx):
+    def phase(self, v, w, ctx, rep=0):
         w.prepare(self.work)
         v.cold_cache()
         drops0 = accounting.drop_caches_count()
@@ -347,7 +362,8 @@ class Runner:
                      "reference_total": {"read": stat1[0] - stat0[0], "write": stat1[1] - stat0[1]},
                      "lost_events": lost}
         check["classes_total"] = accounting.total_bytes(classes)
-        raw = os.path.join(self.raw, f"{self.suite.name}.{v.system.name}.{self.args.device}.{w.name}.json")
+        raw = os.path.join(self.raw, f"{self.suite.name}.{v.system.name}.{self.args.device}.{w.name}"
+                           + (f".rep{rep}" if rep else "") + ".json")
         with open(raw, "w") as f:
             json.dump({"series": series, "offsets": offsets, "offsets_columns": ["t_s", "offset", "len", "class",
                                                                                   "op"]}, f)
