@@ -82,17 +82,17 @@ def aggregate(reps, repeat):
     times = [r["runtime_s"] for r in good]
     median = sorted(good, key=lambda r: r["runtime_s"])[(len(good) - 1) // 2]
     out = {k: v for k, v in median.items() if k not in AGGREGATE_ONLY and k != "rep"}
-    for k in MEAN_KEYS:
+    for k in MEAN_KEYS if len(good) > 1 else ():          # one run: its own values, types and all
         if any(k in r for r in good):
             m = mean([r.get(k) for r in good])
             out[k] = None if m is None else round(m, 6)
     ios = [r["io_mib"] for r in good if isinstance(r.get("io_mib"), dict)]
-    if ios:
+    if len(ios) > 1:
         out["io_mib"] = {k: round(v, 4) for k, v in _mean_dicts(ios).items()}
         out["io_mib_sd"] = {k: (None if sd([d[k] for d in ios]) is None else round(sd([d[k] for d in ios]), 4))
                             for k in out["io_mib"]}
     checks = [r["io_check"] for r in good if isinstance(r.get("io_check"), dict)]
-    if checks:
+    if len(checks) > 1:
         out["io_check"] = _check(checks)
     cleaning = [r.get("cleaning_s") for r in good]
     s = sd(times)

@@ -162,3 +162,11 @@ def test_ratio_spread_pairs_runs_of_the_same_round():
     b = repeats.aggregate([phase(0, 2.0), phase(1, 2.0), phase(2, 2.0, error="x")], 3)
     r, lo, hi, n = repeats.ratio_spread(a, b)
     assert r == pytest.approx(3.0) and (lo, hi, n) == (2.0, 3.0, 2)
+
+
+def test_one_run_keeps_its_own_values_and_types():
+    one = {**phase(0, 2.5), "prefetch_wasted_blocks": 7, "kb_bytes": 0}
+    agg = repeats.aggregate([one], 1)
+    assert agg["prefetch_wasted_blocks"] == 7 and isinstance(agg["prefetch_wasted_blocks"], int)
+    assert agg["runtime_s"] == 2.5 and agg["runs"] == 1 and agg["runtime_s_sd"] is None
+    assert agg["io_mib"] == one["io_mib"] and agg["io_check"] == one["io_check"]
