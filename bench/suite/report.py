@@ -47,6 +47,14 @@ def io_cell(r, k):
     return v + (f" ± {s:.1f}" if s is not None and s >= 0.05 else "")
 
 
+def foreign_drops(r):
+    """drop_caches made by other processes during the run(s): each may have cost re-reads (docs/BENCH.md)."""
+    drops = [x.get("foreign_drop_caches") for x in r.get("repetitions") or [r] if not x.get("error")]
+    if not any(drops):
+        return ""
+    return "; drop_caches by other processes: " + ", ".join("?" if d is None else str(d) for d in drops)
+
+
 def sys_order(names):
     return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
 
@@ -237,7 +245,8 @@ def write(out, pngs):
                 L.append(f"- {w} / {n}: {'ok' if ok else 'MISMATCH'}: {text}" + (" (means over the runs)" if runs > 1
                                                                                   else "")
                          + f"; source: {r['io_source']}; load {f2(r.get('loadavg_1m'), 1)}"
-                         + (f"; runtimes {', '.join(f2(x) for x in r['runtime_s_all'])} s" if runs > 1 else ""))
+                         + (f"; runtimes {', '.join(f2(x) for x in r['runtime_s_all'])} s" if runs > 1 else "")
+                         + foreign_drops(r))
                 for bad in [x for x in r.get("repetitions", []) if x.get("error")]:
                     L.append(f"  - run {bad['rep'] + 1} FAILED: {bad['error'][:300]}")
         L.append("")
