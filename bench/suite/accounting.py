@@ -239,6 +239,17 @@ def ext4lazy_classes(stats):
     return own, model
 
 
+def request_counts(io):
+    """Requests by class and direction from ext4lazy's `io` counters (the log's share: `journal` reads)."""
+    return {c: {d: io[c][d]["requests"] for d in ("read", "write")} for c in CLASSES}
+
+
+def request_delta(before, after):
+    """Requests by class and direction between two model reports."""
+    return {c: {d: after["classes"][c][d]["requests"] - before["classes"][c][d]["requests"]
+                for d in ("read", "write")} for c in CLASSES}
+
+
 def report_delta(before, after):
     """Bytes by class between two model reports."""
     out = empty_bytes()

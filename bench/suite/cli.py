@@ -47,6 +47,10 @@ def parse_run(argv):
                          "systems interleaved; records hold the mean and every repetition")
     ap.add_argument("--keep", action="store_true", help="keep the images in OUT/work (debugging)")
     ap.add_argument("--no-plots", dest="plots", action="store_false")
+    # the arc suite's own (docs/ARC.md); refused for the others
+    ap.add_argument("--jobs", default=None, help="arc: control-directory sizes N[,N...] (default: the thesis's "
+                    "5K..160K x --scale)")
+    ap.add_argument("--layout", default=None, choices=("flat", "arc6", "arc7"), help="arc: directory layout (flat)")
     return ap.parse_args(argv)
 
 
@@ -84,6 +88,13 @@ def cmd_run(argv):
         if not binary or not os.access(binary, os.X_OK):
             raise Refused("no ext4lazy binary: run this as `ext4lazy bench ...` or set EXT4LAZY_BIN")
         binary = os.path.abspath(binary)
+        if suite.configure:
+            try:
+                suite.configure(args, binary)
+            except ValueError as e:
+                raise Refused(str(e))
+        elif args.jobs is not None or args.layout is not None:
+            raise Refused(f"--jobs and --layout are options of the arc suite, not of {args.suite}")
         for s in chosen:
             ok, why = s.available(binary)
             if not ok:

@@ -17,9 +17,10 @@ class WorkloadError(Exception):
 class Ctx:
     """What a running workload may use: the worker pool, its size, a timeout, a logger, progress."""
 
-    def __init__(self, pool, workers, timeout, log, progress=None):
+    def __init__(self, pool, workers, timeout, log, progress=None, system=None):
         self.pool, self.workers, self.timeout, self.log = pool, workers, timeout, log
         self.progress = progress or (lambda frac, what="": None)
+        self.system = system        # the systems.System under test (a workload may read it another way)
 
 
 class Workload:
@@ -43,19 +44,28 @@ class Workload:
         """Do the work under mount point `root`; return extra figures for the record (or None)."""
         raise NotImplementedError
 
+    def complete(self, rec):
+        """Add the suite's own top-level fields to the finished record (after the unmount; the arc suite's
+        jobs, layout, jobs_per_s)."""
+
 
 class Group:
-    def __init__(self, name, workloads, data_bytes, inodes):
-        """data_bytes: what the group stores at most (blocks of files and directories); inodes: at most in use."""
+    def __init__(self, name, workloads, data_bytes, inodes, journal_mib=None):
+        """data_bytes: what the group stores at most (blocks of files and directories); inodes: at most in use;
+        journal_mib: the large journal's size, when the suite sizes it (default: the paper's 10 GiB x scale)."""
         self.name, self.workloads, self.data_bytes, self.inodes = name, workloads, data_bytes, inodes
+        self.journal_mib = journal_mib
 
 
 class Suite:
     """A suite module defines SUITE = Suite(...)."""
 
     def __init__(self, name, doc, build, default_systems, paper=None, min_size=2 * GiB, partitions=None,
-                 report=None):
+                 report=None, configure=None):
         self.name, self.doc, self.build, self.default_systems = name, doc, build, default_systems
+        # configure(args, binary): takes the suite's own options of `bench run` (the arc suite's --jobs and
+        # --layout) before build(); raises ValueError when they are wrong.  None: the suite has none.
+        self.configure = configure
         # report(records_by_(system, workload), systems, workloads, device, scale) -> Markdown lines of the
         # suite's own section (after the runtime table); None: the generic report only
         self.report = report

@@ -62,6 +62,8 @@ class Volume:
         base = os.path.join(workdir, f"{system.name}-{tag}")
         self.image, self.mnt, self.srv = base + ".img", base + ".mnt", base + ".srv"
         self.stats = base + ".stats.json"
+        self.host = base + ".host"          # dbfs-sqlite: the kernel ext4 holding its database
+        self.fuse_mounted = False           # dbfs-sqlite: whether this phase went through FUSE
         self.loop = self.served = self.fuse2fs = None
         self.layout = None
         self.trace_csv = None
@@ -94,10 +96,13 @@ class Volume:
             target = os.path.join(self.srv, "disk.img")
         self.loop = run(["losetup", "-f", "--show", "--direct-io=on", target]).strip()
 
-    def mount(self, traces_file=None):
+    def mount(self, traces_file=None, writes=True):
+        """`writes` False: a phase that only reads (dbfs-sqlite-direct then mounts no FUSE)."""
         s = self.system
         if s.kind == "kernel":
             run(["mount", "-t", s.fstype, self.loop, self.mnt])
+        elif s.kind == "dbfs":
+            self.mount_dbfs(fuse=writes or not s.direct)
         elif s.kind == "fuse2fs":
             logf = open(self.image + ".fuse2fs.log", "a")
             self.fuse2fs = subprocess.Popen(["fuse2fs", self.loop, self.mnt, "-o", "rw,fakeroot", "-f"],
@@ -118,10 +123,45 @@ class Volume:
                     opts.append(f"trace={traces_file}")
             run([self.binary, "mount", "-o", ",".join(opts), self.image, self.mnt], timeout=600)
 
+    def mount_dbfs(self, fuse):
+        """dbfs-sqlite: the kernel ext4 at HOST and the database HOST/fs.db through FUSE at the mount point;
+        without `fuse` (dbfs-sqlite-direct's reads) the kernel ext4 alone at the mount point."""
+        if not fuse:
+            run(["mount", "-t", "ext4", self.loop, self.mnt])
+            self.fuse_mounted = False
+            return
+        os.makedirs(self.host, exist_ok=True)
+        run(["mount", "-t", "ext4", self.loop, self.host])
+        if os.path.exists(self.stats):
+            os.unlink(self.stats)
+        try:
+            run([dbfs_binary(self.binary), "mount", "-o", f"stats={self.stats}", dbfs_db(self.host), self.mnt])
+        except Exception:
+            util.force_unmount(self.host)
+            raise
+        self.fuse_mounted = True
+
+    def umount_dbfs(self):
+        if self.fuse_mounted:
+            # returns once the daemon has committed, checkpointed and exited
+            run_until_not_busy([dbfs_binary(self.binary), "umount", self.mnt])
+            run_until_not_busy(["umount", self.host])
+        else:
+            run_until_not_busy(["umount", self.mnt])
+
+    def dbfs_stats(self):
+        """dbfs-sqlite's request counters of the phase (None when it went around FUSE)."""
+        if not self.fuse_mounted or not os.path.exists(self.stats):
+            return None
+        with open(self.stats) as f:
+            return json.load(f)
+
     def umount(self):
         s = self.system
         if s.kind == "kernel":
             run(["umount", self.mnt], timeout=3600)
+        elif s.kind == "dbfs":
+            self.umount_dbfs()
         elif s.kind == "fuse2fs":
             run(["fusermount3", "-u", self.mnt])
             self.fuse2fs.wait(timeout=3600)        # it writes back and closes the device before exiting
@@ -181,6 +221,8 @@ class Volume:
                 util.force_unmount(self.mnt)
         except Exception:
             util.force_unmount(self.mnt)
+        if util.in_proc_mounts(self.host):
+            util.force_unmount(self.host)
         if self.fuse2fs is not None:
             self.fuse2fs.kill()
             self.fuse2fs.wait()
@@ -198,11 +240,33 @@ class Volume:
                       self.srv + ".trace.csv"):
                 if os.path.exists(p):
                     os.unlink(p)
-            for d in (self.mnt, self.srv):
+            for d in (self.mnt, self.srv, self.host):
                 try:
                     os.rmdir(d)
                 except OSError:
                     pass
+
+
+def dbfs_binary(binary):
+    from .systems import dbfs_binary as find
+    return find(binary)
+
+
+def dbfs_db(host):
+    """Where dbfs-sqlite's database lives on its kernel ext4."""
+    return os.path.join(host, "fs.db")
+
+
+def run_until_not_busy(cmd, tries=40):
+    """An unmount, retried while the kernel still holds files the workload just closed (a FUSE release in
+    flight right after the workload's processes exit gives EBUSY)."""
+    for i in range(tries):
+        try:
+            return run(cmd, timeout=3600)
+        except SetupError as e:
+            if "busy" not in str(e).lower() or i == tries - 1:
+                raise
+            time.sleep(0.5)
 
 
 def host_free_bytes(path):

@@ -23,7 +23,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"journal": "tab:green", "metadata": "tab:red", "data": "tab:blue"}
 ORDER = ["kernel-ext4-stock", "kernel-ext4-baseline", "kernel-xfs", "fuse2fs", "ext4lazy-ordered",
-         "ext4lazy-ordered-stepahead", "ext4lazy-lazy", "ext4lazy-lazy-stepahead"]
+         "ext4lazy-ordered-stepahead", "ext4lazy-lazy", "ext4lazy-lazy-stepahead",
+         "kernel-ext4-inline", "dbfs-sqlite", "dbfs-sqlite-direct", "ext4lazy-ordered-inline", "ext4lazy-lazy-inline"]
 
 
 
@@ -178,6 +179,10 @@ def main(out):
     for (suite, device), rs in sorted(groups.items()):
         good = [r for r in rs if not r.get("error")]
         if not good:
+            continue
+        if suite == "arc":                  # sizes, not workloads: its own figures (plots_arc.py)
+            import plots_arc
+            made += plots_arc.plots(out, device, good, order, save)
             continue
         made.append(runtime_plot(out, suite, device, good))
         made.append(ratio_plot(out, suite, device, good))

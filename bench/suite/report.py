@@ -8,7 +8,8 @@ from . import repeats, systems
 from .suites import all_suites
 
 ORDER = ["kernel-ext4-stock", "kernel-ext4-baseline", "kernel-xfs", "fuse2fs", "ext4lazy-ordered",
-         "ext4lazy-ordered-stepahead", "ext4lazy-lazy", "ext4lazy-lazy-stepahead"]
+         "ext4lazy-ordered-stepahead", "ext4lazy-lazy", "ext4lazy-lazy-stepahead",
+         "kernel-ext4-inline", "dbfs-sqlite", "dbfs-sqlite-direct", "ext4lazy-ordered-inline", "ext4lazy-lazy-inline"]
 
 
 def f2(x, nd=2):

@@ -119,7 +119,8 @@ class Plan:
         else:
             self.size = devices.round_up_gib(want)
         self.size -= self.size % MiB                               # models take multiples of 4 KiB
-        self.journal_mib = baseline_journal_mib(args.scale, self.size)
+        self.journal_mib = baseline_journal_mib(args.scale, self.size) if not group.journal_mib else \
+            int(min(group.journal_mib, max(16, self.size // MiB // 4)))
         if self.size <= 0 or (capacity is not None and self.size > capacity):
             raise Refused(f"group {group.name}: a {self.size / GiB:.0f} GiB partition does not fit on {args.device} "
                           f"({capacity / 1e9:.0f} GB); lower --scale or --size")
@@ -246,7 +247,7 @@ class Runner:
                             continue
                     prog.status(what, 0.0)
                     ctx = Ctx(pool, self.args.workers, self.args.timeout, prog.log,
-                              lambda f, what=what, c=w.cost: prog.status(what, f, c))
+                              lambda f, what=what, c=w.cost: prog.status(what, f, c), system=s)
                     try:
                         rec = self.phase(vols[s.name], w, ctx, rep)
                     except Exception as e:                # noqa: BLE001
@@ -301,7 +302,7 @@ class Runner:
             tracefile = os.path.join(self.work, f"{v.system.name}.{w.name}.trace.csv")
         sampler = None
         try:
-            v.mount(tracefile)
+            v.mount(tracefile, writes=w.writes)
             if kind == "ext4lazy":
                 sampler = accounting.Sampler(accounting.ext4lazy_live_totals(devices.live_stats_path(v.mnt)))
             else:
@@ -331,6 +332,7 @@ class Runner:
             stepahead = {k: stats.get(k) for k in STEPAHEAD_KEYS}
             extra["stepahead"] = {k: stats.get(k) for k in STEPAHEAD_EXTRA}
             own, model = accounting.ext4lazy_classes(stats)
+            extra["requests"] = accounting.request_counts(stats["io"])
             if model is not None:
                 dev = stats["device"]
                 waited, cleaning = dev.get("wait_idle_real_s", 0.0), dev.get("cleaning_after_run_s", 0.0)
@@ -351,6 +353,7 @@ class Runner:
                 cleaning = v.wait_idle()
                 rep1 = v.model_report()
                 classes, source = accounting.report_delta(rep0, rep1), f"model report (emu report, {self.model})"
+                extra["requests"] = accounting.request_delta(rep0, rep1)
                 offsets = accounting.model_trace_offsets(v.trace_csv, rep0["now_s"], rep1["now_s"])
                 lost = 0
             else:
@@ -361,6 +364,8 @@ class Runner:
             check = {"reference": f"loop device counters (/sys/block/{os.path.basename(v.loop)}/stat)",
                      "reference_total": {"read": stat1[0] - stat0[0], "write": stat1[1] - stat0[1]},
                      "lost_events": lost}
+        if kind == "dbfs":
+            extra["dbfs"] = v.dbfs_stats()
         check["classes_total"] = accounting.total_bytes(classes)
         raw = os.path.join(self.raw, f"{self.suite.name}.{v.system.name}.{self.args.device}.{w.name}"
                            + (f".rep{rep}" if rep else "") + ".json")
@@ -369,14 +374,16 @@ class Runner:
                                                                                   "op"]}, f)
         umount_s = max(0.0, t3 - t2 - waited)
         runtime = (t1 - t0) if w.timing == "work" else (t1 - t0) + (t2 - t1) + umount_s
-        return {"suite": self.suite.name, "system": v.system.name, "device": self.args.device, "workload": w.name,
-                "scale": self.args.scale, "speed": self.args.speed if self.model else None,
-                "runtime_s": round(runtime, 3), "cleaning_s": round(cleaning, 3), "io_mib": accounting.io_mib(classes),
-                "io_source": source, "io_check": check, "timing": w.timing,
-                "work_s": round(t1 - t0, 3), "syncfs_s": round(t2 - t1, 3), "umount_s": round(umount_s, 3),
-                "cleaning_wait_real_s": round(waited, 3), **stepahead, "params": w.params(), "extra": extra,
-                "loadavg_1m": load, "commit": self.commit,
-                # drop_caches by other processes between this phase's own drop and its unmount: the cold walk
-                # may have had to re-read what it had cached (the kernel's dentries, inodes and page cache)
-                "foreign_drop_caches": accounting.drops_between(drops0, drops1), "raw": os.path.relpath(raw, self.args.out),
-                "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "error": None}
+        rec = {"suite": self.suite.name, "system": v.system.name, "device": self.args.device, "workload": w.name,
+               "scale": self.args.scale, "speed": self.args.speed if self.model else None,
+               "runtime_s": round(runtime, 3), "cleaning_s": round(cleaning, 3), "io_mib": accounting.io_mib(classes),
+               "io_source": source, "io_check": check, "timing": w.timing,
+               "work_s": round(t1 - t0, 3), "syncfs_s": round(t2 - t1, 3), "umount_s": round(umount_s, 3),
+               "cleaning_wait_real_s": round(waited, 3), **stepahead, "params": w.params(), "extra": extra,
+               "loadavg_1m": load, "commit": self.commit,
+               # drop_caches by other processes between this phase's own drop and its unmount: the cold walk
+               # may have had to re-read what it had cached (the kernel's dentries, inodes and page cache)
+               "foreign_drop_caches": accounting.drops_between(drops0, drops1), "raw": os.path.relpath(raw, self.args.out),
+               "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "error": None}
+        w.complete(rec)
+        return rec

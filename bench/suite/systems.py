@@ -20,15 +20,25 @@ FLAG_OPTIONS = {
     # Changes how the workload runs, not the mount: its programs run with LD_PRELOAD=libext4lazy_preload.so
     # (StepAhead's full-path hints, docs/STEPAHEAD.md).
     "preload": [],
+    # Changes how the volume is made (MKFS_FLAGS), not the mount.
+    "inline": [],
 }
 PRELOAD_LIB = "libext4lazy_preload.so"
+# flags that change how the volume is made instead (or as well): extra mkfs.ext4 arguments
+# inline: small files inside large inodes (issue #8: ARC's job files; in lazy mode they sit in the journal)
+INLINE_MKFS = ["-I", "2048", "-O", "inline_data"]
+MKFS_FLAGS = {"inline": INLINE_MKFS}
 
 
 class System:
-    def __init__(self, name, kind, fstype="ext4", journal=None, options=(), doc="", preload=False):
+    def __init__(self, name, kind, fstype="ext4", journal=None, options=(), doc="", preload=False, mkfs_extra=()):
         self.name, self.kind, self.fstype, self.journal, self.options, self.doc = (
             name, kind, fstype, journal, list(options), doc)
         self.preload = preload
+        self.mkfs_extra = list(mkfs_extra)
+        # kind "dbfs": dbfs-sqlite's database on a kernel ext4 of the volume; direct: a read-only phase reads
+        # that database through SQLite alone (the kernel ext4 mounted, no FUSE; docs/ARC.md)
+        self.direct = name.endswith("-direct")
 
     def workload_env(self, binary):
         """Environment changes for the workload's programs: the preload library for `-preload` systems."""
@@ -46,10 +56,11 @@ class System:
         cmd = ["mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0"]
         if self.journal == "large":
             cmd += ["-J", f"size={journal_mib}"]
-        return cmd + [image]
+        return cmd + self.mkfs_extra + [image]
 
     def available(self, binary):
-        need = {"kernel": ["mount", "losetup"], "fuse2fs": ["fuse2fs", "fusermount3", "losetup"], "ext4lazy": []}
+        need = {"kernel": ["mount", "losetup"], "fuse2fs": ["fuse2fs", "fusermount3", "losetup"], "ext4lazy": [],
+                "dbfs": ["mount", "losetup"]}
         for tool in need[self.kind] + ["mkfs.xfs" if self.fstype == "xfs" else "mkfs.ext4"]:
             if not shutil.which(tool):
                 return False, f"{tool} is not installed (scripts/setup.sh installs it)"
@@ -58,7 +69,14 @@ class System:
         if self.preload and not os.path.isfile(preload_library(binary)):
             return False, (f"no preload library at {preload_library(binary)} (cargo build --release builds it "
                            f"beside the binary; or set EXT4LAZY_PRELOAD)")
+        if self.kind == "dbfs" and not os.access(dbfs_binary(binary), os.X_OK):
+            return False, f"{dbfs_binary(binary)} is missing (cargo build --release --workspace)"
         return True, ""
+
+
+def dbfs_binary(binary):
+    """dbfs-sqlite, built beside ext4lazy by `cargo build --workspace` (DBFS_SQLITE_BIN overrides)."""
+    return os.environ.get("DBFS_SQLITE_BIN") or os.path.join(os.path.dirname(binary or ""), "dbfs-sqlite")
 
 
 FIXED = {
@@ -69,6 +87,14 @@ FIXED = {
                                        "scaled)"),
     "kernel-xfs": System("kernel-xfs", "kernel", fstype="xfs", doc="the kernel's XFS, mkfs.xfs defaults"),
     "fuse2fs": System("fuse2fs", "fuse2fs", journal="stock", doc="e2fsprogs' fuse2fs (no journaling of its own)"),
+    "kernel-ext4-inline": System("kernel-ext4-inline", "kernel", journal="stock", mkfs_extra=INLINE_MKFS,
+                                 doc="the kernel's ext4, mkfs's default journal, small files inline in 2 KiB "
+                                     "inodes (" + " ".join(INLINE_MKFS) + ")"),
+    "dbfs-sqlite": System("dbfs-sqlite", "dbfs", journal="stock",
+                          doc="files as BLOBs in SQLite through FUSE (crates/dbfs), the database on a kernel ext4"),
+    "dbfs-sqlite-direct": System("dbfs-sqlite-direct", "dbfs", journal="stock",
+                                 doc="dbfs-sqlite, written through FUSE; read phases query its database directly "
+                                     "(no FUSE)"),
 }
 
 
@@ -80,11 +106,14 @@ def get(name):
         flags = [f for f in m.group(2).split("-") if f]
         if all(f in FLAG_OPTIONS for f in flags):
             opts = list(MODE_OPTIONS[m.group(1)])
+            mkfs = []
             for f in flags:
                 opts += FLAG_OPTIONS[f]
-            return System(name, "ext4lazy", journal="large", options=opts,
+                mkfs += MKFS_FLAGS.get(f, [])
+            return System(name, "ext4lazy", journal="large", options=opts, mkfs_extra=mkfs,
                           doc=f"ext4lazy, journal={m.group(1)}" + "".join(f", {f}" for f in flags)
-                              + " (large journal, as the baseline)", preload="preload" in flags)
+                              + (" (" + " ".join(mkfs) + ")" if mkfs else "") + " (large journal, as the baseline)",
+                          preload="preload" in flags)
     raise ValueError(f"unknown system {name!r}; systems: {', '.join(names())}")
 
 
@@ -105,7 +134,7 @@ def volume_base(name):
 def names():
     return list(FIXED) + [f"ext4lazy-{m}" for m in MODE_OPTIONS] + [
         f"ext4lazy-{m}-{f}" for m in MODE_OPTIONS for f in
-        ("stepahead", "directdata", "stepahead-preload", "stepahead-exact-preload")]
+        ("stepahead", "directdata", "stepahead-preload", "stepahead-exact-preload", "inline")]
 
 
 def preload_library(binary):
