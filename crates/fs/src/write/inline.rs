@@ -2,19 +2,21 @@
 //! directory's entries live in `i_block` and the in-inode `system.data`
 //! attribute).
 //!
-//! We never change inline contents in place: any modification first converts
-//! the inode to an ordinary extent-mapped one, as the kernel does when inline
-//! contents outgrow the inode. One code path for every write, truncate and
-//! directory change, at the cost of a block for an inode the kernel might have
-//! kept inline. Inodes we create are never inline (the format allows that).
+//! Writes keep a small regular file inline, as the kernel does: an empty file
+//! (no bytes, no blocks) or an inline one whose contents after the write still
+//! fit in i_block and the in-inode attribute area becomes or stays inline
+//! (`write_inline`). Every other change first converts the inode to an
+//! ordinary extent-mapped one, as the kernel does when inline contents outgrow
+//! the inode: truncates, fallocate, and every directory change (directories we
+//! create are never inline; the format allows that).
 
 use super::WriteState;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use blockdev::IoClass;
-use ondisk::inode::{flags, Inode, I_BLOCK_SIZE};
+use ondisk::inode::{flags, Inode, GOOD_OLD_INODE_SIZE, I_BLOCK_SIZE};
 use ondisk::superblock::feature;
-use ondisk::xattr::Xattr;
+use ondisk::xattr::{self, Xattr};
 use ondisk::{Corruption, FormatError, Location};
 
 /// Name index of `system.*` attributes that are not ACLs (`system.data`).
@@ -24,7 +26,72 @@ fn is_inline_data(x: &Xattr) -> bool {
     x.name_index == SYSTEM_INDEX && x.suffix == b"data"
 }
 
+/// `system.data` holding `value`: the bytes past i_block's 60.
+fn inline_data(value: Vec<u8>) -> Xattr {
+    Xattr { name_index: SYSTEM_INDEX, suffix: b"data".to_vec(), value, value_inum: 0 }
+}
+
+/// The most bytes a regular file can keep inline in `inode` beside the
+/// attributes `others`: i_block, plus what the in-inode attribute area has
+/// left for `system.data`'s value once its entry, the area's magic and
+/// terminator, and every other attribute are counted (as if all stayed in
+/// the inode, so going inline never pushes one out to a block). 0 when not
+/// even an empty `system.data` fits.
+pub(crate) fn inline_capacity(inode: &Inode, others: &[Xattr]) -> usize {
+    let area_start = GOOD_OLD_INODE_SIZE + inode.extra.as_ref().map_or(0, |e| usize::from(e.extra_isize));
+    let area_len = inode.raw.len().saturating_sub(area_start);
+    let fixed = 8 + xattr::footprint(&inline_data(Vec::new())) + others.iter().map(xattr::footprint).sum::<usize>();
+    if area_len < fixed {
+        return 0;
+    }
+    // Values are padded to 4 bytes in the area.
+    I_BLOCK_SIZE + ((area_len - fixed) & !3)
+}
+
 impl Volume {
+    /// Write `data` at `offset` of a regular file and keep it inline, when
+    /// the volume has inline_data, the file is inline or empty (no bytes and
+    /// no blocks, as a new file), and its contents after the write fit in the
+    /// inode. Returns false, having changed nothing, otherwise. The caller
+    /// sets the times first; this writes the inode.
+    pub(crate) fn write_inline(&self, ws: &mut WriteState, inode: &mut Inode, offset: u64, data: &[u8]) -> Result<bool> {
+        if !self.sb.has_incompat(feature::incompat::INLINE_DATA) || !inode.is_reg() || inode.has_flag(flags::ENCRYPT | flags::VERITY) {
+            return Ok(false);
+        }
+        let inline = inode.has_flag(flags::INLINE_DATA);
+        if !inline && !self.is_empty_file(inode) {
+            return Ok(false);
+        }
+        let others = self.xattrs_without_inline_data(inode)?;
+        let end = offset.checked_add(data.len() as u64).ok_or_else(|| FsError::Invalid("offset overflow".into()))?;
+        let size = end.max(inode.size());
+        if size > inline_capacity(inode, &others) as u64 {
+            return Ok(false);
+        }
+        let mut contents = if inline { self.inline_contents(inode)? } else { Vec::new() };
+        // size <= capacity, a few KiB: the casts cannot truncate.
+        contents.resize(size as usize, 0);
+        contents[offset as usize..end as usize].copy_from_slice(data);
+        let head = contents.len().min(I_BLOCK_SIZE);
+        let mut block = [0u8; I_BLOCK_SIZE];
+        block[..head].copy_from_slice(&contents[..head]);
+        inode.base.block = block;
+        inode.base.flags = (inode.base.flags & !flags::EXTENTS) | flags::INLINE_DATA;
+        inode.base.size_lo = size as u32;
+        inode.base.size_hi = (size >> 32) as u32;
+        let mut all = others;
+        // Always present on an inline inode, empty when i_block holds everything (e2fsck and the kernel expect it).
+        all.push(inline_data(contents.split_off(head)));
+        self.store_xattrs(ws, inode, all)?;
+        Ok(true)
+    }
+
+    /// No bytes and no blocks (a new file): it may go inline.
+    fn is_empty_file(&self, inode: &Inode) -> bool {
+        let xattr_sectors = if inode.file_acl() != 0 { u64::from(self.block_size() / 512) } else { 0 };
+        inode.size() == 0 && inode.blocks_512(&self.sb).saturating_sub(xattr_sectors) == 0
+    }
+
     /// Make an inline regular file extent-mapped, its bytes moved to data
     /// blocks. Does nothing to inodes without inline data.
     pub(crate) fn convert_inline_file(&self, ws: &mut WriteState, inode: &mut Inode) -> Result<()> {

@@ -587,6 +587,12 @@ impl Volume {
             if inode.has_flag(flags::APPEND) && offset != inode.size() {
                 return Err(FsError::NotPermitted); // append-only: writes at the end only
             }
+            // Small files stay in their inode on an inline_data volume (the times first: it writes the inode;
+            // when it declines, the path below sets them again).
+            touch(&mut inode, true);
+            if self.write_inline(ws, &mut inode, offset, data)? {
+                return Ok(data.len());
+            }
             self.convert_inline_file(ws, &mut inode)?;
             let bs = u64::from(self.block_size());
             let end = offset.checked_add(data.len() as u64).ok_or_else(|| FsError::Invalid("offset overflow".into()))?;
