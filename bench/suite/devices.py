@@ -64,6 +64,7 @@ class Volume:
         self.stats = base + ".stats.json"
         self.host = base + ".host"          # dbfs-sqlite: the kernel ext4 holding its database
         self.fuse_mounted = False           # dbfs-sqlite: whether this phase went through FUSE
+        self.extra_options = []             # ext4lazy: the group's own mount options (Group.ext4lazy_options)
         self.loop = self.served = self.fuse2fs = None
         self.layout = None
         self.trace_csv = None
@@ -116,7 +117,7 @@ class Volume:
         else:
             if os.path.exists(self.stats):
                 os.unlink(self.stats)
-            opts = ["rw", f"stats={self.stats}"] + s.options
+            opts = ["rw", f"stats={self.stats}"] + s.options + self.extra_options
             if self.model:
                 opts += [f"device={self.model}", f"speed={self.speed}"]
                 if traces_file:

@@ -211,6 +211,7 @@ class Runner:
             for s in systems:
                 v = Volume(s, self.args.device, self.args.speed, self.work, g.name, plan.size, plan.journal_mib,
                            self.binary, prog.log)
+                v.extra_options = list(g.ext4lazy_options)
                 vols[s.name] = v
                 try:
                     prog.status(f"{g.name}: mkfs for {s.name} ({plan.size / GiB:.0f} GiB partition)")
@@ -264,7 +265,8 @@ class Runner:
                         set_up.setdefault(w.name, set()).add(s.name)
                     if recorded:
                         rec.update(plan=dict(partition_bytes=plan.size, journal_mib=plan.journal_mib,
-                                             group=g.name, volume_copied_from=copied.get(s.name)))
+                                             group=g.name, volume_copied_from=copied.get(s.name),
+                                             ext4lazy_options=g.ext4lazy_options if s.kind == "ext4lazy" else None))
                         self.results.add_repetition(rec, rep, self.args.repeat)
                     prog.done(w.cost)
                     prog.log(f"{what}: {rec['runtime_s']:.2f} s, cleaning {rec['cleaning_s']:.1f} s; MiB "
