@@ -250,6 +250,22 @@ def request_delta(before, after):
                 for d in ("read", "write")} for c in CLASSES}
 
 
+def latency_sums(classes):
+    """Seconds of request latency (queueing included) by class and direction, from a model report's classes."""
+    return {c: {d: classes[c][d]["requests"] * classes[c][d]["mean_latency_s"] for d in ("read", "write")}
+            for c in CLASSES}
+
+
+def model_time(after, before=None):
+    """Where a model's time went over a phase: `busy_s` (the drive busy with host requests) and the summed
+    latency of the requests by class and direction (what each class cost; overlapping requests count twice)."""
+    lat1 = latency_sums(after["classes"])
+    lat0 = latency_sums(before["classes"]) if before else None
+    return {"busy_s": round(after["busy_s"] - (before["busy_s"] if before else 0.0), 3),
+            "latency_s": {c: {d: round(lat1[c][d] - (lat0[c][d] if lat0 else 0.0), 3) for d in ("read", "write")}
+                          for c in CLASSES}}
+
+
 def report_delta(before, after):
     """Bytes by class between two model reports."""
     out = empty_bytes()

@@ -99,7 +99,8 @@ def verdicts(recs, systems, layout, sizes, device):
 def reads_table(scans, systems, layout, sizes):
     """Where each scan's reads went: device requests by class and MiB read."""
     L = ["| system | jobs | read requests: journal / metadata / data | MiB read: journal / metadata / data | "
-         "requests per job |", "|---|---|---|---|---|"]
+         "requests per job | model s: drive busy; read latency journal / metadata / data; write latency |",
+         "|---|---|---|---|---|---|"]
     for s in systems:
         for n in sizes:
             r = scans.get((s, layout, n))
@@ -108,8 +109,12 @@ def reads_table(scans, systems, layout, sizes):
                 continue
             rd = [req[c]["read"] for c in ("journal", "metadata", "data")]
             mib = [r["io_mib"][f"{c}_read"] for c in ("journal", "metadata", "data")]
+            mt = r["extra"].get("model_time")
+            when = "—" if not mt else (f"{mt['busy_s']:,.1f}; " + " / ".join(
+                f"{mt['latency_s'][c]['read']:,.1f}" for c in ("journal", "metadata", "data"))
+                + f"; {sum(mt['latency_s'][c]['write'] for c in mt['latency_s']):,.1f}")
             L.append(f"| {s} | {n:,} | " + " / ".join(f"{x:,}" for x in rd) + " | "
-                     + " / ".join(fmt(x, 1) for x in mib) + f" | {sum(rd) / n:.2f} |")
+                     + " / ".join(fmt(x, 1) for x in mib) + f" | {sum(rd) / n:.2f} | {when} |")
     return L + [""] if len(L) > 2 else []
 
 

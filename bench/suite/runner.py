@@ -337,6 +337,7 @@ class Runner:
             extra["requests"] = accounting.request_counts(stats["io"])
             if model is not None:
                 dev = stats["device"]
+                extra["model_time"] = accounting.model_time(dev)
                 waited, cleaning = dev.get("wait_idle_real_s", 0.0), dev.get("cleaning_after_run_s", 0.0)
                 classes, source = model, f"model report inside ext4lazy (-o device={self.model})"
                 check = {"reference": "ext4lazy's own counters (-o stats: io)", "reference_by_class": own,
@@ -356,6 +357,7 @@ class Runner:
                 rep1 = v.model_report()
                 classes, source = accounting.report_delta(rep0, rep1), f"model report (emu report, {self.model})"
                 extra["requests"] = accounting.request_delta(rep0, rep1)
+                extra["model_time"] = accounting.model_time(rep1, rep0)
                 offsets = accounting.model_trace_offsets(v.trace_csv, rep0["now_s"], rep1["now_s"])
                 lost = 0
             else:
