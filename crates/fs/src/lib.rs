@@ -28,7 +28,7 @@ pub use error::{FsError, Result};
 pub use journal_glue::{JournalInfo, JournalStats};
 pub use ondisk::inode::{Inode, Timestamp, ROOT_INO};
 pub use statfs::StatFs;
-pub use volume::{Volume, VolumeOptions};
+pub use volume::{Volume, VolumeOptions, JOURNAL_READAHEAD_BYTES};
 pub use write::{CleanerPolicy, CreateKind, Falloc, OpenAccess, SetAttr, WriteStats, XattrMode};
 
 impl Volume {

@@ -12,10 +12,11 @@ use ondisk::{Corruption, FormatError, Location};
 use parking_lot::RwLock;
 use std::sync::Arc;
 
-/// How much of the log a lazy-mode metadata miss reads at once (at most a
-/// 32nd of the cache): one sequential request of 256 KiB costs a disk about
-/// what two random 4 KiB reads do (see docs/LAZY.md, "Reading from the log").
-const JOURNAL_READAHEAD_BYTES: u64 = 256 << 10;
+/// How much of the log a lazy-mode metadata miss reads at once by default
+/// (at most a 32nd of the cache; `log_readahead_kb=`): one sequential request
+/// of 256 KiB costs a disk about what two random 4 KiB reads do (see
+/// docs/LAZY.md, "Reading from the log").
+pub const JOURNAL_READAHEAD_BYTES: u64 = 256 << 10;
 
 /// How a volume is opened.
 #[derive(Clone, Debug)]
@@ -27,6 +28,9 @@ pub struct VolumeOptions {
     pub inode_readahead_blocks: u32,
     /// Directory blocks read at once when a directory is scanned.
     pub dir_readahead_blocks: u32,
+    /// Lazy mode: bytes of the log a metadata miss reads from its block's
+    /// copy on (at most a 32nd of the cache), JOURNAL_READAHEAD_BYTES.
+    pub log_readahead_bytes: u64,
     /// Commit the running transaction at least this often (`commit=`, 5 s).
     pub commit_interval: std::time::Duration,
     /// Write committed metadata home after this long (`dirty_expire=`, 30 s).
@@ -55,6 +59,7 @@ impl Default for VolumeOptions {
             cache_bytes: 256 << 20,
             inode_readahead_blocks: 32,
             dir_readahead_blocks: 16,
+            log_readahead_bytes: JOURNAL_READAHEAD_BYTES,
             commit_interval: std::time::Duration::from_secs(5),
             dirty_expire: std::time::Duration::from_secs(30),
             lazy: false,
@@ -292,7 +297,7 @@ impl Volume {
     }
 
     /// Lazy mode, `blk` not cached and its newest copy in the log: read the
-    /// stretch of the log from that copy on (JOURNAL_READAHEAD_BYTES, one
+    /// stretch of the log from that copy on (`log_readahead_bytes`, one
     /// request) and cache every other newest copy it holds. Metadata written
     /// together sits together in the log, so a cold traversal finds its
     /// next blocks there (the paper's "short seeks", without relying on the
@@ -337,7 +342,7 @@ impl Volume {
     pub(crate) fn log_stretch(&self, j: &crate::write::Jbd2, blk: u64) -> Result<Vec<journal::CopyAt>> {
         let bs = u64::from(self.block_size);
         // A small cache would evict what it reads ahead before it is used.
-        let window = JOURNAL_READAHEAD_BYTES.min(self.opts.cache_bytes as u64 / 32) / bs;
+        let window = self.opts.log_readahead_bytes.min(self.opts.cache_bytes as u64 / 32) / bs;
         let copies = j.live_copies_from(blk, window.max(1)).map_err(crate::write::journal_err)?;
         let Some(&first) = copies.first() else { return Ok(Vec::new()) };
         Ok(copies.into_iter().take_while(|c| c.phys - first.phys == c.jblock - first.jblock).collect())
