@@ -38,7 +38,9 @@ def rate_table(title, recs, systems, layout, sizes, note):
         cells = []
         for n in sizes:
             r = recs.get((s, layout, n))
-            cells.append("—" if r is None else f"{fmt(r.get('jobs_per_s'))} (load {fmt(r.get('loadavg_1m'), 1)})")
+            v = None if r is None else r.get("jobs_per_s")
+            cells.append("—" if r is None else f"{fmt(v, 1 if v is not None and v < 100 else 0)} "
+                         f"(load {fmt(r.get('loadavg_1m'), 1)})")
         if any(c != "—" for c in cells):
             L.append(f"| {s} | " + " | ".join(cells) + " |")
     return L + [""]
