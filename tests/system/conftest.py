@@ -68,6 +68,14 @@ def adapter(adapter_id):
     return a
 
 
+@pytest.fixture(scope="module")
+def binary(adapter_id):
+    """The ext4lazy binary, for the tests of its own commands (`ext4lazy bench`)."""
+    if adapter_id != "ext4lazy":
+        pytest.skip("`ext4lazy bench` is a command of the ext4lazy binary")
+    return adapters.Ext4lazy().bin
+
+
 _WORKDIRS = []
 
 

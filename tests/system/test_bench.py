@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from harness import adapters
+from harness.util import bench
 
 pytestmark = pytest.mark.bench
 
@@ -19,17 +19,6 @@ WORKLOADS = {"micro": ["MakeDirs", "ListDirs", "TarDirs", "RemoveDirs", "CreateF
 # tiny: a few hundred directories and files, a few Postmark files: seconds per run
 SCALE = {"micro": "0.0005", "postmark": "0.002", "journal-size": "0.005"}
 IO_KEYS = {"metadata_read", "metadata_write", "journal_write", "data_read", "data_write"}
-
-
-@pytest.fixture(scope="module")
-def binary(adapter_id):
-    if adapter_id != "ext4lazy":
-        pytest.skip("`ext4lazy bench` is a command of the ext4lazy binary")
-    return adapters.Ext4lazy().bin
-
-
-def bench(binary, *args, timeout=900):
-    return subprocess.run([binary, "bench", *args], capture_output=True, text=True, timeout=timeout)
 
 
 def run_suite(binary, out, suite, device, speed=None):

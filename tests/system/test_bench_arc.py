@@ -6,11 +6,10 @@ direct scan goes around FUSE; the report has the suite's section and the plots; 
 """
 import json
 import os
-import subprocess
 
 import pytest
 
-from harness import adapters
+from harness.util import bench
 
 pytestmark = pytest.mark.bench
 
@@ -21,17 +20,6 @@ JOBS = (30, 60)
 INLINE_KINDS = ("local", "status", "grami", "diag")
 
 
-@pytest.fixture(scope="module")
-def binary(adapter_id):
-    if adapter_id != "ext4lazy":
-        pytest.skip("`ext4lazy bench` is a command of the ext4lazy binary")
-    return adapters.Ext4lazy().bin
-
-
-def bench(binary, *args, timeout=600):
-    return subprocess.run([binary, "bench", *args], capture_output=True, text=True, timeout=timeout)
-
-
 @pytest.fixture(scope="module", params=[("file", None), ("cmr", 100)], ids=["file", "cmr"])
 def results(request, binary, workdir):
     device, speed = request.param
@@ -40,7 +28,7 @@ def results(request, binary, workdir):
             "--jobs", ",".join(map(str, JOBS)), "--out", out]
     if speed:
         args += ["--speed", str(speed), "--no-traces", "--size", "8G"]
-    p = bench(binary, *args)
+    p = bench(binary, *args, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     with open(os.path.join(out, "results.json")) as f:
         recs = json.load(f)
@@ -113,6 +101,6 @@ def test_report_and_plots(results):
 ])
 def test_wrong_options_are_refused(binary, workdir, args, says):
     out = os.path.join(workdir, "bench-arc-refused")
-    p = bench(binary, "run", *args, "--out", out)
+    p = bench(binary, "run", *args, "--out", out, timeout=600)
     assert p.returncode == 2 and says in p.stderr, p.stderr
     assert not os.path.exists(os.path.join(out, "results.json"))

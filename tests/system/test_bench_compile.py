@@ -11,7 +11,6 @@ import sys
 
 import pytest
 
-from harness import adapters
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 from suite import repeats  # noqa: E402
@@ -19,13 +18,6 @@ from suite import repeats  # noqa: E402
 SYSTEMS = ["kernel-ext4-baseline", "ext4lazy-ordered", "ext4lazy-lazy"]
 SCALE = "0.001"                 # 20 sources, ~13 MiB written: well under a second per phase on `file`
 MiB = 1 << 20
-
-
-@pytest.fixture(scope="module")
-def binary(adapter_id):
-    if adapter_id != "ext4lazy":
-        pytest.skip("`ext4lazy bench` is a command of the ext4lazy binary")
-    return adapters.Ext4lazy().bin
 
 
 def run(binary, out, device, speed, repeat, plots=True):

@@ -9,7 +9,6 @@ import subprocess
 
 import pytest
 
-from harness import adapters
 
 pytestmark = pytest.mark.bench
 
@@ -19,13 +18,6 @@ WORKLOADS = ["find", "du", "stat", "readdir", "grep", "touch"]
 LISTING = ["find", "du", "readdir"]         # workloads that list directories: StepAhead's KB learns them
 SCALE = 0.002                               # ~800 names under find/, ~550 under dust/: seconds per phase
 SA_KEYS = ("hit_rate", "prefetch_wasted_blocks", "kb_bytes")
-
-
-@pytest.fixture(scope="module")
-def binary(adapter_id):
-    if adapter_id != "ext4lazy":
-        pytest.skip("`ext4lazy bench` is a command of the ext4lazy binary")
-    return adapters.Ext4lazy().bin
 
 
 @pytest.fixture(scope="module", params=[("file", None), ("cmr", 100)], ids=["file", "cmr"])

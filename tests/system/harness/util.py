@@ -167,3 +167,8 @@ def sparse_sha256(path):
     finally:
         os.close(fd)
     return h.hexdigest()
+
+
+def bench(binary, *args, timeout=900):
+    """Run `ext4lazy bench ARGS` with the ext4lazy binary `binary`; the completed process."""
+    return subprocess.run([binary, "bench", *args], capture_output=True, text=True, timeout=timeout)
