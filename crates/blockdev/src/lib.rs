@@ -14,7 +14,7 @@ mod writeback;
 pub use counting::{CountingDevice, IoCount, IoCounts};
 pub use fault::FaultDevice;
 pub use file::FileDevice;
-pub use writeback::{DataWriteback, WritebackStats};
+pub use writeback::DataWriteback;
 
 use std::io;
 use std::sync::Arc;

@@ -37,12 +37,6 @@ pub struct DataWriteback<D> {
     departures: AtomicU64,
 }
 
-/// What a write-back layer has done so far.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WritebackStats {
-    pub blocks_waiting: u64,
-}
-
 impl<D: BlockDevice> DataWriteback<D> {
     /// Waiting data is kept in `unit`-byte blocks (the file system's block
     /// size) and written out once more than `limit_bytes` wait.
@@ -51,8 +45,9 @@ impl<D: BlockDevice> DataWriteback<D> {
         DataWriteback { inner, unit: u64::from(unit), limit_bytes: limit_bytes.max(unit as usize), pending: Mutex::new(BTreeMap::new()), departures: AtomicU64::new(0) }
     }
 
-    pub fn stats(&self) -> WritebackStats {
-        WritebackStats { blocks_waiting: self.lock().len() as u64 }
+    /// Blocks waiting to be written.
+    pub fn blocks_waiting(&self) -> usize {
+        self.lock().len()
     }
 
     /// The waiting blocks (a panic elsewhere leaves them usable: every change
@@ -66,22 +61,20 @@ impl<D: BlockDevice> DataWriteback<D> {
     }
 
     /// Write every waiting block, in block order, adjacent blocks as one
-    /// request. Blocks leave the map only once written.
+    /// request. Blocks leave the map only once written: after a failure,
+    /// those from the failed run on stay for the next try.
     fn write_out(&self, pending: &mut BTreeMap<u64, Box<[u8]>>) -> io::Result<()> {
         let unit = self.unit as usize;
         let mut run: Vec<u8> = Vec::new();
         let mut run_start = 0u64;
-        let mut written: Vec<u64> = Vec::new();
         let mut result = Ok(());
         for (&blk, data) in pending.iter() {
-            let contiguous = !run.is_empty() && blk == run_start + (run.len() / unit) as u64;
-            if !run.is_empty() && (!contiguous || run.len() + unit > MAX_RUN_BYTES) {
-                if let Err(e) = self.inner.write_at(run_start * self.unit, &run, IoClass::Data) {
-                    result = Err(e);
-                    run.clear();
+            let joins = blk == run_start + (run.len() / unit) as u64 && run.len() + unit <= MAX_RUN_BYTES;
+            if !run.is_empty() && !joins {
+                result = self.inner.write_at(run_start * self.unit, &run, IoClass::Data);
+                if result.is_err() {
                     break;
                 }
-                written.extend(run_start..run_start + (run.len() / unit) as u64);
                 run.clear();
             }
             if run.is_empty() {
@@ -90,17 +83,11 @@ impl<D: BlockDevice> DataWriteback<D> {
             run.extend_from_slice(data);
         }
         if result.is_ok() && !run.is_empty() {
-            match self.inner.write_at(run_start * self.unit, &run, IoClass::Data) {
-                Ok(()) => written.extend(run_start..run_start + (run.len() / unit) as u64),
-                Err(e) => result = Err(e),
-            }
+            result = self.inner.write_at(run_start * self.unit, &run, IoClass::Data);
         }
-        if result.is_ok() {
-            pending.clear();
-        } else {
-            for b in written {
-                pending.remove(&b);
-            }
+        match result {
+            Ok(()) => pending.clear(),
+            Err(_) => *pending = pending.split_off(&run_start),
         }
         self.departures.fetch_add(1, Ordering::Release);
         result
@@ -262,7 +249,7 @@ mod tests {
         let mut one = block(0);
         below.read_at(40 * BS as u64, &mut one, IoClass::Data).unwrap();
         assert_eq!(one[0], 9);
-        assert_eq!(wb.stats().blocks_waiting, 0);
+        assert_eq!(wb.blocks_waiting(), 0);
     }
 
     #[test]
@@ -299,7 +286,7 @@ mod tests {
         }
         assert_eq!(below.counts().get(IoClass::Data, true).requests, 65, "65 scattered blocks exceed the 64-block limit");
         assert_eq!(below.counts().flushes, 0);
-        assert_eq!(wb.stats().blocks_waiting, 0);
+        assert_eq!(wb.blocks_waiting(), 0);
     }
 
     #[test]
@@ -310,7 +297,7 @@ mod tests {
         let counts = below.counts();
         assert_eq!(counts.get(IoClass::Data, true).requests, 1);
         assert_eq!(counts.get(IoClass::Journal, true).requests, 1);
-        assert_eq!(wb.stats().blocks_waiting, 0);
+        assert_eq!(wb.blocks_waiting(), 0);
     }
 
     #[test]
@@ -320,10 +307,20 @@ mod tests {
         wb.write_at(3 * BS as u64, &block(4), IoClass::Data).unwrap();
         faulty.fail_after(0);
         assert!(wb.flush().is_err());
-        assert_eq!(wb.stats().blocks_waiting, 1);
+        assert_eq!(wb.blocks_waiting(), 1);
         let mut got = block(0);
         wb.read_at(3 * BS as u64, &mut got, IoClass::Data).unwrap();
         assert_eq!(got[0], 4, "still readable after the failure");
+        // Two runs, the second fails: the first leaves, the second waits.
+        let faulty = Arc::new(FaultDevice::new(ram(64)));
+        let wb = DataWriteback::new(faulty.clone(), BS as u32, 64 * BS);
+        wb.write_at(3 * BS as u64, &block(4), IoClass::Data).unwrap();
+        wb.write_at(9 * BS as u64, &block(5), IoClass::Data).unwrap();
+        faulty.fail_after(1);
+        assert!(wb.flush().is_err());
+        assert_eq!(wb.blocks_waiting(), 1);
+        wb.read_at(9 * BS as u64, &mut got, IoClass::Data).unwrap();
+        assert_eq!(got[0], 5);
     }
 
     #[test]
