@@ -165,16 +165,19 @@ impl<D: BlockDevice> BlockDevice for DataWriteback<D> {
             return self.inner.write_at(offset, buf, class);
         }
         if overlapping.iter().any(|&b| b * self.unit < offset || (b + 1) * self.unit > end) {
+            // The waiting blocks reach the device before this write lands on them.
             self.write_out(&mut pending)?;
-        } else {
-            for b in overlapping {
-                pending.remove(&b);
-            }
-            self.departures.fetch_add(1, Ordering::Release);
+            return self.inner.write_at(offset, buf, class);
         }
-        // Still under the lock: a read that saw the blocks leave must not
-        // read the device before this write is there.
-        self.inner.write_at(offset, buf, class)
+        for b in overlapping {
+            pending.remove(&b);
+        }
+        // Still under the lock, and only then count the departure: a read
+        // that finds the blocks gone from `pending` without having seen the
+        // count move must find this write on the device, not what it replaced.
+        let written = self.inner.write_at(offset, buf, class);
+        self.departures.fetch_add(1, Ordering::Release);
+        written
     }
 
     fn flush(&self) -> io::Result<()> {
