@@ -1,0 +1,170 @@
+//! The FUSE handler: one request in, one reply out. Reading requests are
+//! served here; modifying ones in `write`, inode flags in `ioctl`.
+
+use crate::{attr, errno, ext4_ino, fuse_ino, Ext4Fuse};
+use fusewire::abi::{init, FOPEN_KEEP_CACHE};
+use fusewire::{reply, DirBuf, Errno, InitInfo, Op, Request};
+use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
+
+impl fusewire::Handler for Ext4Fuse {
+    fn capabilities(&self, _info: &InitInfo) -> u64 {
+        // readdirplus lets `ls -l` get every attribute with the listing.
+        // Round trips dominate a cold traversal: directories need no OPENDIR /
+        // RELEASEDIR (we keep no per-handle state for them); on a read-only
+        // volume files need no OPEN / RELEASE either (read-write mounts count
+        // open handles, for unlinked-but-open files). Symlink targets are cached;
+        // lookups and readdirs in one directory may run in parallel.
+        let mut caps = init::DO_READDIRPLUS | init::READDIRPLUS_AUTO | init::NO_OPENDIR_SUPPORT | init::CACHE_SYMLINKS | init::PARALLEL_DIROPS;
+        // POSIX ACLs: the kernel checks permissions with the ACLs we store;
+        // we keep the mode in step with them and inherit default ACLs, for
+        // which creates must arrive without the umask applied (we apply it
+        // when the directory has no default ACL).
+        caps |= init::POSIX_ACL | init::DONT_MASK;
+        if self.vol.is_read_only() {
+            caps |= init::NO_OPEN_SUPPORT;
+        }
+        caps
+    }
+
+    fn handle(&self, req: &Request, op: Op<'_>, out: &mut Vec<u8>) -> Result<(), Errno> {
+        let ino = req.nodeid;
+        match op {
+            Op::Lookup { name } => {
+                let inode = self.lookup_inode(ino, name)?;
+                reply::entry(out, &self.entry(&inode));
+            }
+            Op::GetAttr { .. } => {
+                let inode = self.inode(ino)?;
+                reply::attr_out(out, self.policy.ttl, &self.attr(&inode));
+            }
+            Op::ReadLink => {
+                let i = self.inode(ino)?;
+                out.extend_from_slice(&self.vol.read_link(&i).map_err(|e| errno(&e))?);
+            }
+            Op::Open { flags } => self.open(ino, flags, out)?,
+            // Nothing is buffered per handle (writes reach the engine at once),
+            // so close has nothing to do: ENOSYS tells the kernel to stop
+            // sending FLUSH for this mount, one round trip less per close.
+            Op::Flush => return Err(Errno::ENOSYS),
+            Op::Release => self.vol.released(ext4_ino(ino)?).map_err(|e| errno(&e))?,
+            Op::Fsync { .. } | Op::FsyncDir { .. } => self.do_sync()?,
+            Op::Read { offset, size } => {
+                let i = self.inode(ino)?;
+                out.extend_from_slice(&self.vol.read(&i, offset, size as usize).map_err(|e| errno(&e))?);
+                self.accessed(i.ino);
+            }
+            // With FUSE_NO_OPENDIR_SUPPORT, ENOSYS tells the kernel to stop sending
+            // OPENDIR and RELEASEDIR altogether (readdir checks the inode itself).
+            Op::OpenDir | Op::ReleaseDir => return Err(Errno::ENOSYS),
+            Op::ReadDir { offset, size } => self.readdir(ino, offset, DirBuf::new(out, size), false)?,
+            Op::ReadDirPlus { offset, size } => self.readdir(ino, offset, DirBuf::new(out, size), true)?,
+            Op::Statfs => {
+                let s = self.vol.statfs();
+                let st = fusewire::Statfs { blocks: s.blocks, bfree: s.bfree, bavail: s.bavail, files: s.files, ffree: s.ffree, bsize: s.bsize, namelen: s.namelen, frsize: s.bsize };
+                reply::statfs(out, &st);
+            }
+            Op::GetXattr { name, size } => {
+                let i = self.inode(ino)?;
+                reply_xattr(self.vol.get_xattr(&i, name.as_bytes(), req.uid == 0).map_err(|e| errno(&e))?, size, out)?;
+            }
+            Op::ListXattr { size } => {
+                let i = self.inode(ino)?;
+                reply_xattr(self.vol.list_xattr(&i, req.uid == 0).map_err(|e| errno(&e))?, size, out)?;
+            }
+            Op::Access { mask } => self.access(req, ino, mask)?,
+            Op::Ioctl { cmd, in_data, .. } => {
+                let data = self.flag_ioctl(req, ino, cmd, in_data)?;
+                reply::ioctl(out, 0, &data);
+            }
+            Op::Lseek { .. } | Op::Unsupported(_) => return Err(Errno::ENOSYS),
+            op => self.modify(req, op, out)?,
+        }
+        Ok(())
+    }
+}
+
+impl Ext4Fuse {
+    fn open(&self, ino: u64, flags: i32, out: &mut Vec<u8>) -> Result<(), Errno> {
+        if self.vol.is_read_only() {
+            // The kernel refuses writes on a read-only mount itself; ENOSYS (with
+            // FUSE_NO_OPEN_SUPPORT) stops OPEN/RELEASE round trips for good.
+            return Err(Errno::ENOSYS);
+        }
+        let i = self.inode(ino)?;
+        if i.is_dir() {
+            return Err(Errno::EISDIR);
+        }
+        let acc = flags & libc::O_ACCMODE;
+        let access = match acc {
+            libc::O_RDONLY => fs::OpenAccess::Read,
+            _ => fs::OpenAccess::Write { append: flags & libc::O_APPEND != 0 },
+        };
+        self.vol.check_open(&i, access).map_err(|e| errno(&e))?;
+        if flags & libc::O_TRUNC != 0 && acc != libc::O_RDONLY {
+            let attr = fs::SetAttr { size: Some(0), ..Default::default() };
+            self.vol.setattr(i.ino, &attr).map_err(|e| errno(&e))?;
+        }
+        self.vol.opened(i.ino);
+        // The page cache keeps file contents across opens (only we change
+        // them), so a re-read may never reach us: record the access here.
+        if acc != libc::O_WRONLY {
+            self.accessed(i.ino);
+        }
+        reply::open(out, 0, FOPEN_KEEP_CACHE);
+        Ok(())
+    }
+
+    fn readdir(&self, ino: u64, offset: u64, mut buf: DirBuf<'_>, plus: bool) -> Result<(), Errno> {
+        let dir = self.listing(ino, offset)?;
+        let mut full = false;
+        let r = self.vol.read_dir(&dir, offset, &mut |e| {
+            let dtype = attr::dirent_kind(e.file_type);
+            let added = if !plus {
+                buf.add(fuse_ino(e.ino), e.next, dtype, &e.name)
+            } else {
+                let entry = match self.vol.inode(e.ino) {
+                    Ok(child) => self.entry(&child),
+                    // A damaged child must not hide its siblings: list it with an
+                    // attribute that expires at once, so stat asks again and gets EIO.
+                    Err(err) => {
+                        errno(&err);
+                        fusewire::Entry { attr: attr::placeholder(fuse_ino(e.ino), e.file_type), generation: 0, ttl: Duration::ZERO }
+                    }
+                };
+                buf.add_plus(&entry, e.next, dtype, &e.name)
+            };
+            full = !added;
+            added
+        });
+        if r.is_ok() && !full {
+            self.vol.hint_listed(&dir);
+        }
+        r.map_err(|e| errno(&e))
+    }
+
+    fn access(&self, req: &Request, ino: u64, mask: u32) -> Result<(), Errno> {
+        let i = self.inode(ino)?;
+        let s = self.vol.stat(&i);
+        if mask & libc::W_OK as u32 != 0 && self.vol.is_read_only() {
+            return Err(Errno::EROFS);
+        }
+        if attr::may_access(&s, req.uid, req.gid, mask) {
+            Ok(())
+        } else {
+            Err(Errno::EACCES)
+        }
+    }
+}
+
+/// getxattr/listxattr protocol: size 0 asks for the length only.
+fn reply_xattr(v: Vec<u8>, size: u32, out: &mut Vec<u8>) -> Result<(), Errno> {
+    if size == 0 {
+        reply::xattr_size(out, v.len() as u32);
+    } else if v.len() > size as usize {
+        return Err(Errno::ERANGE);
+    } else {
+        out.extend_from_slice(&v);
+    }
+    Ok(())
+}

@@ -1,0 +1,230 @@
+//! A mounted session: the INIT handshake, the /dev/fuse workers, and
+//! notifications. /dev/fuse always has workers: before the io_uring queues
+//! are registered every request comes through it, and afterwards the
+//! kernel still sends FORGET and INTERRUPT there.
+
+use crate::abi::{self, init, out_header, Fields, InHeader, IN_HEADER, OUT_HEADER};
+use crate::{serve, uring, Handler, InitInfo};
+use std::fs::File;
+use std::io::{self, IoSlice, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
+
+/// How a session serves requests.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// /dev/fuse worker threads (each on its own cloned descriptor).
+    pub threads: usize,
+    /// Largest WRITE the kernel may send, and so the READ size too.
+    pub max_write: u32,
+    pub max_readahead: u32,
+    pub uring: uring::UringConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { threads: 2, max_write: 1 << 20, max_readahead: 1 << 20, uring: uring::UringConfig::default() }
+    }
+}
+
+/// An initialized FUSE connection.
+pub struct Session<H: Handler> {
+    dev: Arc<File>,
+    handler: Arc<H>,
+    config: Config,
+    /// True when the kernel accepted FUSE over io_uring at INIT.
+    uring: bool,
+}
+
+/// Tells the kernel to drop what it caches (FUSE notifications).
+#[derive(Clone)]
+pub struct Notifier(Arc<File>);
+
+impl Notifier {
+    /// Forget the attributes of `ino` (`offset` -1) or its cached data from `offset` for `len` bytes (0: to the end).
+    pub fn inval_inode(&self, ino: u64, offset: i64, len: i64) -> io::Result<()> {
+        let mut arg = Vec::with_capacity(24);
+        abi::Out(&mut arg).u64(ino).u64(offset as u64).u64(len as u64);
+        let h = out_header(OUT_HEADER + arg.len(), abi::NOTIFY_INVAL_INODE, 0);
+        send(&self.0, &h, &arg)
+    }
+}
+
+fn send(dev: &File, header: &[u8], args: &[u8]) -> io::Result<()> {
+    let mut w = dev;
+    let n = w.write_vectored(&[IoSlice::new(header), IoSlice::new(args)])?;
+    // /dev/fuse takes a reply whole or not at all.
+    debug_assert_eq!(n, header.len() + args.len());
+    Ok(())
+}
+
+/// Reads one message, retrying what the kernel says to retry; None once unmounted.
+fn receive(dev: &File, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    loop {
+        let mut r = dev;
+        match r.read(buf) {
+            Ok(n) => return Ok(Some(n)),
+            Err(e) => match e.raw_os_error() {
+                // ENOENT: the request was interrupted before we read it.
+                Some(libc::ENOENT) | Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
+                Some(libc::ENODEV) => return Ok(None),
+                _ => return Err(e),
+            },
+        }
+    }
+}
+
+fn buffer_size(max_write: u32) -> usize {
+    max_write as usize + 4096
+}
+
+impl<H: Handler> Session<H> {
+    /// Do the INIT handshake on `dev` (a mounted /dev/fuse descriptor).
+    pub fn new(dev: OwnedFd, handler: Arc<H>, config: Config) -> io::Result<Session<H>> {
+        let dev = Arc::new(File::from(dev));
+        let mut buf = vec![0u8; buffer_size(config.max_write)];
+        loop {
+            let n = receive(&dev, &mut buf)?.ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "unmounted during the FUSE handshake"))?;
+            let msg = &buf[..n];
+            let h = InHeader::parse(msg).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "short FUSE message"))?;
+            let reply_err = |errno: i32| send(&dev, &out_header(OUT_HEADER, -errno, h.unique), &[]);
+            if h.opcode != abi::op::INIT {
+                reply_err(libc::EIO)?;
+                return Err(io::Error::new(io::ErrorKind::InvalidData, format!("FUSE opcode {} before INIT", h.opcode)));
+            }
+            let body = &msg[IN_HEADER..];
+            let Some(f) = Fields::new(body, abi::INIT_IN_MIN) else {
+                reply_err(libc::EPROTO)?;
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "short FUSE INIT"));
+            };
+            let (major, minor) = (f.u32(0), f.u32(4));
+            if major > abi::MAJOR {
+                // The kernel offers a newer protocol: say ours, and it asks again.
+                let mut v = Vec::new();
+                abi::Out(&mut v).u32(abi::MAJOR).u32(abi::MAX_MINOR);
+                send(&dev, &out_header(OUT_HEADER + v.len(), 0, h.unique), &v)?;
+                continue;
+            }
+            if major < abi::MAJOR || minor < abi::MIN_MINOR {
+                reply_err(libc::EPROTO)?;
+                return Err(io::Error::new(io::ErrorKind::Unsupported, format!("the kernel's FUSE protocol {major}.{minor} is older than 7.{}", abi::MIN_MINOR)));
+            }
+            let mut offered = u64::from(f.u32(12));
+            if offered & init::INIT_EXT != 0 && body.len() >= 20 {
+                offered |= u64::from(f.u32(16)) << 32;
+            }
+            let minor = minor.min(abi::MAX_MINOR);
+            let info = InitInfo { offered, minor };
+            let mut wanted = handler.capabilities(&info) | init::ASYNC_READ | init::BIG_WRITES | init::MAX_PAGES | init::INIT_EXT;
+            if config.uring.enabled {
+                wanted |= init::OVER_IO_URING;
+            }
+            let flags = wanted & offered;
+            let max_readahead = config.max_readahead.min(f.u32(8));
+            let max_pages = config.max_write.div_ceil(4096).max(1) as u16;
+            let mut out = Vec::with_capacity(abi::INIT_OUT);
+            abi::Out(&mut out)
+                .u32(abi::MAJOR)
+                .u32(minor)
+                .u32(max_readahead)
+                .u32(flags as u32)
+                .u16(16) // max_background
+                .u16(12) // congestion_threshold
+                .u32(config.max_write)
+                .u32(1) // time_gran: nanoseconds
+                .u16(max_pages)
+                .u16(0) // map_alignment
+                .u32((flags >> 32) as u32)
+                .u32(0) // max_stack_depth
+                .u16(0) // request_timeout
+                .zeros(22);
+            debug_assert_eq!(out.len(), abi::INIT_OUT);
+            send(&dev, &out_header(OUT_HEADER + out.len(), 0, h.unique), &out)?;
+            let uring = flags & init::OVER_IO_URING != 0;
+            return Ok(Session { dev, handler, config, uring });
+        }
+    }
+
+    pub fn notifier(&self) -> Notifier {
+        Notifier(self.dev.clone())
+    }
+
+    /// True when the kernel agreed to FUSE over io_uring.
+    pub fn uses_uring(&self) -> bool {
+        self.uring
+    }
+
+    /// Serve until the file system is unmounted.
+    pub fn run(self) -> io::Result<()> {
+        let mut workers = Vec::new();
+        for i in 0..self.config.threads.max(1) {
+            let dev = if i == 0 { self.dev.clone() } else { Arc::new(clone_dev(&self.dev)?) };
+            let (h, size) = (self.handler.clone(), buffer_size(self.config.max_write));
+            workers.push(std::thread::Builder::new().name(format!("fuse-dev-{i}")).spawn(move || dev_worker(&*h, &dev, size))?);
+        }
+        let queues = if self.uring {
+            let payload = buffer_size(self.config.max_write);
+            match uring::start(self.handler.clone(), self.dev.clone(), &self.config.uring, payload) {
+                Ok(q) => q,
+                Err(e) => {
+                    log::warn!("FUSE over io_uring unavailable ({e}); serving through /dev/fuse");
+                    Vec::new()
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        let mut result = Ok(());
+        for w in workers.into_iter().chain(queues) {
+            match w.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    if result.is_ok() {
+                        result = Err(e);
+                    }
+                }
+                Err(_) => result = Err(io::Error::other("a FUSE worker panicked")),
+            }
+        }
+        result
+    }
+}
+
+/// A second descriptor on the same connection (FUSE_DEV_IOC_CLONE): each
+/// worker reads its own, so reads do not queue behind one another.
+fn clone_dev(dev: &File) -> io::Result<File> {
+    const FUSE_DEV_IOC_CLONE: libc::c_ulong = 0x8004_e500;
+    let new = std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse")?;
+    let mut fd = dev.as_raw_fd() as u32;
+    // SAFETY: a valid descriptor and a pointer to a u32, as the ioctl takes.
+    let r = unsafe { libc::ioctl(new.as_raw_fd(), FUSE_DEV_IOC_CLONE as _, &mut fd) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(new)
+}
+
+fn dev_worker<H: Handler>(h: &H, dev: &File, size: usize) -> io::Result<()> {
+    let mut buf = vec![0u8; size];
+    let mut out = Vec::with_capacity(size);
+    while let Some(n) = receive(dev, &mut buf)? {
+        let msg = &buf[..n];
+        let Some(header) = InHeader::parse(msg) else {
+            log::error!("FUSE: short message of {n} bytes");
+            continue;
+        };
+        let body = &msg[IN_HEADER..(header.len as usize).clamp(IN_HEADER, n)];
+        let fixed = abi::fixed_size(header.opcode).min(body.len());
+        let Some(error) = serve(h, &header, &body[..fixed], &body[fixed..], &mut out) else { continue };
+        let reply = out_header(OUT_HEADER + out.len(), error, header.unique);
+        if let Err(e) = send(dev, &reply, &out) {
+            match e.raw_os_error() {
+                // The request was interrupted and is gone; or we are unmounted.
+                Some(libc::ENOENT) => {}
+                Some(libc::ENODEV) => return Ok(()),
+                _ => log::error!("FUSE: reply to opcode {} failed: {e}", header.opcode),
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,279 @@
+//! FUSE over io_uring (Linux 6.14+, Documentation/filesystems/fuse-io-uring.rst).
+//!
+//! The kernel keeps one request queue per possible CPU and puts a request on
+//! the queue of the CPU that made it. We serve each queue with a thread bound
+//! to that CPU: the caller sleeps, its CPU switches to our thread, and the
+//! reply switches back, with no other CPU woken. On the classic /dev/fuse
+//! transport the same round trip wakes an idle CPU twice, which in a VM is
+//! an interrupt and an exit to the hypervisor each time.
+//!
+//! Each queue registers `depth` entries. An entry is a header buffer
+//! (struct fuse_uring_req_header: the in/out header, the opcode's fixed
+//! struct, and the entry's commit id and payload size) and a payload buffer.
+//! A completed REGISTER or COMMIT_AND_FETCH command means the entry holds a
+//! request; we answer in place and COMMIT_AND_FETCH again.
+
+use crate::abi::{self, out_header, Fields, InHeader, OUT_HEADER};
+use crate::{serve, Handler};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+const CMD_REGISTER: u32 = 1;
+const CMD_COMMIT_AND_FETCH: u32 = 2;
+/// struct fuse_uring_req_header: in_out[128], op_in[128], ring_ent_in_out (32 bytes).
+const OP_IN: usize = 128;
+const ENT_IN_OUT: usize = 256;
+const HEADER: usize = 288;
+
+/// How the io_uring queues run.
+#[derive(Clone, Copy, Debug)]
+pub struct UringConfig {
+    /// Ask the kernel for FUSE over io_uring at INIT (it agrees only when
+    /// /sys/module/fuse/parameters/enable_uring is set).
+    pub enabled: bool,
+    /// Ring entries per queue: requests one CPU can have in flight at once.
+    pub depth: usize,
+    /// Run the queue threads as SCHED_IDLE (see `docs/ARCHITECTURE.md`).
+    pub idle_priority: bool,
+}
+
+impl Default for UringConfig {
+    fn default() -> Self {
+        UringConfig { enabled: false, depth: 4, idle_priority: false }
+    }
+}
+
+/// Start one thread per possible CPU; returns once every queue is registered.
+pub(crate) fn start<H: Handler>(h: Arc<H>, dev: Arc<File>, cfg: &UringConfig, payload: usize) -> io::Result<Vec<JoinHandle<io::Result<()>>>> {
+    let cpus = possible_cpus()?;
+    let mut threads = Vec::new();
+    let (tx, rx) = std::sync::mpsc::channel::<io::Result<()>>();
+    for qid in 0..cpus {
+        let (h, dev, cfg, tx) = (h.clone(), dev.clone(), *cfg, tx.clone());
+        threads.push(std::thread::Builder::new().name(format!("fuse-uring-{qid}")).spawn(move || {
+            let queue = Queue::new(qid as u16, &dev, &cfg, payload);
+            let mut queue = match queue {
+                Ok(q) => q,
+                Err(e) => {
+                    let msg = e.to_string();
+                    let _ = tx.send(Err(e));
+                    return Err(io::Error::other(msg));
+                }
+            };
+            let _ = tx.send(Ok(()));
+            drop(tx);
+            queue.serve(&*h)
+        })?);
+    }
+    drop(tx);
+    for _ in 0..cpus {
+        match rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(io::Error::other("an io_uring queue thread died")),
+        }
+    }
+    Ok(threads)
+}
+
+/// Number of possible CPUs: the kernel makes one queue for each.
+fn possible_cpus() -> io::Result<usize> {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    let last = s.trim().rsplit([',', '-']).next().and_then(|n| n.parse::<usize>().ok());
+    last.map(|n| n + 1).ok_or_else(|| io::Error::other(format!("cannot parse /sys/devices/system/cpu/possible: {s:?}")))
+}
+
+struct Entry {
+    /// u64s keep the header 8-byte aligned, as the kernel's structs are.
+    header: Box<[u64; HEADER / 8]>,
+    payload: Vec<u8>,
+    iov: Box<[libc::iovec; 2]>,
+    live: bool,
+}
+
+impl Entry {
+    fn header_bytes(&self) -> &[u8] {
+        // SAFETY: a u64 array viewed as its bytes.
+        unsafe { std::slice::from_raw_parts(self.header.as_ptr().cast::<u8>(), HEADER) }
+    }
+    fn header_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, exclusively borrowed.
+        unsafe { std::slice::from_raw_parts_mut(self.header.as_mut_ptr().cast::<u8>(), HEADER) }
+    }
+}
+
+struct Queue {
+    qid: u16,
+    ring: IoUring<squeue::Entry128, cqueue::Entry>,
+    fd: i32,
+    entries: Vec<Entry>,
+}
+
+fn bind_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET stays within it for cpu < CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::other("CPU number beyond cpu_set_t"));
+        }
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn set_idle_priority() -> io::Result<()> {
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: the calling thread, a valid parameter struct.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// struct fuse_uring_cmd_req in the SQE's command area.
+fn cmd_req(qid: u16, commit_id: u64) -> [u8; 80] {
+    let mut c = [0u8; 80];
+    c[8..16].copy_from_slice(&commit_id.to_ne_bytes());
+    c[16..18].copy_from_slice(&qid.to_ne_bytes());
+    c
+}
+
+/// Set the SQE's `len` (offset 24 in struct io_uring_sqe), which the io-uring
+/// crate's URING_CMD builder leaves 0; FUSE wants the iovec count there.
+fn set_len(sqe: &mut squeue::Entry128, len: u32) {
+    const _: () = assert!(std::mem::size_of::<squeue::Entry128>() == 128);
+    // SAFETY: Entry128 is #[repr(C)] around struct io_uring_sqe, whose `len`
+    // field is the u32 at byte 24 (include/uapi/linux/io_uring.h).
+    unsafe { (sqe as *mut squeue::Entry128).cast::<u8>().add(24).cast::<u32>().write_unaligned(len) }
+}
+
+impl Queue {
+    fn new(qid: u16, dev: &File, cfg: &UringConfig, payload: usize) -> io::Result<Queue> {
+        if let Err(e) = bind_to_cpu(usize::from(qid)) {
+            log::warn!("io_uring queue {qid}: cannot bind to its CPU: {e}");
+        }
+        if cfg.idle_priority {
+            if let Err(e) = set_idle_priority() {
+                log::warn!("io_uring queue {qid}: cannot run at idle priority: {e}");
+            }
+        }
+        let depth = cfg.depth.max(1);
+        let ring = IoUring::<squeue::Entry128, cqueue::Entry>::builder()
+            .setup_single_issuer()
+            .setup_coop_taskrun()
+            .build((depth * 2).next_power_of_two() as u32)?;
+        let mut q = Queue { qid, ring, fd: dev.as_raw_fd(), entries: Vec::with_capacity(depth) };
+        for _ in 0..depth {
+            let mut e = Entry {
+                header: Box::new([0u64; HEADER / 8]),
+                payload: vec![0u8; payload],
+                iov: Box::new([libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 2]),
+                live: true,
+            };
+            e.iov[0] = libc::iovec { iov_base: e.header.as_mut_ptr().cast(), iov_len: HEADER };
+            e.iov[1] = libc::iovec { iov_base: e.payload.as_mut_ptr().cast(), iov_len: e.payload.len() };
+            q.entries.push(e);
+        }
+        for i in 0..depth {
+            q.push(i, CMD_REGISTER, 0)?;
+        }
+        q.ring.submit()?;
+        Ok(q)
+    }
+
+    fn push(&mut self, i: usize, cmd: u32, commit_id: u64) -> io::Result<()> {
+        let iov = self.entries[i].iov.as_ptr() as u64;
+        let mut sqe = opcode::UringCmd80::new(types::Fd(self.fd), cmd).cmd(cmd_req(self.qid, commit_id)).addr(Some(iov)).build().user_data(i as u64);
+        set_len(&mut sqe, 2);
+        // SAFETY: the entry's buffers and iovecs live as long as the queue,
+        // which outlives the ring's use of them (the ring is dropped first).
+        unsafe { self.ring.submission().push(&sqe) }.map_err(|_| io::Error::other("io_uring submission queue full"))
+    }
+
+    fn serve<H: Handler + ?Sized>(&mut self, h: &H) -> io::Result<()> {
+        let mut out = Vec::new();
+        let mut done = Vec::new();
+        while self.entries.iter().any(|e| e.live) {
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) => return Err(e),
+            }
+            done.clear();
+            done.extend(self.ring.completion().map(|c| (c.user_data() as usize, c.result())));
+            for &(i, res) in &done {
+                if res < 0 {
+                    self.failed(i, res)?;
+                    continue;
+                }
+                let commit_id = self.answer(h, i, &mut out);
+                self.push(i, CMD_COMMIT_AND_FETCH, commit_id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A command ended with an error: the connection is going away, or not.
+    fn failed(&mut self, i: usize, res: i32) -> io::Result<()> {
+        match -res {
+            libc::EINTR | libc::EAGAIN => self.push(i, CMD_REGISTER, 0),
+            // Unmounted, or the daemon is going away.
+            libc::ENOTCONN | libc::ECANCELED | libc::ENODEV => {
+                self.entries[i].live = false;
+                Ok(())
+            }
+            e => {
+                self.entries[i].live = false;
+                Err(io::Error::from_raw_os_error(e))
+            }
+        }
+    }
+
+    /// Serve the request entry `i` holds and leave the reply in it; returns its commit id.
+    fn answer<H: Handler + ?Sized>(&mut self, h: &H, i: usize, out: &mut Vec<u8>) -> u64 {
+        let e = &mut self.entries[i];
+        let hb = e.header_bytes();
+        let ring = Fields::new(&hb[ENT_IN_OUT..], 32).expect("fixed-size header");
+        let commit_id = ring.u64(8);
+        let payload_len = (ring.u32(16) as usize).min(e.payload.len());
+        let header = InHeader::parse(hb).unwrap_or_default();
+        let fixed = &hb[OP_IN..OP_IN + abi::fixed_size(header.opcode).min(OP_IN)];
+        // Requests without a reply (FORGET, INTERRUPT) come through /dev/fuse, never here.
+        let mut error = serve(h, &header, fixed, &e.payload[..payload_len], out).unwrap_or(-libc::ENOSYS);
+        if out.len() > e.payload.len() {
+            log::error!("FUSE reply of {} bytes exceeds the ring's payload buffer", out.len());
+            out.clear();
+            error = -libc::EIO;
+        }
+        e.payload[..out.len()].copy_from_slice(out);
+        let hb = e.header_bytes_mut();
+        hb[..OUT_HEADER].copy_from_slice(&out_header(OUT_HEADER + out.len(), error, header.unique));
+        hb[ENT_IN_OUT + 16..ENT_IN_OUT + 20].copy_from_slice(&(out.len() as u32).to_ne_bytes());
+        commit_id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_area_layout() {
+        let c = cmd_req(3, 0x1122);
+        assert_eq!(&c[8..16], &0x1122u64.to_ne_bytes());
+        assert_eq!(&c[16..18], &3u16.to_ne_bytes());
+        assert!(c[..8].iter().chain(&c[18..]).all(|&b| b == 0));
+    }
+
+    #[test]
+    fn possible_cpus_is_at_least_one() {
+        assert!(possible_cpus().unwrap() >= 1);
+    }
+}
