@@ -1,4 +1,4 @@
-//! The mount(2) call for a FUSE file system, done here rather than by fuser so
+//! The mount(2) call for a FUSE file system, done here rather than by a FUSE library so
 //! that the mount shows the image as its source and `fuse.ext4lazy` as its
 //! type (or plain `fuse` with `nosubtype`, which xfstests needs), with the
 //! kernel flags the options ask for.

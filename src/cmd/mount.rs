@@ -265,7 +265,7 @@ fn stepahead_keys(vol: &Volume, final_figures: bool) -> serde_json::Map<String, 
 }
 
 struct Prepared {
-    session: fuser::Session<fuse::Ext4Fuse>,
+    session: fusewire::Session<fuse::Ext4Fuse>,
     vol: Arc<Volume>,
     devices: Devices,
     /// Held until the daemon has written everything: see the module comment.
@@ -323,12 +323,12 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
         flags: opts.kernel_flags,
     };
     let fd = super::fusemount::mount(&image, &mnt, &km)?;
-    let mut config = fuser::Config::default();
-    config.n_threads = Some(opts.threads);
-    config.clone_fd = true;
-    let acl = if opts.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
-    // The handshake (FUSE INIT) happens here: once it returns, the mount serves requests.
-    let session = match fuser::Session::from_fd(fs, fd, acl, config) {
+    let uring = fusewire::uring::UringConfig { enabled: opts.uring, idle_priority: opts.uring_idle, ..Default::default() };
+    let config = fusewire::Config { threads: opts.threads, uring, ..Default::default() };
+    // The handshake (FUSE INIT) happens here: once it returns, the mount
+    // serves requests. Without allow_other the kernel itself admits only the
+    // mount's owner.
+    let session = match fusewire::Session::new(fd, Arc::new(fs), config) {
         Ok(s) => {
             let _ = notifier_slot.set(s.notifier());
             s

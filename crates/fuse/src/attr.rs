@@ -1,91 +1,55 @@
 //! Conversions from engine attributes to FUSE's.
 
 use fs::{Stat, Timestamp};
-use fuser::{AccessFlags, FileAttr, FileType, INodeNo};
+use fusewire::Attr;
 use ondisk::dir::ftype;
 use ondisk::inode::mode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub fn to_system_time(t: Timestamp) -> SystemTime {
-    if t.sec >= 0 {
-        UNIX_EPOCH + Duration::new(t.sec as u64, t.nsec.min(999_999_999))
-    } else {
-        // Negative seconds with positive nanoseconds: go back, then forward.
-        UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs()) + Duration::from_nanos(u64::from(t.nsec.min(999_999_999)))
-    }
+fn time(t: Timestamp) -> (i64, u32) {
+    (t.sec, t.nsec.min(999_999_999))
 }
 
-pub fn file_kind(m: u16) -> FileType {
-    match m & mode::S_IFMT {
-        mode::S_IFDIR => FileType::Directory,
-        mode::S_IFLNK => FileType::Symlink,
-        mode::S_IFCHR => FileType::CharDevice,
-        mode::S_IFBLK => FileType::BlockDevice,
-        mode::S_IFIFO => FileType::NamedPipe,
-        mode::S_IFSOCK => FileType::Socket,
-        _ => FileType::RegularFile,
-    }
+/// The DT_* type readdir reports for an ext4 directory entry's file type.
+pub fn dirent_kind(t: u8) -> u32 {
+    u32::from(match t {
+        ftype::DIR => libc::DT_DIR,
+        ftype::SYMLINK => libc::DT_LNK,
+        ftype::CHR => libc::DT_CHR,
+        ftype::BLK => libc::DT_BLK,
+        ftype::FIFO => libc::DT_FIFO,
+        ftype::SOCK => libc::DT_SOCK,
+        _ => libc::DT_REG,
+    })
 }
 
-pub fn dirent_kind(t: u8) -> FileType {
-    match t {
-        ftype::DIR => FileType::Directory,
-        ftype::SYMLINK => FileType::Symlink,
-        ftype::CHR => FileType::CharDevice,
-        ftype::BLK => FileType::BlockDevice,
-        ftype::FIFO => FileType::NamedPipe,
-        ftype::SOCK => FileType::Socket,
-        _ => FileType::RegularFile,
-    }
-}
-
-pub fn to_file_attr(s: &Stat, ino: INodeNo) -> FileAttr {
-    FileAttr {
+pub fn to_file_attr(s: &Stat, ino: u64) -> Attr {
+    Attr {
         ino,
         size: s.size,
         blocks: s.blocks,
-        atime: to_system_time(s.atime),
-        mtime: to_system_time(s.mtime),
-        ctime: to_system_time(s.ctime),
-        crtime: to_system_time(s.crtime.unwrap_or_default()),
-        kind: file_kind(s.mode),
-        perm: s.mode & 0o7777,
+        atime: time(s.atime),
+        mtime: time(s.mtime),
+        ctime: time(s.ctime),
+        mode: u32::from(s.mode),
         nlink: s.nlink,
         uid: s.uid,
         gid: s.gid,
         rdev: s.rdev,
         blksize: s.blksize,
-        flags: 0,
     }
 }
 
 /// Attributes for an entry whose inode cannot be read (used with a zero TTL).
-pub fn placeholder(ino: INodeNo, dirent_type: u8) -> FileAttr {
-    FileAttr {
-        ino,
-        size: 0,
-        blocks: 0,
-        atime: UNIX_EPOCH,
-        mtime: UNIX_EPOCH,
-        ctime: UNIX_EPOCH,
-        crtime: UNIX_EPOCH,
-        kind: dirent_kind(dirent_type),
-        perm: 0,
-        nlink: 1,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        blksize: 4096,
-        flags: 0,
-    }
+pub fn placeholder(ino: u64, dirent_type: u8) -> Attr {
+    // DT_* << 12 is the S_IF* type.
+    Attr { ino, mode: dirent_kind(dirent_type) << 12, nlink: 1, blksize: 4096, ..Default::default() }
 }
 
 /// The classic permission check (used when the kernel does not check for us).
 /// Supplementary groups are not known here, so only the primary group counts.
-pub fn may_access(s: &Stat, uid: u32, gid: u32, mask: AccessFlags) -> bool {
-    let want = (if mask.contains(AccessFlags::R_OK) { 4 } else { 0 })
-        | (if mask.contains(AccessFlags::W_OK) { 2 } else { 0 })
-        | (if mask.contains(AccessFlags::X_OK) { 1 } else { 0 });
+/// `mask`: access(2)'s R_OK, W_OK, X_OK bits.
+pub fn may_access(s: &Stat, uid: u32, gid: u32, mask: u32) -> bool {
+    let want = mask & 7;
     let perm = u32::from(s.mode);
     if uid == 0 {
         // root may do anything, except execute a file with no execute bit at all.
@@ -106,11 +70,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn times_before_and_after_epoch() {
-        let t = to_system_time(Timestamp { sec: -1, nsec: 500_000_000 });
-        assert_eq!(UNIX_EPOCH.duration_since(t).unwrap(), Duration::from_millis(500));
-        let t = to_system_time(Timestamp { sec: 10, nsec: 1 });
-        assert_eq!(t.duration_since(UNIX_EPOCH).unwrap(), Duration::new(10, 1));
+    fn times_and_types() {
+        assert_eq!(time(Timestamp { sec: -1, nsec: 500_000_000 }), (-1, 500_000_000));
+        assert_eq!(time(Timestamp { sec: 10, nsec: 2_000_000_000 }), (10, 999_999_999));
+        assert_eq!(placeholder(5, ftype::DIR).mode, u32::from(mode::S_IFDIR));
+        assert_eq!(placeholder(5, ftype::SYMLINK).mode, u32::from(mode::S_IFLNK));
+        assert_eq!(placeholder(5, ftype::REG).mode, u32::from(mode::S_IFREG));
     }
 
     #[test]
@@ -130,11 +95,11 @@ mod tests {
             rdev: 0,
             blksize: 4096,
         };
-        assert!(may_access(&s, 1000, 1, AccessFlags::R_OK | AccessFlags::W_OK));
-        assert!(may_access(&s, 2000, 100, AccessFlags::R_OK));
-        assert!(!may_access(&s, 2000, 100, AccessFlags::W_OK));
-        assert!(!may_access(&s, 2000, 200, AccessFlags::R_OK));
-        assert!(!may_access(&s, 0, 0, AccessFlags::X_OK));
-        assert!(may_access(&s, 0, 0, AccessFlags::R_OK | AccessFlags::W_OK));
+        assert!(may_access(&s, 1000, 1, 6));
+        assert!(may_access(&s, 2000, 100, 4));
+        assert!(!may_access(&s, 2000, 100, 2));
+        assert!(!may_access(&s, 2000, 200, 4));
+        assert!(!may_access(&s, 0, 0, 1));
+        assert!(may_access(&s, 0, 0, 6));
     }
 }

@@ -4,11 +4,11 @@
 //! (CAP_LINUX_IMMUTABLE; the kernel's VFS has checked it already, this is a
 //! second line) and keeping the set-group-ID bit when an access ACL is set
 //! (in the file's group or CAP_FSETID; the kernel's flag for it needs
-//! FUSE_SETXATTR_EXT, which the FUSE library here does not parse).
+//! FUSE_SETXATTR_EXT, which we do not ask for).
 //! If the process is gone or not visible, uid 0 counts as holding every
 //! capability and the request's gid is the only group.
 
-use fuser::Request;
+use fusewire::Request;
 
 pub const CAP_FSETID: u32 = 4;
 pub const CAP_LINUX_IMMUTABLE: u32 = 9;
@@ -23,8 +23,8 @@ pub struct Caller {
 
 impl Caller {
     pub fn of(req: &Request) -> Caller {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", req.pid())).ok();
-        Caller::from_status(req.uid(), req.gid(), status.as_deref())
+        let status = std::fs::read_to_string(format!("/proc/{}/status", req.pid)).ok();
+        Caller::from_status(req.uid, req.gid, status.as_deref())
     }
 
     /// From the text of /proc/PID/status (None: unreadable).

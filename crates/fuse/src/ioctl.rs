@@ -5,7 +5,7 @@
 
 use crate::caller::{Caller, CAP_LINUX_IMMUTABLE};
 use crate::{errno, Ext4Fuse};
-use fuser::{Errno, INodeNo, ReplyIoctl, Request};
+use fusewire::{Errno, Request};
 use ondisk::inode::flags as fl;
 
 /// Ioctl numbers without their size field (the kernel sends sizeof(int) for
@@ -50,14 +50,9 @@ fn u32_at(data: &[u8], at: usize) -> Result<u32, Errno> {
 }
 
 impl Ext4Fuse {
-    pub(crate) fn do_ioctl(&self, req: &Request, ino: INodeNo, cmd: u32, in_data: &[u8], reply: ReplyIoctl) {
-        match self.flag_ioctl(req, ino, no_size(cmd), in_data) {
-            Ok(out) => reply.ioctl(0, &out),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn flag_ioctl(&self, req: &Request, ino: INodeNo, cmd: u32, in_data: &[u8]) -> Result<Vec<u8>, Errno> {
+    /// The ioctl's output data.
+    pub(crate) fn flag_ioctl(&self, req: &Request, ino: u64, cmd: u32, in_data: &[u8]) -> Result<Vec<u8>, Errno> {
+        let cmd = no_size(cmd);
         let inode = self.inode(ino)?;
         let current = self.vol.flags(&inode);
         let new = match cmd {
