@@ -16,6 +16,13 @@ fi
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
 modprobe fuse 2>/dev/null || true
 [[ -e /dev/fuse ]] || { echo "setup: /dev/fuse is missing: FUSE is not available on this machine" >&2; exit 1; }
+# FUSE over io_uring (Linux 6.14+) is off until this switch is set; ext4lazy
+# uses it when it is on (`ext4lazy install` sets it too, and keeps it set).
+if [[ -w /sys/module/fuse/parameters/enable_uring ]]; then
+  echo Y > /sys/module/fuse/parameters/enable_uring
+else
+  echo "setup: this kernel has no FUSE over io_uring; ext4lazy will serve requests through /dev/fuse"
+fi
 command -v cargo >/dev/null || { echo "setup: cargo (Rust) is not installed" >&2; exit 1; }
 cargo build --release --quiet --workspace
 echo "setup: built $(pwd)/target/release/ext4lazy (and arc-cd, dbfs-sqlite)"

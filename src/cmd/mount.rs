@@ -182,6 +182,7 @@ pub fn stats_json(vol: &Volume, devices: &Devices, final_figures: bool) -> serde
         "block_size": vol.block_size(),
         "cache": { "hits": cache.hits, "misses": cache.misses, "evictions": cache.evictions },
         "failure": vol.failure(),
+        "fuse": fuse_json(&devices.fuse),
     });
     if let Some(w) = vol.write_stats() {
         j["write"] = serde_json::json!({
@@ -224,6 +225,16 @@ fn io_json(c: &blockdev::IoCounts) -> serde_json::Value {
     serde_json::Value::Object(m)
 }
 
+fn fuse_json(c: &fusewire::Counters) -> serde_json::Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    serde_json::json!({
+        "requests_dev": c.dev_requests.load(Relaxed),
+        "requests_uring": c.uring_requests.load(Relaxed),
+        "uring_queues": c.uring_queues.load(Relaxed),
+        "priority_switches": c.priority_switches.load(Relaxed),
+    })
+}
+
 /// The device stack under the volume, kept for its figures.
 #[derive(Clone)]
 pub struct Devices {
@@ -233,6 +244,8 @@ pub struct Devices {
     model: Option<Arc<diskmodel::ModelDevice>>,
     /// (cleaning model seconds after the run, real seconds waited), once waited for.
     idle: Arc<std::sync::Mutex<Option<(f64, f64)>>>,
+    /// Requests served per FUSE transport.
+    fuse: Arc<fusewire::Counters>,
 }
 
 /// StepAhead's figures, at the top level (the bench suite reads them there).
@@ -292,7 +305,7 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
         }
     };
     let counting = Arc::new(blockdev::CountingDevice::new(base));
-    let devices = Devices { counting: counting.clone(), model, idle: Default::default() };
+    let devices = Devices { counting: counting.clone(), model, idle: Default::default(), fuse: Default::default() };
     let dev: Arc<dyn blockdev::BlockDevice> = counting;
     let vopts = VolumeOptions {
         read_only: opts.read_only,
@@ -323,8 +336,8 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
         flags: opts.kernel_flags,
     };
     let fd = super::fusemount::mount(&image, &mnt, &km)?;
-    let uring = fusewire::uring::UringConfig { enabled: opts.uring, idle_priority: opts.uring_idle, ..Default::default() };
-    let config = fusewire::Config { threads: opts.threads, uring, ..Default::default() };
+    let uring = fusewire::UringConfig { enabled: opts.uring, priority: opts.uring_sched, ..Default::default() };
+    let config = fusewire::Config { threads: opts.threads, uring, counters: devices.fuse.clone(), ..Default::default() };
     // The handshake (FUSE INIT) happens here: once it returns, the mount
     // serves requests. Without allow_other the kernel itself admits only the
     // mount's owner.

@@ -4,6 +4,7 @@ stress) and pjdfstest (POSIX semantics), each followed by e2fsck -fn. The
 suites are built by ../shared/tools (see .ci/run); absent suites fail the test
 with the command that builds them, rather than skipping silently."""
 
+import json
 import os
 import re
 import subprocess
@@ -25,13 +26,26 @@ FSX = "/opt/xfstests/ltp/fsx"
 FSSTRESS = "/opt/xfstests/ltp/fsstress"
 
 
-@pytest.fixture(params=["ordered", "lazy"])
+URING_SWITCH = "/sys/module/fuse/parameters/enable_uring"
+
+
+def uring_on():
+    try:
+        with open(URING_SWITCH) as f:
+            return f.read().strip() in ("Y", "1")
+    except OSError:
+        return False
+
+
+@pytest.fixture(params=["ordered", "lazy", "ordered-dev"])
 def rw_mount(request, adapter_id, adapter, workdir):
-    """A fresh 1 GiB volume mounted read-write in each journal mode. Afterwards
-    the kernel mounts it (a lazy volume's journal is replayed then) and
-    e2fsck -fn must be clean."""
+    """A fresh 1 GiB volume mounted read-write in each journal mode, over the
+    default transport (FUSE over io_uring where the kernel has it switched on)
+    and, in ordered mode, over /dev/fuse too. Afterwards the kernel mounts it
+    (a lazy volume's journal is replayed then) and e2fsck -fn must be clean."""
     if adapter_id != "ext4lazy":
         pytest.skip("read-write stress runs are for ext4lazy")
+    journal, _, transport = request.param.partition("-")
     img = os.path.join(workdir, "stress.img")
     if os.path.exists(img):
         os.unlink(img)
@@ -39,9 +53,18 @@ def rw_mount(request, adapter_id, adapter, workdir):
     util.run(["mkfs.ext4", "-F", "-q", img])
     mnt = os.path.join(workdir, "stress-mnt")
     os.makedirs(mnt, exist_ok=True)
-    util.run([adapter.bin, "mount", "-o", f"rw,allow_other,default_permissions,journal={request.param}", img, mnt])
+    stats = os.path.join(workdir, "stress-stats.json")
+    opts = f"rw,allow_other,default_permissions,journal={journal},stats={stats}" + (f",transport={transport}" if transport else "")
+    util.run([adapter.bin, "mount", "-o", opts, img, mnt])
     yield mnt
     util.run([adapter.bin, "umount", mnt])
+    with open(stats) as f:
+        fuse = json.load(f)["fuse"]
+    # The transport asked for is the one that served the run.
+    if transport == "dev" or not uring_on():
+        assert fuse["requests_uring"] == 0, fuse
+    else:
+        assert fuse["requests_uring"] > 10 * fuse["requests_dev"], f"requests did not go over io_uring: {fuse}"
     util.run(["mount", "-t", "ext4", "-o", "loop", img, mnt])
     util.run(["umount", mnt])
     p = subprocess.run(["e2fsck", "-fn", img], capture_output=True, text=True)

@@ -15,7 +15,8 @@ pub mod uring;
 
 pub use reply::{Attr, DirBuf, Entry, Statfs};
 pub use request::{Op, Request, SetAttrIn, SetTime};
-pub use session::{Config, Notifier, Session};
+pub use session::{Config, Counters, Notifier, Session};
+pub use uring::{Priority, UringConfig};
 
 /// An error number as the kernel takes it (positive here, negated on the wire).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,10 +8,24 @@ use crate::{serve, uring, Handler, InitInfo};
 use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// What a session has served, for the daemon's statistics.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Requests read from /dev/fuse.
+    pub dev_requests: AtomicU64,
+    /// Requests served from the io_uring queues.
+    pub uring_requests: AtomicU64,
+    /// io_uring queues registered (one per possible CPU, or none).
+    pub uring_queues: AtomicU64,
+    /// Queue threads moved between idle and normal priority (`Priority::Adaptive`).
+    pub priority_switches: AtomicU64,
+}
+
 /// How a session serves requests.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Config {
     /// /dev/fuse worker threads (each on its own cloned descriptor).
     pub threads: usize,
@@ -19,11 +33,12 @@ pub struct Config {
     pub max_write: u32,
     pub max_readahead: u32,
     pub uring: uring::UringConfig,
+    pub counters: Arc<Counters>,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { threads: 2, max_write: 1 << 20, max_readahead: 1 << 20, uring: uring::UringConfig::default() }
+        Config { threads: 2, max_write: 1 << 20, max_readahead: 1 << 20, uring: uring::UringConfig::default(), counters: Arc::default() }
     }
 }
 
@@ -159,12 +174,12 @@ impl<H: Handler> Session<H> {
         let mut workers = Vec::new();
         for i in 0..self.config.threads.max(1) {
             let dev = if i == 0 { self.dev.clone() } else { Arc::new(clone_dev(&self.dev)?) };
-            let (h, size) = (self.handler.clone(), buffer_size(self.config.max_write));
-            workers.push(std::thread::Builder::new().name(format!("fuse-dev-{i}")).spawn(move || dev_worker(&*h, &dev, size))?);
+            let (h, size, counters) = (self.handler.clone(), buffer_size(self.config.max_write), self.config.counters.clone());
+            workers.push(std::thread::Builder::new().name(format!("fuse-dev-{i}")).spawn(move || dev_worker(&*h, &dev, size, &counters))?);
         }
         let queues = if self.uring {
             let payload = buffer_size(self.config.max_write);
-            match uring::start(self.handler.clone(), self.dev.clone(), &self.config.uring, payload) {
+            match uring::start(self.handler.clone(), self.dev.clone(), &self.config.uring, payload, self.config.counters.clone()) {
                 Ok(q) => q,
                 Err(e) => {
                     log::warn!("FUSE over io_uring unavailable ({e}); serving through /dev/fuse");
@@ -204,10 +219,11 @@ fn clone_dev(dev: &File) -> io::Result<File> {
     Ok(new)
 }
 
-fn dev_worker<H: Handler>(h: &H, dev: &File, size: usize) -> io::Result<()> {
+fn dev_worker<H: Handler>(h: &H, dev: &File, size: usize, counters: &Counters) -> io::Result<()> {
     let mut buf = vec![0u8; size];
     let mut out = Vec::with_capacity(size);
     while let Some(n) = receive(dev, &mut buf)? {
+        counters.dev_requests.fetch_add(1, Ordering::Relaxed);
         let msg = &buf[..n];
         let Some(header) = InHeader::parse(msg) else {
             log::error!("FUSE: short message of {n} bytes");

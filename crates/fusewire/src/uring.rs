@@ -14,13 +14,15 @@
 //! request; we answer in place and COMMIT_AND_FETCH again.
 
 use crate::abi::{self, out_header, Fields, InHeader, OUT_HEADER};
-use crate::{serve, Handler};
+use crate::{serve, Counters, Handler};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 const CMD_REGISTER: u32 = 1;
 const CMD_COMMIT_AND_FETCH: u32 = 2;
@@ -28,6 +30,27 @@ const CMD_COMMIT_AND_FETCH: u32 = 2;
 const OP_IN: usize = 128;
 const ENT_IN_OUT: usize = 256;
 const HEADER: usize = 288;
+
+/// The scheduling class of the queue threads.
+///
+/// Why it matters: when our thread answers, the kernel wakes the caller, and
+/// the scheduler puts a woken task on an idle CPU rather than on a busy one.
+/// Our thread is still running on the caller's CPU at that moment, so the
+/// caller moves to the other CPU, and its next request goes to that CPU's
+/// queue: every round trip crosses CPUs again. A CPU whose only runnable
+/// tasks are SCHED_IDLE counts as idle, so with our threads SCHED_IDLE the
+/// caller stays where it was, and the caller and our thread hand the CPU to
+/// each other. The price: a SCHED_IDLE thread gets almost no CPU while
+/// another task wants it, so a CPU-bound program on the same CPU would slow
+/// every request down to its scraps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Priority {
+    Normal,
+    Idle,
+    /// Idle, and each queue's thread goes back to normal priority for
+    /// `ADAPTIVE_HOLD` whenever its requests wait long for the CPU.
+    Adaptive,
+}
 
 /// How the io_uring queues run.
 #[derive(Clone, Copy, Debug)]
@@ -37,24 +60,50 @@ pub struct UringConfig {
     pub enabled: bool,
     /// Ring entries per queue: requests one CPU can have in flight at once.
     pub depth: usize,
-    /// Run the queue threads as SCHED_IDLE (see `docs/ARCHITECTURE.md`).
-    pub idle_priority: bool,
+    pub priority: Priority,
 }
 
 impl Default for UringConfig {
     fn default() -> Self {
-        UringConfig { enabled: false, depth: 4, idle_priority: false }
+        UringConfig { enabled: false, depth: 4, priority: Priority::Adaptive }
     }
 }
 
+/// How often the adaptive policy looks at the queue threads.
+const ADAPTIVE_TICK: Duration = Duration::from_millis(100);
+/// A queue is contended when its requests waited this long for the CPU on
+/// average over a tick. Handing the CPU over costs a few microseconds; a
+/// CPU-bound neighbour makes it milliseconds.
+const CONTENDED_WAIT_NS: u64 = 200_000;
+/// How long a contended queue stays at normal priority before trying idle again.
+const ADAPTIVE_HOLD: Duration = Duration::from_secs(5);
+
+/// What the adaptive policy knows of one queue thread.
+#[derive(Default)]
+struct QueueState {
+    tid: AtomicI32,
+    served: AtomicU64,
+    idle: AtomicBool,
+}
+
 /// Start one thread per possible CPU; returns once every queue is registered.
-pub(crate) fn start<H: Handler>(h: Arc<H>, dev: Arc<File>, cfg: &UringConfig, payload: usize) -> io::Result<Vec<JoinHandle<io::Result<()>>>> {
+pub(crate) fn start<H: Handler>(h: Arc<H>, dev: Arc<File>, cfg: &UringConfig, payload: usize, counters: Arc<Counters>) -> io::Result<Vec<JoinHandle<io::Result<()>>>> {
     let cpus = possible_cpus()?;
     let mut threads = Vec::new();
+    let states: Arc<Vec<QueueState>> = Arc::new((0..cpus).map(|_| QueueState::default()).collect());
     let (tx, rx) = std::sync::mpsc::channel::<io::Result<()>>();
     for qid in 0..cpus {
-        let (h, dev, cfg, tx) = (h.clone(), dev.clone(), *cfg, tx.clone());
+        let (h, dev, cfg, tx, states, counters) = (h.clone(), dev.clone(), *cfg, tx.clone(), states.clone(), counters.clone());
         threads.push(std::thread::Builder::new().name(format!("fuse-uring-{qid}")).spawn(move || {
+            let state = &states[qid];
+            // SAFETY: gettid has no preconditions.
+            state.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
+            if cfg.priority != Priority::Normal {
+                match set_priority(0, true) {
+                    Ok(()) => state.idle.store(true, Ordering::Relaxed),
+                    Err(e) => log::warn!("io_uring queue {qid}: cannot run at idle priority: {e}"),
+                }
+            }
             let queue = Queue::new(qid as u16, &dev, &cfg, payload);
             let mut queue = match queue {
                 Ok(q) => q,
@@ -66,7 +115,10 @@ pub(crate) fn start<H: Handler>(h: Arc<H>, dev: Arc<File>, cfg: &UringConfig, pa
             };
             let _ = tx.send(Ok(()));
             drop(tx);
-            queue.serve(&*h)
+            counters.uring_queues.fetch_add(1, Ordering::Relaxed);
+            let served = queue.serve(&*h, state, &counters);
+            state.tid.store(0, Ordering::Relaxed);
+            served
         })?);
     }
     drop(tx);
@@ -77,7 +129,70 @@ pub(crate) fn start<H: Handler>(h: Arc<H>, dev: Arc<File>, cfg: &UringConfig, pa
             Err(_) => return Err(io::Error::other("an io_uring queue thread died")),
         }
     }
+    if cfg.priority == Priority::Adaptive {
+        // Detached: it ends when every queue thread has.
+        std::thread::Builder::new().name("fuse-uring-prio".into()).spawn(move || adapt(&states, &counters))?;
+    }
     Ok(threads)
+}
+
+/// Nanoseconds thread `tid` of this process has spent runnable but waiting
+/// for a CPU (the second field of its schedstat).
+fn run_delay_ns(tid: i32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    s.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The adaptive policy (`Priority::Adaptive`): every tick, a queue at idle
+/// priority whose requests waited more than `CONTENDED_WAIT_NS` each for the
+/// CPU goes to normal priority; after `ADAPTIVE_HOLD` it tries idle again.
+fn adapt(states: &[QueueState], counters: &Counters) {
+    let mut last: Vec<(u64, u64)> = vec![(0, 0); states.len()];
+    let mut normal_since: Vec<Option<Instant>> = vec![None; states.len()];
+    loop {
+        std::thread::sleep(ADAPTIVE_TICK);
+        let mut running = false;
+        for (q, st) in states.iter().enumerate() {
+            let tid = st.tid.load(Ordering::Relaxed);
+            if tid == 0 {
+                continue;
+            }
+            running = true;
+            // Without schedstat there is nothing to go by: stay at normal priority.
+            let Some(delay) = run_delay_ns(tid) else {
+                if st.idle.swap(false, Ordering::Relaxed) && set_priority(tid, false).is_ok() {
+                    counters.priority_switches.fetch_add(1, Ordering::Relaxed);
+                }
+                normal_since[q] = Some(Instant::now() + Duration::from_secs(1 << 30));
+                continue;
+            };
+            let served = st.served.load(Ordering::Relaxed);
+            let (d_delay, d_served) = (delay.saturating_sub(last[q].0), served.saturating_sub(last[q].1));
+            last[q] = (delay, served);
+            let idle = st.idle.load(Ordering::Relaxed);
+            let switch_to = if idle && d_delay / d_served.max(1) > CONTENDED_WAIT_NS {
+                Some(false)
+            } else if !idle && normal_since[q].is_some_and(|t| t.elapsed() >= ADAPTIVE_HOLD) {
+                Some(true)
+            } else {
+                None
+            };
+            if let Some(to_idle) = switch_to {
+                match set_priority(tid, to_idle) {
+                    Ok(()) => {
+                        st.idle.store(to_idle, Ordering::Relaxed);
+                        normal_since[q] = (!to_idle).then(Instant::now);
+                        counters.priority_switches.fetch_add(1, Ordering::Relaxed);
+                        log::debug!("io_uring queue {q}: {} priority", if to_idle { "idle" } else { "normal" });
+                    }
+                    Err(e) => log::warn!("io_uring queue {q}: cannot change priority: {e}"),
+                }
+            }
+        }
+        if !running {
+            return;
+        }
+    }
 }
 
 /// Number of possible CPUs: the kernel makes one queue for each.
@@ -128,10 +243,12 @@ fn bind_to_cpu(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
-fn set_idle_priority() -> io::Result<()> {
+/// SCHED_IDLE or SCHED_OTHER for thread `tid` (0: the calling thread).
+fn set_priority(tid: i32, idle: bool) -> io::Result<()> {
     let p = libc::sched_param { sched_priority: 0 };
-    // SAFETY: the calling thread, a valid parameter struct.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) } != 0 {
+    let policy = if idle { libc::SCHED_IDLE } else { libc::SCHED_OTHER };
+    // SAFETY: a thread id of this process (or 0), a valid parameter struct.
+    if unsafe { libc::sched_setscheduler(tid, policy, &p) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
@@ -158,11 +275,6 @@ impl Queue {
     fn new(qid: u16, dev: &File, cfg: &UringConfig, payload: usize) -> io::Result<Queue> {
         if let Err(e) = bind_to_cpu(usize::from(qid)) {
             log::warn!("io_uring queue {qid}: cannot bind to its CPU: {e}");
-        }
-        if cfg.idle_priority {
-            if let Err(e) = set_idle_priority() {
-                log::warn!("io_uring queue {qid}: cannot run at idle priority: {e}");
-            }
         }
         let depth = cfg.depth.max(1);
         let ring = IoUring::<squeue::Entry128, cqueue::Entry>::builder()
@@ -197,7 +309,7 @@ impl Queue {
         unsafe { self.ring.submission().push(&sqe) }.map_err(|_| io::Error::other("io_uring submission queue full"))
     }
 
-    fn serve<H: Handler + ?Sized>(&mut self, h: &H) -> io::Result<()> {
+    fn serve<H: Handler + ?Sized>(&mut self, h: &H, state: &QueueState, counters: &Counters) -> io::Result<()> {
         let mut out = Vec::new();
         let mut done = Vec::new();
         while self.entries.iter().any(|e| e.live) {
@@ -214,6 +326,8 @@ impl Queue {
                     continue;
                 }
                 let commit_id = self.answer(h, i, &mut out);
+                state.served.fetch_add(1, Ordering::Relaxed);
+                counters.uring_requests.fetch_add(1, Ordering::Relaxed);
                 self.push(i, CMD_COMMIT_AND_FETCH, commit_id)?;
             }
         }
