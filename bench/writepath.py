@@ -69,7 +69,10 @@ from suite import shapes  # noqa: E402
 WORKLOADS = ("makedirs", "createfiles", "untar")
 # system -> (harness adapter, mount options; ext4lazy adds stats=FILE)
 SYSTEMS = {"kernel": ("kernel", ["rw"]), "fuse2fs": ("fuse2fs", ["rw", "fakeroot"]),
-           "ext4lazy": ("ext4lazy", ["rw"]), "ext4lazy-lazy": ("ext4lazy", ["rw", "journal=lazy"])}
+           "ext4lazy": ("ext4lazy", ["rw"]), "ext4lazy-lazy": ("ext4lazy", ["rw", "journal=lazy"]),
+           # The transport ablations: /dev/fuse, and io_uring with the queue threads at normal priority.
+           "ext4lazy-dev": ("ext4lazy", ["rw", "transport=dev"]),
+           "ext4lazy-uring-normal": ("ext4lazy", ["rw", "uring_sched=normal"])}
 LAZY = {"ext4lazy-lazy"}                # volumes left with a journal to replay, by design
 EXT4LAZY_KEYS = ("journal_blocks", "journal_used_blocks", "journal_live_blocks", "jmap_entries", "jmap_bytes",
                  "cleaner_blocks_moved", "blocks_migrated_home")
