@@ -21,6 +21,12 @@ impl fusewire::Handler for Ext4Fuse {
         // which creates must arrive without the umask applied (we apply it
         // when the directory has no default ACL).
         caps |= init::POSIX_ACL | init::DONT_MASK;
+        // We clear set-user-ID, set-group-ID and file capabilities on write,
+        // truncate and chown ourselves (Volume::drop_privileges), so the
+        // kernel need not ask for security.capability before every write(2)
+        // nor re-read the mode before every chown: 3-4 round trips per file
+        // of an untar.
+        caps |= init::HANDLE_KILLPRIV_V2;
         if self.vol.is_read_only() {
             caps |= init::NO_OPEN_SUPPORT;
         }
@@ -42,7 +48,7 @@ impl fusewire::Handler for Ext4Fuse {
                 let i = self.inode(ino)?;
                 out.extend_from_slice(&self.vol.read_link(&i).map_err(|e| errno(&e))?);
             }
-            Op::Open { flags } => self.open(ino, flags, out)?,
+            Op::Open { flags, kill_suidgid } => self.open(ino, flags, kill_suidgid, out)?,
             // Nothing is buffered per handle (writes reach the engine at once),
             // so close has nothing to do: ENOSYS tells the kernel to stop
             // sending FLUSH for this mount, one round trip less per close.
@@ -85,7 +91,7 @@ impl fusewire::Handler for Ext4Fuse {
 }
 
 impl Ext4Fuse {
-    fn open(&self, ino: u64, flags: i32, out: &mut Vec<u8>) -> Result<(), Errno> {
+    fn open(&self, ino: u64, flags: i32, kill_suidgid: bool, out: &mut Vec<u8>) -> Result<(), Errno> {
         if self.vol.is_read_only() {
             // The kernel refuses writes on a read-only mount itself; ENOSYS (with
             // FUSE_NO_OPEN_SUPPORT) stops OPEN/RELEASE round trips for good.
@@ -104,6 +110,7 @@ impl Ext4Fuse {
         if flags & libc::O_TRUNC != 0 && acc != libc::O_RDONLY {
             let attr = fs::SetAttr { size: Some(0), ..Default::default() };
             self.vol.setattr(i.ino, &attr).map_err(|e| errno(&e))?;
+            self.vol.drop_privileges(i.ino, kill_suidgid).map_err(|e| errno(&e))?;
         }
         self.vol.opened(i.ino);
         // The page cache keeps file contents across opens (only we change

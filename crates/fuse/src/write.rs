@@ -2,6 +2,7 @@
 
 use crate::{errno, Ext4Fuse};
 use fs::{CreateKind, FsError, SetAttr, Timestamp};
+use fusewire::abi::WRITE_KILL_SUIDGID;
 use fusewire::{reply, Errno, Op, Request, SetAttrIn, SetTime};
 use ondisk::inode::mode;
 use std::ffi::OsStr;
@@ -46,8 +47,12 @@ impl Ext4Fuse {
             Op::Unlink { name } => self.vol.unlink(crate::ext4_ino(ino)?, name.as_bytes()).map_err(|e| errno(&e))?,
             Op::Rmdir { name } => self.vol.rmdir(crate::ext4_ino(ino)?, name.as_bytes()).map_err(|e| errno(&e))?,
             Op::Rename { name, newdir, newname, flags } => self.rename(ino, name, newdir, newname, flags, (req.uid, req.gid))?,
-            Op::Write { offset, data, .. } => {
-                let n = self.vol.write(crate::ext4_ino(ino)?, offset, data).map_err(|e| errno(&e))?;
+            Op::Write { offset, data, write_flags } => {
+                let i = crate::ext4_ino(ino)?;
+                // KILLPRIV_V2: a write drops the file capability, and set-user-ID /
+                // set-group-ID when the kernel says the writer lacks CAP_FSETID.
+                self.vol.drop_privileges(i, write_flags & WRITE_KILL_SUIDGID != 0).map_err(|e| errno(&e))?;
+                let n = self.vol.write(i, offset, data).map_err(|e| errno(&e))?;
                 reply::written(out, n as u32);
             }
             Op::SetAttr(a) => {
@@ -133,7 +138,16 @@ impl Ext4Fuse {
             mtime: a.mtime.map(set_time),
             ctime: a.ctime.map(|(sec, nsec)| Timestamp { sec, nsec }),
         };
-        self.vol.setattr(crate::ext4_ino(ino)?, &attr).map_err(|e| errno(&e))
+        let i = crate::ext4_ino(ino)?;
+        let inode = self.vol.setattr(i, &attr).map_err(|e| errno(&e))?;
+        // KILLPRIV_V2: a truncation or a change of owner drops the file
+        // capability, and set-user-ID / set-group-ID when the kernel asks
+        // (always for chown, for truncate when the caller lacks CAP_FSETID).
+        if a.kill_suidgid || a.size.is_some() || a.uid.is_some() || a.gid.is_some() {
+            self.vol.drop_privileges(i, a.kill_suidgid).map_err(|e| errno(&e))?;
+            return self.vol.inode(i).map_err(|e| errno(&e));
+        }
+        Ok(inode)
     }
 
     fn fallocate(&self, ino: u64, offset: u64, length: u64, mode: i32) -> Result<(), Errno> {

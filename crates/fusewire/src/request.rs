@@ -3,7 +3,7 @@
 //! data): contiguous on /dev/fuse, in separate buffers over io_uring, so the
 //! parser takes the two parts apart and both transports share it.
 
-use crate::abi::{fattr, fixed_size, op, Fields, InHeader, GETATTR_FH, FSYNC_FDATASYNC};
+use crate::abi::{fattr, fixed_size, op, Fields, InHeader, FSYNC_FDATASYNC, GETATTR_FH, OPEN_KILL_SUIDGID};
 use crate::Errno;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -61,7 +61,9 @@ pub enum Op<'a> {
     Rename { name: &'a OsStr, newdir: u64, newname: &'a OsStr, flags: u32 },
     /// The header's node is the new parent; `ino` is the inode linked.
     Link { ino: u64, newname: &'a OsStr },
-    Open { flags: i32 },
+    /// `kill_suidgid`: with O_TRUNC, the truncation must clear set-user-ID
+    /// and set-group-ID (FUSE_OPEN_KILL_SUIDGID, with FUSE_HANDLE_KILLPRIV_V2).
+    Open { flags: i32, kill_suidgid: bool },
     Read { offset: u64, size: u32 },
     Write { offset: u64, data: &'a [u8], write_flags: u32 },
     Statfs,
@@ -148,7 +150,7 @@ pub fn parse<'a>(opcode: u32, fixed: &'a [u8], payload: &'a [u8]) -> Result<Op<'
             Op::Rename { name, newdir: f.u64(0), newname: one_name(rest)?, flags }
         }
         op::LINK => Op::Link { ino: f.u64(0), newname: one_name(payload)? },
-        op::OPEN => Op::Open { flags: f.u32(0) as i32 },
+        op::OPEN => Op::Open { flags: f.u32(0) as i32, kill_suidgid: f.u32(4) & OPEN_KILL_SUIDGID != 0 },
         op::READ => Op::Read { offset: f.u64(8), size: f.u32(16) },
         op::READDIR => Op::ReadDir { offset: f.u64(8), size: f.u32(16) },
         op::READDIRPLUS => Op::ReadDirPlus { offset: f.u64(8), size: f.u32(16) },

@@ -245,3 +245,44 @@ fn set_file_acl(inode: &mut Inode, blk: u64) {
     inode.base.file_acl_lo = blk as u32;
     inode.base.file_acl_hi = (blk >> 32) as u16;
 }
+
+/// Name index of `security.*` attributes; the file capability is `security.capability`.
+const SECURITY: u8 = 6;
+
+impl Volume {
+    /// What a write, a truncation or a change of owner takes away from a file,
+    /// as the VFS does (file_remove_privs, notify_change's ATTR_KILL_*), which
+    /// FUSE_HANDLE_KILLPRIV_V2 leaves to the file system: the file capability
+    /// always; with `suidgid`, set-user-ID, and set-group-ID when the group may
+    /// execute (without group execute the bit marks mandatory locking and stays).
+    /// Directories, and immutable or append-only inodes, are left alone.
+    pub fn drop_privileges(&self, ino: u32, suidgid: bool) -> Result<()> {
+        use ondisk::inode::mode::{S_ISGID, S_ISUID};
+        let bits = |inode: &Inode| {
+            let m = inode.base.mode;
+            let sgid = if m & 0o010 != 0 { S_ISGID } else { 0 };
+            if suidgid { m & (S_ISUID | sgid) } else { 0 }
+        };
+        let has_cap = |all: &[Xattr]| all.iter().any(|x| x.name_index == SECURITY && x.suffix == b"capability");
+        // A look without the write lock first: most writes have nothing to drop.
+        let inode = self.inode(ino)?;
+        if inode.is_dir() || inode.has_flag(flags::IMMUTABLE | flags::APPEND) {
+            return Ok(());
+        }
+        if bits(&inode) == 0 && !has_cap(&self.all_xattrs(&inode)?) {
+            return Ok(());
+        }
+        self.atomic(|ws| {
+            let mut inode = self.inode(ino)?;
+            let kill = bits(&inode);
+            let mut all = self.all_xattrs(&inode)?;
+            if kill == 0 && !has_cap(&all) {
+                return Ok(());
+            }
+            inode.base.mode &= !kill;
+            all.retain(|x| !(x.name_index == SECURITY && x.suffix == b"capability"));
+            super::ops::touch_ctime(&mut inode);
+            self.store_xattrs(ws, &mut inode, all)
+        })
+    }
+}
