@@ -146,8 +146,8 @@ def inline_rows(gens, systems, layout, sizes):
             files = sum(v[0] for v in sample.values())
             inline = sum(v[1] for v in sample.values())
             kinds = ", ".join(f"{k} {v[1]}/{v[0]}" for k, v in sorted(sample.items()))
-            L.append(f"- {s}: {inline} of the first {files} files inline ({kinds})")
-    return (["Inline data (FS_IOC_GETFLAGS of the first files of the largest directory, after Generate):", ""]
+            L.append(f"- {s}: {inline} of {files} sampled files inline ({kinds})")
+    return (["Inline data (FS_IOC_GETFLAGS of up to 5 files of each kind in the largest directory, after Generate):", ""]
             + L + [""]) if L else []
 
 

@@ -17,6 +17,9 @@ const MODPROBE_CONF: &str = "/etc/modprobe.d/ext4lazy.conf";
 /// (before 6.14, or built without CONFIG_FUSE_IO_URING) has no parameter:
 /// mounts then use /dev/fuse, and install says so.
 fn enable_uring() -> Result<()> {
+    if let Some(dir) = Path::new(MODPROBE_CONF).parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     std::fs::write(MODPROBE_CONF, "# ext4lazy: let FUSE file systems serve requests over io_uring (transport=uring)\noptions fuse enable_uring=1\n")
         .with_context(|| format!("writing {MODPROBE_CONF}"))?;
     if !Path::new(URING_PARAM).exists() {

@@ -87,18 +87,21 @@ def first_files(top):
                 yield e.path
 
 
-def inline_sample(cd, limit=55):
-    """Which of the first `limit` files met in a walk of the control directory are inline (file name's last
-    part -> [files, inline, bytes]): whether small files really went into their inodes.  None where the file
-    system has no FS_IOC_GETFLAGS."""
+def inline_sample(cd, per_kind=5, walk=1000):
+    """Which files of each kind (file name's last part -> [files, inline, bytes]) are inline, from up to
+    `per_kind` files of each kind among the first `walk` files met in a walk of the control directory:
+    whether small files really went into their inodes. Per kind, because a walk meets names in hash order,
+    which differs with every mkfs. None where the file system has no FS_IOC_GETFLAGS."""
     by = {}
     for i, path in enumerate(first_files(cd)):
-        if i >= limit:
+        if i >= walk:
             break
+        e = by.setdefault(os.path.basename(path).rsplit(".", 1)[-1], [0, 0, 0])
+        if e[0] >= per_kind:
+            continue
         flags = inode_flags(path)
         if flags is None:
             return None
-        e = by.setdefault(os.path.basename(path).rsplit(".", 1)[-1], [0, 0, 0])
         e[0] += 1
         e[1] += 1 if flags & INLINE_DATA_FL else 0
         e[2] += os.path.getsize(path)
