@@ -31,6 +31,13 @@ impl Ext4Fuse {
                 self.vol.opened(i.ino);
                 reply::create(out, &self.entry(&i), 0, 0);
             }
+            Op::TmpFile { mode, umask, .. } => {
+                let (perm, uid, gid) = self.new_owner(req, ino, (mode & 0o7777) as u16, false)?;
+                let pino = crate::ext4_ino(ino)?;
+                let i = self.vol.create_tmpfile(pino, perm, (umask & 0o777) as u16, uid, gid).map_err(|e| errno(&e))?;
+                self.vol.opened(i.ino);
+                reply::create(out, &self.entry(&i), 0, 0);
+            }
             Op::Mknod { name, mode, rdev, umask } => reply::entry(out, &self.entry(&self.mknod(req, ino, name, mode, umask, rdev)?)),
             Op::Mkdir { name, mode, umask } => {
                 let i = self.make(req, ino, name, CreateKind::Dir, (mode & 0o7777) as u16, umask)?;

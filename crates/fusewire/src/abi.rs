@@ -48,6 +48,7 @@ pub mod op {
     pub const READDIRPLUS: u32 = 44;
     pub const RENAME2: u32 = 45;
     pub const LSEEK: u32 = 46;
+    pub const TMPFILE: u32 = 51;
 }
 
 /// FUSE_INIT capability bits (bits 32-63 travel in `flags2`).
@@ -118,7 +119,7 @@ pub fn fixed_size(opcode: u32) -> usize {
         op::SETXATTR => 8,
         op::GETXATTR | op::LISTXATTR => 8,
         op::ACCESS => 8,
-        op::CREATE => 16,
+        op::CREATE | op::TMPFILE => 16,
         op::INTERRUPT => 8,
         op::IOCTL => 32,
         op::BATCH_FORGET => 8,

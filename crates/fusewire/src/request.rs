@@ -81,6 +81,8 @@ pub enum Op<'a> {
     ReleaseDir,
     Access { mask: u32 },
     Create { name: &'a OsStr, mode: u32, umask: u32, flags: i32 },
+    /// O_TMPFILE in the header's directory: an open file with no name.
+    TmpFile { mode: u32, umask: u32, flags: i32 },
     Ioctl { cmd: u32, flags: u32, in_data: &'a [u8], out_size: u32 },
     Fallocate { offset: u64, length: u64, mode: i32 },
     Lseek { offset: u64, whence: u32 },
@@ -176,6 +178,7 @@ pub fn parse<'a>(opcode: u32, fixed: &'a [u8], payload: &'a [u8]) -> Result<Op<'
         op::OPENDIR => Op::OpenDir,
         op::ACCESS => Op::Access { mask: f.u32(0) },
         op::CREATE => Op::Create { name: one_name(payload)?, flags: f.u32(0) as i32, mode: f.u32(4), umask: f.u32(8) },
+        op::TMPFILE => Op::TmpFile { flags: f.u32(0) as i32, mode: f.u32(4), umask: f.u32(8) },
         op::IOCTL => {
             let in_size = f.u32(24) as usize;
             let in_data = payload.get(..in_size).ok_or(Errno::EINVAL)?;

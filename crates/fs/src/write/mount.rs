@@ -81,36 +81,46 @@ impl Volume {
             return Ok(());
         }
         self.atomic(|ws| {
-            let mut prev: Option<u32> = None;
-            let mut cur = ws.sb.f.last_orphan;
-            let mut n = 0;
-            while cur != 0 && cur != ino && n < self.sb.f.inodes_count {
-                prev = Some(cur);
-                cur = self.inode(cur)?.base.dtime;
-                n += 1;
-            }
-            if cur != ino {
+            if !self.take_off_orphan_list(ws, ino)? {
                 return Ok(()); // not an orphan (never was, or already freed)
             }
             let inode = self.inode(ino)?;
-            if inode.links_count() != 0 {
-                // A damaged orphan list: never free an inode that still has names.
-                return Err(FsError::Format(ondisk::FormatError::corrupt(
-                    "orphan list",
-                    ondisk::Location::Inode(u64::from(ino)),
-                    ondisk::Corruption::BadField { field: "links of an orphan", value: u64::from(inode.links_count()) },
-                )));
-            }
-            match prev {
-                None => ws.sb.f.last_orphan = inode.base.dtime,
-                Some(p) => {
-                    let mut pi = self.inode(p)?;
-                    pi.base.dtime = inode.base.dtime;
-                    self.write_inode(ws, &pi)?;
-                }
-            }
             self.free_file(ws, inode)
         })
+    }
+
+    /// Unlink `ino` from the orphan list (the superblock's last_orphan, then
+    /// each inode's dtime); false when it is not on it. Refuses, as damage,
+    /// an inode on the list that still has names.
+    pub(super) fn take_off_orphan_list(&self, ws: &mut WriteState, ino: u32) -> Result<bool> {
+        let mut prev: Option<u32> = None;
+        let mut cur = ws.sb.f.last_orphan;
+        let mut n = 0;
+        while cur != 0 && cur != ino && n < self.sb.f.inodes_count {
+            prev = Some(cur);
+            cur = self.inode(cur)?.base.dtime;
+            n += 1;
+        }
+        if cur != ino {
+            return Ok(false);
+        }
+        let inode = self.inode(ino)?;
+        if inode.links_count() != 0 {
+            return Err(FsError::Format(ondisk::FormatError::corrupt(
+                "orphan list",
+                ondisk::Location::Inode(u64::from(ino)),
+                ondisk::Corruption::BadField { field: "links of an orphan", value: u64::from(inode.links_count()) },
+            )));
+        }
+        match prev {
+            None => ws.sb.f.last_orphan = inode.base.dtime,
+            Some(p) => {
+                let mut pi = self.inode(p)?;
+                pi.base.dtime = inode.base.dtime;
+                self.write_inode(ws, &pi)?;
+            }
+        }
+        Ok(true)
     }
 }
 

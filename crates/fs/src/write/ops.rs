@@ -301,12 +301,45 @@ impl Volume {
         self.dev.write_at(pblk * bs, data, IoClass::Data).map_err(|e| FsError::io(format!("writing data block {pblk}"), e))
     }
 
-    /// Hard link: a new name for inode `ino` in `parent`.
+    /// An open file with no name (O_TMPFILE) in `parent`'s place: owner,
+    /// flags and default ACLs as a file created there, no links, on the orphan
+    /// list from the start so that a crash or the last close frees it, unless
+    /// `link` gives it a name first. The caller records it as open.
+    pub fn create_tmpfile(&self, parent: u32, perm: u16, umask: u16, uid: u32, gid: u32) -> Result<Inode> {
+        self.atomic(|ws| {
+            let dir = self.dir_inode(parent)?;
+            refuse_if(&dir, flags::IMMUTABLE)?;
+            let (mode_bits, acls) = self.inherit_acls(&dir, mode::S_IFREG | (perm & 0o7777), umask)?;
+            let ino = self.alloc_inode(ws, parent, false)?;
+            let mut inode = self.new_inode(ino, mode_bits, uid, gid);
+            inode.base.flags |= iflags::inherited(dir.base.flags, mode_bits);
+            self.init_extent_root(&mut inode);
+            inode.base.links_count = 0;
+            inode.base.dtime = ws.sb.f.last_orphan;
+            ws.sb.f.last_orphan = ino;
+            if acls.is_empty() {
+                self.write_inode(ws, &inode)?;
+            } else {
+                self.store_xattrs(ws, &mut inode, acls)?;
+            }
+            Ok(inode)
+        })
+    }
+
+    /// Hard link: a new name for inode `ino` in `parent`. A file without
+    /// names (an O_TMPFILE file) leaves the orphan list with its first name.
     pub fn link(&self, ino: u32, parent: u32, name: &[u8]) -> Result<Inode> {
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
             if inode.is_dir() {
                 return Err(FsError::NotPermitted);
+            }
+            if inode.links_count() == 0 {
+                if !self.take_off_orphan_list(ws, ino)? {
+                    return Err(FsError::NotFound);
+                }
+                inode = self.inode(ino)?;
+                inode.base.dtime = 0;
             }
             refuse_if(&inode, flags::IMMUTABLE | flags::APPEND)?;
             if inode.links_count() >= LINK_MAX {
