@@ -71,12 +71,31 @@ impl Volume {
                 let unused = ipg - used_end;
                 gd.set_itable_unused(unused);
             }
+            let ino = g * ipg + idx as u32 + 1;
+            self.zero_lone_inode_block(ws, ino, idx, &bits);
             let bitmap_blk = gd.inode_bitmap();
             self.install(ws, bitmap_blk, bits);
             self.write_group(ws, g, gd)?;
-            return Ok(g * ipg + idx as u32 + 1);
+            return Ok(ino);
         }
         Err(FsError::NoSpace)
+    }
+
+    /// When new inode `ino` (bit `idx` of its group's `bits`) is the only one
+    /// in use in its inode-table block, start the block from zeros instead of
+    /// reading it, as the kernel's ext4 does: free inodes' records are never
+    /// read, and a fresh volume's inode tables need not even be initialised.
+    /// A create in a new block then waits for no device read.
+    fn zero_lone_inode_block(&self, ws: &mut WriteState, ino: u32, idx: usize, bits: &[u8]) {
+        let per_block = (self.block_size() / u32::from(self.sb.inode_size())) as usize;
+        let first = idx / per_block * per_block;
+        if (first..first + per_block).any(|i| i != idx && bitmap::test(bits, i)) {
+            return;
+        }
+        let (blk, _) = self.inode_location(ino);
+        if self.cache.peek_quiet(blk).is_none() {
+            self.install(ws, blk, self.fresh_block());
+        }
     }
 
     /// The group for a new top-level directory.

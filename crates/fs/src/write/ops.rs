@@ -632,6 +632,9 @@ impl Volume {
             let first = offset / bs;
             let last = (end - 1) / bs;
             let runs = self.ensure_mapped(ws, &mut inode, first, last - first + 1)?;
+            // Bytes at or past the old end of file read as zeros whatever the
+            // block holds there: they are never read back, only zeroed.
+            let old_size = inode.size();
             let mut preallocated = Vec::new();
             for (lblk, pblk, len, fresh) in runs {
                 if fresh {
@@ -645,14 +648,18 @@ impl Volume {
                 let mut buf = vec![0u8; (run_end - run_start) as usize];
                 let head_partial = lo > run_start;
                 let tail_partial = hi < run_end;
-                if !fresh && (head_partial || tail_partial) {
-                    // Read-modify-write of the partial first/last blocks only.
-                    if head_partial {
+                if !fresh {
+                    // Read-modify-write of the partial first/last blocks only, when
+                    // what they keep lies before the old end of file.
+                    if head_partial && run_start < old_size {
                         self.dev.read_at(pblk * bs, &mut buf[..bs as usize], IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
                     }
-                    if tail_partial {
+                    if tail_partial && hi < old_size {
                         let o = buf.len() - bs as usize;
                         self.dev.read_at((pblk + len - 1) * bs, &mut buf[o..], IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
+                    }
+                    if old_size < run_end {
+                        buf[(old_size.max(run_start) - run_start) as usize..].fill(0);
                     }
                 }
                 buf[(lo - run_start) as usize..(hi - run_start) as usize].copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
