@@ -26,10 +26,10 @@ impl Ext4Fuse {
     pub(crate) fn modify(&self, req: &Request, op: Op<'_>, out: &mut Vec<u8>) -> Result<(), Errno> {
         let ino = req.nodeid;
         match op {
-            Op::Create { name, mode, umask, .. } => {
+            Op::Create { name, mode, umask, flags } => {
                 let i = self.make(req, ino, name, CreateKind::File, (mode & 0o7777) as u16, umask)?;
                 self.vol.opened(i.ino);
-                reply::create(out, &self.entry(&i), 0, 0);
+                reply::create(out, &self.entry(&i), 0, crate::serve::write_only_handle(flags));
             }
             Op::TmpFile { mode, umask, .. } => {
                 let (perm, uid, gid) = self.new_owner(req, ino, (mode & 0o7777) as u16, false)?;

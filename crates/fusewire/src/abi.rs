@@ -84,6 +84,7 @@ pub mod fattr {
     pub const KILL_SUIDGID: u32 = 1 << 11;
 }
 
+pub const FOPEN_DIRECT_IO: u32 = 1 << 0;
 pub const FOPEN_KEEP_CACHE: u32 = 1 << 1;
 pub const WRITE_KILL_SUIDGID: u32 = 1 << 2;
 pub const OPEN_KILL_SUIDGID: u32 = 1 << 0;
