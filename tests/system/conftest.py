@@ -205,3 +205,19 @@ class ImplWalks:
 @pytest.fixture(scope="session")
 def impl_walks(adapter, store, workdir):
     return ImplWalks(adapter, store, workdir)
+
+
+@pytest.fixture
+def scratch_volume(adapter_id, workdir):
+    """A fresh 64 MiB ext4 image (mkfs defaults) and an empty mount point, for read-write
+    ext4lazy tests; `e2fsck -fn` must find the image clean when the test is done."""
+    if adapter_id != "ext4lazy":
+        pytest.skip("read-write runs are for ext4lazy")
+    img = os.path.join(workdir, "scratch.img")
+    mnt = os.path.join(workdir, "scratch-mnt")
+    os.makedirs(mnt, exist_ok=True)
+    util.run(["truncate", "-s", "64M", img])
+    util.run(["mkfs.ext4", "-F", "-q", img])
+    yield img, mnt
+    p = util.run(["e2fsck", "-fn", img], check=False)
+    assert p.returncode == 0, f"e2fsck -fn:\n{p.stdout}{p.stderr}"

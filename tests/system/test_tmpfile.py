@@ -30,17 +30,8 @@ def used_inodes(mnt):
 
 
 @pytest.fixture
-def volume(adapter_id, adapter, workdir):
-    if adapter_id != "ext4lazy":
-        pytest.skip("read-write runs are for ext4lazy")
-    img = os.path.join(workdir, "tmpfile.img")
-    mnt = os.path.join(workdir, "tmpfile-mnt")
-    os.makedirs(mnt, exist_ok=True)
-    util.run(["truncate", "-s", "64M", img])
-    util.run(["mkfs.ext4", "-F", "-q", img])
-    yield img, mnt
-    p = subprocess.run(["e2fsck", "-fn", img], capture_output=True, text=True)
-    assert p.returncode == 0, f"e2fsck -fn:\n{p.stdout}{p.stderr}"
+def volume(scratch_volume):
+    return scratch_volume
 
 
 def kernel_reads(img, mnt):

@@ -14,21 +14,13 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/fu
 
 
 @pytest.fixture
-def mounted(adapter_id, adapter, workdir):
-    if adapter_id != "ext4lazy":
-        pytest.skip("read-write runs are for ext4lazy")
-    img = os.path.join(workdir, "wronly.img")
-    mnt = os.path.join(workdir, "wronly-mnt")
-    os.makedirs(mnt, exist_ok=True)
-    util.run(["truncate", "-s", "64M", img])
-    util.run(["mkfs.ext4", "-F", "-q", img])
+def mounted(adapter, scratch_volume):
+    img, mnt = scratch_volume
     util.run([adapter.bin, "mount", "-o", "rw", img, mnt])
     try:
         yield img, mnt, adapter
     finally:
         util.run([adapter.bin, "umount", mnt], check=False)  # the test may have unmounted
-    p = util.run(["e2fsck", "-fn", img], check=False)
-    assert p.returncode == 0, f"e2fsck -fn:\n{p.stdout}{p.stderr}"
 
 
 def test_other_handles_see_write_only_writes_at_once(mounted):
