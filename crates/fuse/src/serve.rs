@@ -23,9 +23,9 @@ impl fusewire::Handler for Ext4Fuse {
         caps |= init::POSIX_ACL | init::DONT_MASK;
         // We clear set-user-ID, set-group-ID and file capabilities on write,
         // truncate and chown ourselves (Volume::drop_privileges), so the
-        // kernel need not ask for security.capability before every write(2)
-        // nor re-read the mode before every chown: 3-4 round trips per file
-        // of an untar.
+        // kernel need not re-read the mode before every chown nor ask for
+        // security.capability on direct writes: about 2 round trips per file
+        // of an untar (321,578 -> 275,559 requests).
         caps |= init::HANDLE_KILLPRIV_V2;
         if self.vol.is_read_only() {
             caps |= init::NO_OPEN_SUPPORT;
@@ -92,11 +92,12 @@ impl fusewire::Handler for Ext4Fuse {
 
 /// A handle opened write-only bypasses the kernel's page cache
 /// (FOPEN_DIRECT_IO): it cannot be mapped, so nothing is lost, and the kernel's
-/// buffered write path would ask for security.capability before every write(2)
-/// (FUSE clears SB_NOSEC) although we drop it ourselves (KILLPRIV_V2): one
-/// round trip less per file an untar writes, and tar's writes are no longer
-/// cut at page boundaries. Direct writes invalidate the cached pages they
-/// cover, so readers on other handles stay coherent.
+/// buffered write path asks for security.capability before a file's first
+/// write(2) although we drop it ourselves (KILLPRIV_V2), while the direct
+/// path does not and sends each write(2) whole: an untar of /usr/include
+/// made 22,363 fewer GETXATTRs and 17,477 fewer WRITEs. Direct writes
+/// invalidate the cached pages they cover, so readers on other handles stay
+/// coherent.
 pub(crate) fn write_only_handle(flags: i32) -> u32 {
     if flags & libc::O_ACCMODE == libc::O_WRONLY {
         FOPEN_DIRECT_IO

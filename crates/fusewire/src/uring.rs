@@ -78,7 +78,7 @@ const CONTENDED_WAIT_NS: u64 = 200_000;
 /// ... and when they waited this share of the tick in all. A queue that
 /// served a handful of requests, one of which waited behind a short burst of
 /// other work, is not starved; moving it to normal priority would make the
-/// scheduler bounce its caller between CPUs (untar of /usr/include: 2.8 s
+/// scheduler bounce its caller between CPUs (untar of /usr/include: 2.6-2.7 s
 /// without a switch, 4.3-5.2 s after two to four).
 const CONTENDED_SHARE: u64 = 4; // a quarter of the tick
 /// How long a contended queue stays at normal priority before trying idle again.
