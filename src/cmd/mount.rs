@@ -232,6 +232,7 @@ fn fuse_json(c: &fusewire::Counters) -> serde_json::Value {
         "requests_uring": c.uring_requests.load(Relaxed),
         "uring_queues": c.uring_queues.load(Relaxed),
         "priority_switches": c.priority_switches.load(Relaxed),
+        "requests_by_op": c.requests_by_op().into_iter().map(|(op, n)| (op, n.into())).collect::<serde_json::Map<_, _>>(),
     })
 }
 
@@ -327,7 +328,7 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     // and save the revalidation LOOKUPs a short one costs.
     let ttl = Duration::from_secs(3600);
     let vol = Arc::new(vol);
-    let fs = fuse::Ext4Fuse::new(vol.clone(), fuse::CachePolicy { ttl, atime: opts.atime });
+    let fs = fuse::Ext4Fuse::new(vol.clone(), fuse::CachePolicy { ttl, atime: opts.atime, kernel_opens: opts.kernel_opens });
     let notifier_slot = fs.notifier_slot();
     let km = super::fusemount::KernelMount {
         read_only: opts.read_only,

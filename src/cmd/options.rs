@@ -41,6 +41,9 @@ pub struct MountOptions {
     pub stats: Option<std::path::PathBuf>,
     /// StepAhead prefetching (`stepahead`, `stepahead_budget=BLOCKS`, `stepahead_depth=LEVELS`).
     pub stepahead: Option<fs::stepahead::StepAheadOptions>,
+    /// The kernel opens files without asking the daemon (`kernel_opens`;
+    /// always so on read-only mounts): see fuse::CachePolicy::kernel_opens.
+    pub kernel_opens: bool,
 }
 
 impl Default for MountOptions {
@@ -68,6 +71,7 @@ impl Default for MountOptions {
             cold_age_s: None,
             stats: None,
             stepahead: None,
+            kernel_opens: false,
         }
     }
 }
@@ -112,6 +116,8 @@ impl MountOptions {
                 "dirty_expire" => o.dirty_expire_s = number(value)? as u64,
                 "cold_age" => o.cold_age_s = Some(number(value)? as u64),
                 "nosubtype" => o.no_subtype = true,
+                "kernel_opens" if value.is_none() => o.kernel_opens = true,
+                "nokernel_opens" if value.is_none() => o.kernel_opens = false,
                 "stepahead" if value.is_none() => {
                     o.stepahead.get_or_insert_with(Default::default);
                 }
@@ -250,6 +256,14 @@ mod tests {
         assert!(p("stepahead_paths=some").is_err());
         assert!(p("stepahead_paths").is_err());
         assert!(p("stepahead_budget=x").is_err());
+    }
+
+    #[test]
+    fn kernel_opens_is_a_flag() {
+        assert!(!p("rw").unwrap().kernel_opens);
+        assert!(p("rw,kernel_opens").unwrap().kernel_opens);
+        assert!(!p("rw,kernel_opens,nokernel_opens").unwrap().kernel_opens);
+        assert!(p("rw,kernel_opens=1").is_err());
     }
 
     #[test]

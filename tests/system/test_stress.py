@@ -37,15 +37,18 @@ def uring_on():
         return False
 
 
-@pytest.fixture(params=["ordered", "lazy", "ordered-dev"])
+@pytest.fixture(params=["ordered", "lazy", "ordered-dev", "ordered-kernel_opens"])
 def rw_mount(request, adapter_id, adapter, workdir):
     """A fresh 1 GiB volume mounted read-write in each journal mode, over the
     default transport (FUSE over io_uring where the kernel has it switched on)
-    and, in ordered mode, over /dev/fuse too. Afterwards the kernel mounts it
-    (a lazy volume's journal is replayed then) and e2fsck -fn must be clean."""
+    and, in ordered mode, over /dev/fuse too, and with the kernel opening files
+    itself (kernel_opens: unlinked files then live by the kernel's lookups).
+    Afterwards the kernel mounts it (a lazy volume's journal is replayed then)
+    and e2fsck -fn must be clean."""
     if adapter_id != "ext4lazy":
         pytest.skip("read-write stress runs are for ext4lazy")
-    journal, _, transport = request.param.partition("-")
+    journal, _, variant = request.param.partition("-")
+    transport = variant if variant == "dev" else ""
     img = os.path.join(workdir, "stress.img")
     if os.path.exists(img):
         os.unlink(img)
@@ -55,6 +58,8 @@ def rw_mount(request, adapter_id, adapter, workdir):
     os.makedirs(mnt, exist_ok=True)
     stats = os.path.join(workdir, "stress-stats.json")
     opts = f"rw,allow_other,default_permissions,journal={journal},stats={stats}" + (f",transport={transport}" if transport else "")
+    if variant == "kernel_opens":
+        opts += ",kernel_opens"
     util.run([adapter.bin, "mount", "-o", opts, img, mnt])
     yield mnt
     util.run([adapter.bin, "umount", mnt])
@@ -65,6 +70,8 @@ def rw_mount(request, adapter_id, adapter, workdir):
         assert fuse["requests_uring"] == 0, fuse
     else:
         assert fuse["requests_uring"] > 10 * fuse["requests_dev"], f"requests did not go over io_uring: {fuse}"
+    if variant == "kernel_opens":
+        assert fuse["requests_by_op"].get("OPEN", 0) <= 1, f"the kernel kept sending OPEN: {fuse}"
     util.run(["mount", "-t", "ext4", "-o", "loop", img, mnt])
     util.run(["umount", mnt])
     p = subprocess.run(["e2fsck", "-fn", img], capture_output=True, text=True)

@@ -43,17 +43,30 @@ impl Volume {
 
     /// A file handle was opened on `ino`.
     pub fn opened(&self, ino: u32) {
-        *self.open_files.lock().entry(ino).or_insert(0) += 1;
+        self.hold(ino, 1);
     }
 
     /// A handle on `ino` was closed; frees the inode if it was its last
     /// handle and its last name is gone.
     pub fn released(&self, ino: u32) -> Result<()> {
+        self.unhold(ino, 1)
+    }
+
+    /// The kernel holds `n` more references to `ino` that keep it alive when
+    /// its last name goes: open handles, or, when the kernel opens files
+    /// without telling us (FUSE_NO_OPEN_SUPPORT), its lookups of the inode.
+    pub fn hold(&self, ino: u32, n: u64) {
+        *self.open_files.lock().entry(ino).or_insert(0) += n;
+    }
+
+    /// The kernel dropped `n` of those references; the inode is freed with
+    /// the last if its last name is gone. Unknown inodes are ignored.
+    pub fn unhold(&self, ino: u32, n: u64) -> Result<()> {
         let last = {
             let mut open = self.open_files.lock();
             match open.get_mut(&ino) {
-                Some(n) if *n > 1 => {
-                    *n -= 1;
+                Some(held) if *held > n => {
+                    *held -= n;
                     false
                 }
                 Some(_) => {

@@ -89,8 +89,9 @@ pub struct Volume {
     pub(crate) jbd2: Option<RwLock<crate::write::Jbd2>>,
     /// Present on read-write volumes: the write lock and what it guards.
     pub(crate) write: Option<parking_lot::Mutex<crate::write::WriteState>>,
-    /// Open handles per inode: an unlinked inode is freed only after its last close.
-    pub(crate) open_files: parking_lot::Mutex<std::collections::HashMap<u32, u32>>,
+    /// References the kernel holds per inode (open handles; with kernel-side
+    /// opens, its lookups): an unlinked inode is freed only after the last.
+    pub(crate) open_files: parking_lot::Mutex<std::collections::HashMap<u32, u64>>,
     /// StepAhead's knowledge base and counters, when it is on.
     pub(crate) stepahead: Option<crate::stepahead::StepAhead>,
     /// Path-translation reads served from the cache or not (the hit rate).

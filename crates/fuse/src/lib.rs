@@ -27,6 +27,12 @@ pub struct CachePolicy {
     pub ttl: Duration,
     /// How reads update access times.
     pub atime: AtimePolicy,
+    /// The kernel opens files without asking us (FUSE_NO_OPEN_SUPPORT; the
+    /// `kernel_opens` mount option): no OPEN and RELEASE round trips, but
+    /// open(2) for writing of an immutable or append-only file succeeds
+    /// (its writes still fail), and only the kernel's lookups tell us which
+    /// unlinked files are still in use.
+    pub kernel_opens: bool,
 }
 
 /// The mount's access-time option (FUSE leaves atime to the file system).
@@ -152,6 +158,46 @@ impl Ext4Fuse {
 
     pub(crate) fn entry(&self, inode: &fs::Inode) -> fusewire::Entry {
         fusewire::Entry { attr: self.attr(inode), generation: u64::from(inode.base.generation), ttl: self.policy.ttl }
+    }
+
+    /// The entry of a reply about to be sent: the kernel counts it as a lookup.
+    pub(crate) fn entry_out(&self, inode: &fs::Inode) -> fusewire::Entry {
+        self.handed_out(inode);
+        self.entry(inode)
+    }
+
+    /// True when the kernel opens files without asking us, so that its
+    /// lookups are what keeps an unlinked file alive (read-only volumes
+    /// never free anything).
+    pub(crate) fn counts_lookups(&self) -> bool {
+        self.policy.kernel_opens && !self.vol.is_read_only()
+    }
+
+    /// A handle was opened on `ino` (OPEN, CREATE, TMPFILE). When lookups
+    /// are counted they alone keep the inode: an open handle pins the
+    /// kernel's inode, so FORGET comes only after the last close (and once
+    /// the kernel opens files itself it sends RELEASE for none, not even for
+    /// CREATE's handles: measured on Linux 6.18).
+    pub(crate) fn opened(&self, ino: u32) {
+        if !self.counts_lookups() {
+            self.vol.opened(ino);
+        }
+    }
+
+    /// RELEASE: the counterpart of [`Self::opened`].
+    pub(crate) fn released(&self, nodeid: u64) -> Result<(), Errno> {
+        if self.counts_lookups() {
+            return Ok(());
+        }
+        self.vol.released(ext4_ino(nodeid)?).map_err(|e| errno(&e))
+    }
+
+    /// The kernel now holds one more lookup of `inode`. Only regular files
+    /// are counted: their data must outlive their last name while open.
+    pub(crate) fn handed_out(&self, inode: &fs::Inode) {
+        if self.counts_lookups() && inode.is_reg() {
+            self.vol.hold(inode.ino, 1);
+        }
     }
 }
 

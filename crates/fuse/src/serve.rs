@@ -27,10 +27,21 @@ impl fusewire::Handler for Ext4Fuse {
         // security.capability on direct writes: about 2 round trips per file
         // of an untar (321,578 -> 275,559 requests).
         caps |= init::HANDLE_KILLPRIV_V2;
-        if self.vol.is_read_only() {
+        if self.vol.is_read_only() || self.policy.kernel_opens {
             caps |= init::NO_OPEN_SUPPORT;
         }
         caps
+    }
+
+    fn forget(&self, nodeid: u64, nlookup: u64) {
+        if !self.counts_lookups() {
+            return;
+        }
+        if let Ok(ino) = ext4_ino(nodeid) {
+            if let Err(e) = self.vol.unhold(ino, nlookup) {
+                errno(&e);
+            }
+        }
     }
 
     fn handle(&self, req: &Request, op: Op<'_>, out: &mut Vec<u8>) -> Result<(), Errno> {
@@ -38,7 +49,7 @@ impl fusewire::Handler for Ext4Fuse {
         match op {
             Op::Lookup { name } => {
                 let inode = self.lookup_inode(ino, name)?;
-                reply::entry(out, &self.entry(&inode));
+                reply::entry(out, &self.entry_out(&inode));
             }
             Op::GetAttr { .. } => {
                 let inode = self.inode(ino)?;
@@ -53,7 +64,7 @@ impl fusewire::Handler for Ext4Fuse {
             // so close has nothing to do: ENOSYS tells the kernel to stop
             // sending FLUSH for this mount, one round trip less per close.
             Op::Flush => return Err(Errno::ENOSYS),
-            Op::Release => self.vol.released(ext4_ino(ino)?).map_err(|e| errno(&e))?,
+            Op::Release => self.released(ino)?,
             Op::Fsync { .. } | Op::FsyncDir { .. } => self.do_sync()?,
             Op::Read { offset, size } => {
                 let i = self.inode(ino)?;
@@ -108,9 +119,10 @@ pub(crate) fn write_only_handle(flags: i32) -> u32 {
 
 impl Ext4Fuse {
     fn open(&self, ino: u64, flags: i32, kill_suidgid: bool, out: &mut Vec<u8>) -> Result<(), Errno> {
-        if self.vol.is_read_only() {
-            // The kernel refuses writes on a read-only mount itself; ENOSYS (with
-            // FUSE_NO_OPEN_SUPPORT) stops OPEN/RELEASE round trips for good.
+        if self.vol.is_read_only() || self.policy.kernel_opens {
+            // ENOSYS (with FUSE_NO_OPEN_SUPPORT) stops OPEN/RELEASE round trips
+            // for good. The kernel refuses writes on a read-only mount itself;
+            // with kernel_opens the engine refuses them at write time.
             return Err(Errno::ENOSYS);
         }
         let i = self.inode(ino)?;
@@ -128,7 +140,7 @@ impl Ext4Fuse {
             self.vol.setattr(i.ino, &attr).map_err(|e| errno(&e))?;
             self.vol.drop_privileges(i.ino, kill_suidgid).map_err(|e| errno(&e))?;
         }
-        self.vol.opened(i.ino);
+        self.opened(i.ino);
         // The page cache keeps file contents across opens (only we change
         // them), so a re-read may never reach us: record the access here.
         if acc != libc::O_WRONLY {
@@ -146,16 +158,23 @@ impl Ext4Fuse {
             let added = if !plus {
                 buf.add(fuse_ino(e.ino), e.next, dtype, &e.name)
             } else {
-                let entry = match self.vol.inode(e.ino) {
-                    Ok(child) => self.entry(&child),
+                let child = self.vol.inode(e.ino);
+                let entry = match &child {
+                    Ok(child) => self.entry(child),
                     // A damaged child must not hide its siblings: list it with an
                     // attribute that expires at once, so stat asks again and gets EIO.
                     Err(err) => {
-                        errno(&err);
+                        errno(err);
                         fusewire::Entry { attr: attr::placeholder(fuse_ino(e.ino), e.file_type), generation: 0, ttl: Duration::ZERO }
                     }
                 };
-                buf.add_plus(&entry, e.next, dtype, &e.name)
+                let added = buf.add_plus(&entry, e.next, dtype, &e.name);
+                // The kernel counts a lookup for every entry it takes (but "."
+                // and "..", directories, which we do not count).
+                if let (true, Ok(child)) = (added, &child) {
+                    self.handed_out(child);
+                }
+                added
             };
             full = !added;
             added

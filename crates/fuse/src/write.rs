@@ -28,28 +28,28 @@ impl Ext4Fuse {
         match op {
             Op::Create { name, mode, umask, flags } => {
                 let i = self.make(req, ino, name, CreateKind::File, (mode & 0o7777) as u16, umask)?;
-                self.vol.opened(i.ino);
-                reply::create(out, &self.entry(&i), 0, crate::serve::write_only_handle(flags));
+                self.opened(i.ino);
+                reply::create(out, &self.entry_out(&i), 0, crate::serve::write_only_handle(flags));
             }
             Op::TmpFile { mode, umask, .. } => {
                 let (perm, uid, gid) = self.new_owner(req, ino, (mode & 0o7777) as u16, false)?;
                 let pino = crate::ext4_ino(ino)?;
                 let i = self.vol.create_tmpfile(pino, perm, (umask & 0o777) as u16, uid, gid).map_err(|e| errno(&e))?;
-                self.vol.opened(i.ino);
-                reply::create(out, &self.entry(&i), 0, 0);
+                self.opened(i.ino);
+                reply::create(out, &self.entry_out(&i), 0, 0);
             }
-            Op::Mknod { name, mode, rdev, umask } => reply::entry(out, &self.entry(&self.mknod(req, ino, name, mode, umask, rdev)?)),
+            Op::Mknod { name, mode, rdev, umask } => reply::entry(out, &self.entry_out(&self.mknod(req, ino, name, mode, umask, rdev)?)),
             Op::Mkdir { name, mode, umask } => {
                 let i = self.make(req, ino, name, CreateKind::Dir, (mode & 0o7777) as u16, umask)?;
-                reply::entry(out, &self.entry(&i));
+                reply::entry(out, &self.entry_out(&i));
             }
             Op::Symlink { name, target } => {
                 let i = self.make(req, ino, name, CreateKind::Symlink(target.to_vec()), 0o777, 0)?;
-                reply::entry(out, &self.entry(&i));
+                reply::entry(out, &self.entry_out(&i));
             }
             Op::Link { ino: target, newname } => {
                 let i = self.vol.link(crate::ext4_ino(target)?, crate::ext4_ino(ino)?, newname.as_bytes()).map_err(|e| errno(&e))?;
-                reply::entry(out, &self.entry(&i));
+                reply::entry(out, &self.entry_out(&i));
             }
             Op::Unlink { name } => self.vol.unlink(crate::ext4_ino(ino)?, name.as_bytes()).map_err(|e| errno(&e))?,
             Op::Rmdir { name } => self.vol.rmdir(crate::ext4_ino(ino)?, name.as_bytes()).map_err(|e| errno(&e))?,

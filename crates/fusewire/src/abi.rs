@@ -49,6 +49,52 @@ pub mod op {
     pub const RENAME2: u32 = 45;
     pub const LSEEK: u32 = 46;
     pub const TMPFILE: u32 = 51;
+
+    /// The opcode's name as fuse.h spells it, without FUSE_ (for statistics).
+    pub fn name(opcode: u32) -> Option<&'static str> {
+        Some(match opcode {
+            LOOKUP => "LOOKUP",
+            FORGET => "FORGET",
+            GETATTR => "GETATTR",
+            SETATTR => "SETATTR",
+            READLINK => "READLINK",
+            SYMLINK => "SYMLINK",
+            MKNOD => "MKNOD",
+            MKDIR => "MKDIR",
+            UNLINK => "UNLINK",
+            RMDIR => "RMDIR",
+            RENAME => "RENAME",
+            LINK => "LINK",
+            OPEN => "OPEN",
+            READ => "READ",
+            WRITE => "WRITE",
+            STATFS => "STATFS",
+            RELEASE => "RELEASE",
+            FSYNC => "FSYNC",
+            SETXATTR => "SETXATTR",
+            GETXATTR => "GETXATTR",
+            LISTXATTR => "LISTXATTR",
+            REMOVEXATTR => "REMOVEXATTR",
+            FLUSH => "FLUSH",
+            INIT => "INIT",
+            OPENDIR => "OPENDIR",
+            READDIR => "READDIR",
+            RELEASEDIR => "RELEASEDIR",
+            FSYNCDIR => "FSYNCDIR",
+            ACCESS => "ACCESS",
+            CREATE => "CREATE",
+            INTERRUPT => "INTERRUPT",
+            DESTROY => "DESTROY",
+            IOCTL => "IOCTL",
+            BATCH_FORGET => "BATCH_FORGET",
+            FALLOCATE => "FALLOCATE",
+            READDIRPLUS => "READDIRPLUS",
+            RENAME2 => "RENAME2",
+            LSEEK => "LSEEK",
+            TMPFILE => "TMPFILE",
+            _ => return None,
+        })
+    }
 }
 
 /// FUSE_INIT capability bits (bits 32-63 travel in `flags2`).

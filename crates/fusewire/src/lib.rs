@@ -58,18 +58,35 @@ pub trait Handler: Send + Sync + 'static {
     /// Serve one request: append the reply's arguments to `out` (empty on
     /// entry) and return Ok, or return the error to send instead.
     fn handle(&self, req: &Request, op: Op<'_>, out: &mut Vec<u8>) -> Result<(), Errno>;
+
+    /// The kernel dropped `nlookup` references to `nodeid` (FORGET and
+    /// BATCH_FORGET; no reply). A file system that frees nothing on behalf
+    /// of the kernel's references can ignore it.
+    fn forget(&self, _nodeid: u64, _nlookup: u64) {}
 }
 
 /// Parse and serve one request; None when the opcode takes no reply
 /// (FORGET, BATCH_FORGET, INTERRUPT), else the error code for the out header
 /// (0 or a negated errno) with the arguments in `out`.
-pub(crate) fn serve<H: Handler + ?Sized>(h: &H, header: &abi::InHeader, fixed: &[u8], payload: &[u8], out: &mut Vec<u8>) -> Option<i32> {
+pub(crate) fn serve<H: Handler + ?Sized>(h: &H, header: &abi::InHeader, fixed: &[u8], payload: &[u8], out: &mut Vec<u8>, counters: &Counters) -> Option<i32> {
     use abi::op;
     out.clear();
+    counters.count(header.opcode);
     match header.opcode {
-        // We keep no lookup counts (ext4 inode numbers are stable), and serve
-        // requests too quickly for interrupts to matter.
-        op::FORGET | op::BATCH_FORGET | op::INTERRUPT => return None,
+        op::FORGET => {
+            if let Some(n) = fixed.get(..8) {
+                h.forget(header.nodeid, u64::from_ne_bytes(n.try_into().expect("8 bytes")));
+            }
+            return None;
+        }
+        op::BATCH_FORGET => {
+            for (nodeid, nlookup) in request::batch_forget(fixed, payload) {
+                h.forget(nodeid, nlookup);
+            }
+            return None;
+        }
+        // Requests are served too quickly for interrupts to matter.
+        op::INTERRUPT => return None,
         // Only sent to fuseblk mounts; nothing to do.
         op::DESTROY => return Some(0),
         // A second INIT on a live session is a protocol error.

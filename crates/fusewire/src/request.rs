@@ -129,6 +129,13 @@ fn setattr(f: Fields<'_>) -> SetAttrIn {
     }
 }
 
+/// BATCH_FORGET's (nodeid, nlookup) pairs: `count` in the fixed struct, then
+/// 16 bytes each; a count beyond the payload is cut to what arrived.
+pub fn batch_forget<'a>(fixed: &'a [u8], payload: &'a [u8]) -> impl Iterator<Item = (u64, u64)> + 'a {
+    let count = Fields::new(fixed, fixed_size(crate::abi::op::BATCH_FORGET)).map_or(0, |f| f.u32(0) as usize);
+    payload.chunks_exact(16).take(count).filter_map(|c| Fields::new(c, 16).map(|f| (f.u64(0), f.u64(8))))
+}
+
 /// Parse one request. `fixed` holds at least the opcode's fixed struct
 /// ([`fixed_size`]); `payload` what follows it, extensions removed.
 pub fn parse<'a>(opcode: u32, fixed: &'a [u8], payload: &'a [u8]) -> Result<Op<'a>, Errno> {
@@ -206,6 +213,17 @@ mod tests {
         let op = parse(op::RENAME2, &fixed, b"a\0b\0").unwrap();
         assert!(matches!(op, Op::Rename { name, newdir: 5, newname, flags: 0 } if name == "a" && newname == "b"));
         assert_eq!(parse(op::LOOKUP, &[], b"no-nul").unwrap_err(), Errno::EINVAL);
+    }
+
+    #[test]
+    fn batch_forget_pairs_stop_at_count_and_payload() {
+        let mut fixed = Vec::new();
+        Out(&mut fixed).u32(3).u32(0);
+        let mut payload = Vec::new();
+        Out(&mut payload).u64(12).u64(1).u64(13).u64(40).u64(14).u64(2).u64(15).u64(9);
+        assert_eq!(batch_forget(&fixed, &payload).collect::<Vec<_>>(), vec![(12, 1), (13, 40), (14, 2)]);
+        assert_eq!(batch_forget(&fixed, &payload[..20]).collect::<Vec<_>>(), vec![(12, 1)], "a cut payload ends the list");
+        assert_eq!(batch_forget(&fixed[..4], &payload).count(), 0, "a short struct yields nothing");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// What a session has served, for the daemon's statistics.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Counters {
     /// Requests read from /dev/fuse.
     pub dev_requests: AtomicU64,
@@ -22,6 +22,40 @@ pub struct Counters {
     pub uring_queues: AtomicU64,
     /// Queue threads moved between idle and normal priority (`Priority::Adaptive`).
     pub priority_switches: AtomicU64,
+    /// Requests by opcode (both transports; opcodes past the table in the last slot).
+    pub by_op: [AtomicU64; OPCODE_SLOTS],
+}
+
+/// Slots of `Counters::by_op`: every opcode we know is below this.
+pub const OPCODE_SLOTS: usize = 64;
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            dev_requests: AtomicU64::new(0),
+            uring_requests: AtomicU64::new(0),
+            uring_queues: AtomicU64::new(0),
+            priority_switches: AtomicU64::new(0),
+            by_op: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl Counters {
+    pub(crate) fn count(&self, opcode: u32) {
+        self.by_op[(opcode as usize).min(OPCODE_SLOTS - 1)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (opcode name, requests) for every opcode seen.
+    pub fn requests_by_op(&self) -> Vec<(String, u64)> {
+        self.by_op
+            .iter()
+            .enumerate()
+            .map(|(op, n)| (op, n.load(Ordering::Relaxed)))
+            .filter(|&(_, n)| n > 0)
+            .map(|(op, n)| (abi::op::name(op as u32).map_or_else(|| format!("OP_{op}"), str::to_owned), n))
+            .collect()
+    }
 }
 
 /// How a session serves requests.
@@ -231,7 +265,7 @@ fn dev_worker<H: Handler>(h: &H, dev: &File, size: usize, counters: &Counters) -
         };
         let body = &msg[IN_HEADER..(header.len as usize).clamp(IN_HEADER, n)];
         let fixed = abi::fixed_size(header.opcode).min(body.len());
-        let Some(error) = serve(h, &header, &body[..fixed], &body[fixed..], &mut out) else { continue };
+        let Some(error) = serve(h, &header, &body[..fixed], &body[fixed..], &mut out, counters) else { continue };
         let reply = out_header(OUT_HEADER + out.len(), error, header.unique);
         if let Err(e) = send(dev, &reply, &out) {
             match e.raw_os_error() {

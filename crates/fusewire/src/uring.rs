@@ -341,7 +341,7 @@ impl Queue {
                     self.failed(i, res)?;
                     continue;
                 }
-                let commit_id = self.answer(h, i, &mut out);
+                let commit_id = self.answer(h, i, &mut out, counters);
                 state.served.fetch_add(1, Ordering::Relaxed);
                 counters.uring_requests.fetch_add(1, Ordering::Relaxed);
                 self.push(i, CMD_COMMIT_AND_FETCH, commit_id)?;
@@ -367,7 +367,7 @@ impl Queue {
     }
 
     /// Serve the request entry `i` holds and leave the reply in it; returns its commit id.
-    fn answer<H: Handler + ?Sized>(&mut self, h: &H, i: usize, out: &mut Vec<u8>) -> u64 {
+    fn answer<H: Handler + ?Sized>(&mut self, h: &H, i: usize, out: &mut Vec<u8>, counters: &Counters) -> u64 {
         let e = &mut self.entries[i];
         let hb = e.header_bytes();
         let ring = Fields::new(&hb[ENT_IN_OUT..], 32).expect("fixed-size header");
@@ -376,7 +376,7 @@ impl Queue {
         let header = InHeader::parse(hb).unwrap_or_default();
         let fixed = &hb[OP_IN..OP_IN + abi::fixed_size(header.opcode).min(OP_IN)];
         // Requests without a reply (FORGET, INTERRUPT) come through /dev/fuse, never here.
-        let mut error = serve(h, &header, fixed, &e.payload[..payload_len], out).unwrap_or(-libc::ENOSYS);
+        let mut error = serve(h, &header, fixed, &e.payload[..payload_len], out, counters).unwrap_or(-libc::ENOSYS);
         if out.len() > e.payload.len() {
             log::error!("FUSE reply of {} bytes exceeds the ring's payload buffer", out.len());
             out.clear();
