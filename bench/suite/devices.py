@@ -136,7 +136,8 @@ class Volume:
         if os.path.exists(self.stats):
             os.unlink(self.stats)
         try:
-            run([dbfs_binary(self.binary), "mount", "-o", f"stats={self.stats}", dbfs_db(self.host), self.mnt])
+            opts = [f"stats={self.stats}"] + self.system.options
+            run([dbfs_binary(self.binary), "mount", "-o", ",".join(opts), dbfs_db(self.host), self.mnt])
         except Exception:
             util.force_unmount(self.host)
             raise

@@ -21,10 +21,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+# Run as a script: the package's modules are importable from bench/.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from suite import systems  # noqa: E402
+
 COLORS = {"journal": "tab:green", "metadata": "tab:red", "data": "tab:blue"}
-ORDER = ["kernel-ext4-stock", "kernel-ext4-baseline", "kernel-xfs", "fuse2fs", "ext4lazy-ordered",
-         "ext4lazy-ordered-stepahead", "ext4lazy-lazy", "ext4lazy-lazy-stepahead",
-         "kernel-ext4-inline", "dbfs-sqlite", "dbfs-sqlite-direct", "ext4lazy-ordered-inline", "ext4lazy-lazy-inline"]
 
 
 
@@ -36,7 +37,7 @@ def save(fig, out, name):
     return name
 
 def order(names):
-    return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+    return systems.display_order(names)
 
 
 def runtime_plot(out, suite, device, rs):

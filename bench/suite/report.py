@@ -7,9 +7,6 @@ import os
 from . import repeats, systems
 from .suites import all_suites
 
-ORDER = ["kernel-ext4-stock", "kernel-ext4-baseline", "kernel-xfs", "fuse2fs", "ext4lazy-ordered",
-         "ext4lazy-ordered-stepahead", "ext4lazy-lazy", "ext4lazy-lazy-stepahead",
-         "kernel-ext4-inline", "dbfs-sqlite", "dbfs-sqlite-direct", "ext4lazy-ordered-inline", "ext4lazy-lazy-inline"]
 
 
 def f2(x, nd=2):
@@ -57,7 +54,7 @@ def foreign_drops(r):
 
 
 def sys_order(names):
-    return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+    return systems.display_order(names)
 
 
 def journal_text(name, rec):

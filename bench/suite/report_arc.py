@@ -120,18 +120,32 @@ def reads_table(scans, systems, layout, sizes):
     return L + [""] if len(L) > 2 else []
 
 
-def dbfs_rows(scans, layout, sizes):
+def fuse_rows(scans, systems, layout, sizes):
+    """FUSE requests per job of ext4lazy's scans, by opcode (its -o stats counters)."""
     L = []
-    for n in sizes:
-        r = scans.get((PEER, layout, n))
-        st = ((r or {}).get("extra") or {}).get("dbfs")
-        if not st:
-            continue
-        reqs = st["requests"]
-        count = sum(v["count"] for v in reqs.values())
-        db_s = sum(v["db_s"] for v in reqs.values())
-        L.append(f"- dbfs-sqlite at {n:,} jobs: {count / n:.1f} FUSE requests per job, {db_s:.1f} s in SQLite of a "
-                 f"{r['runtime_s']:.1f} s scan ({db_s / r['runtime_s']:.0%})")
+    for s in systems:
+        for n in sizes:
+            ops = ((scans.get((s, layout, n)) or {}).get("extra") or {}).get("fuse_requests")
+            if not ops:
+                continue
+            top = ", ".join(f"{op} {c / n:.1f}" for op, c in sorted(ops.items(), key=lambda kv: -kv[1])[:6])
+            L.append(f"- {s} at {n:,} jobs: {sum(ops.values()) / n:.1f} FUSE requests per job ({top})")
+    return L + [""] if L else []
+
+
+def dbfs_rows(scans, systems, layout, sizes):
+    L = []
+    for s in systems:
+        for n in sizes:
+            r = scans.get((s, layout, n))
+            st = ((r or {}).get("extra") or {}).get("dbfs")
+            if not st:
+                continue
+            reqs = st["requests"]
+            count = sum(v["count"] for v in reqs.values())
+            db_s = sum(v["db_s"] for v in reqs.values())
+            L.append(f"- {s} at {n:,} jobs: {count / n:.1f} FUSE requests per job, {db_s:.1f} s in SQLite of a "
+                     f"{r['runtime_s']:.1f} s scan ({db_s / r['runtime_s']:.0%})")
     return L + [""] if L else []
 
 
@@ -171,6 +185,7 @@ def section(by, systems, workloads, device, scale, paper):
         if reads:
             L += ["Where each scan's reads went (device requests by class; for ext4lazy in lazy mode, journal = "
                   "served from the log; kernel systems on `file` have no request counts):", ""] + reads
-        L += dbfs_rows(scans, layout, sizes)
+        L += dbfs_rows(scans, systems, layout, sizes)
+        L += fuse_rows(scans, systems, layout, sizes)
         L += inline_rows(gens, systems, layout, sizes)
     return L

@@ -335,6 +335,8 @@ class Runner:
             extra["stepahead"] = {k: stats.get(k) for k in STEPAHEAD_EXTRA}
             own, model = accounting.ext4lazy_classes(stats)
             extra["requests"] = accounting.request_counts(stats["io"])
+            # FUSE requests the daemon served by opcode (the phase's own mount, so the phase's requests)
+            extra["fuse_requests"] = (stats.get("fuse") or {}).get("requests_by_op")
             if model is not None:
                 dev = stats["device"]
                 extra["model_time"] = accounting.model_time(dev)

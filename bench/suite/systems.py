@@ -22,6 +22,8 @@ FLAG_OPTIONS = {
     "preload": [],
     # Changes how the volume is made (MKFS_FLAGS), not the mount.
     "inline": [],
+    # The kernel opens files without asking the daemon: no OPEN/RELEASE round trips (docs/ARCHITECTURE.md).
+    "kernelopens": ["kernel_opens"],
 }
 PRELOAD_LIB = "libext4lazy_preload.so"
 # flags that change how the volume is made instead (or as well): extra mkfs.ext4 arguments
@@ -92,6 +94,9 @@ FIXED = {
                                      "inodes (" + " ".join(INLINE_MKFS) + ")"),
     "dbfs-sqlite": System("dbfs-sqlite", "dbfs", journal="stock",
                           doc="files as BLOBs in SQLite through FUSE (crates/dbfs), the database on a kernel ext4"),
+    "dbfs-sqlite-kernelopens": System("dbfs-sqlite-kernelopens", "dbfs", journal="stock", options=["kernel_opens"],
+                                      doc="dbfs-sqlite mounted with kernel_opens (no OPEN/RELEASE round trips, as "
+                                          "ext4lazy's option of that name)"),
     "dbfs-sqlite-direct": System("dbfs-sqlite-direct", "dbfs", journal="stock",
                                  doc="dbfs-sqlite, written through FUSE; read phases query its database directly "
                                      "(no FUSE)"),
@@ -131,10 +136,24 @@ def volume_base(name):
     return m.group(1) if flags and all(f in READ_ONLY_FLAGS for f in flags) else None
 
 
+# The order systems appear in in tables and plots; others follow by name.
+DISPLAY_ORDER = ["kernel-ext4-stock", "kernel-ext4-baseline", "kernel-xfs", "fuse2fs", "ext4lazy-ordered",
+                 "ext4lazy-ordered-stepahead", "ext4lazy-lazy", "ext4lazy-lazy-stepahead",
+                 "kernel-ext4-inline", "dbfs-sqlite", "dbfs-sqlite-kernelopens", "dbfs-sqlite-direct",
+                 "ext4lazy-ordered-inline", "ext4lazy-lazy-inline", "ext4lazy-ordered-kernelopens",
+                 "ext4lazy-lazy-inline-kernelopens"]
+
+
+def display_order(names):
+    """`names` sorted as DISPLAY_ORDER says."""
+    return sorted(names, key=lambda n: (DISPLAY_ORDER.index(n) if n in DISPLAY_ORDER else len(DISPLAY_ORDER), n))
+
+
 def names():
     return list(FIXED) + [f"ext4lazy-{m}" for m in MODE_OPTIONS] + [
         f"ext4lazy-{m}-{f}" for m in MODE_OPTIONS for f in
-        ("stepahead", "directdata", "stepahead-preload", "stepahead-exact-preload", "inline")]
+        ("stepahead", "directdata", "stepahead-preload", "stepahead-exact-preload", "inline", "kernelopens",
+         "inline-kernelopens")]
 
 
 def preload_library(binary):

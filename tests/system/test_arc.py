@@ -11,8 +11,10 @@ import os
 import random
 import re
 import shutil
+import sqlite3
 import stat
 import subprocess
+import time
 
 import pytest
 
@@ -222,6 +224,45 @@ def test_dbfs_sqlite_matches_tmpfs(tools, workdir):
             assert names == sorted(os.listdir(os.path.join(tmp, "big"))) and len(names) == 3000 - 429
     finally:
         util.force_unmount(tmp)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_dbfs_sqlite_kernel_opens_keeps_unlinked_open_files(tools, workdir):
+    """With kernel_opens the kernel sends no OPEN: an unlinked file must live by the kernel's lookups, be
+    readable while open, and its contents leave the database (read beside the daemon, WAL mode) once the kernel
+    forgets it."""
+    d = os.path.join(workdir, "dbfs-kopen")
+    os.makedirs(d, exist_ok=True)
+    db, stats = os.path.join(d, "fs.db"), os.path.join(d, "stats.json")
+
+    def stored(ino):
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+            return c.execute("SELECT COUNT(*) FROM contents WHERE ino = ?", (ino,)).fetchone()[0]
+
+    try:
+        with Dbfs(db, os.path.join(d, "mnt"), opts=f"allow_other,kernel_opens,stats={stats}") as m:
+            path = os.path.join(m.mnt, "held")
+            with open(path, "wb") as f:
+                f.write(b"z" * 70000)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                ino = os.fstat(fd).st_ino
+                os.unlink(path)
+                os.fsync(fd)  # commits the database
+                assert os.pread(fd, 100000, 0) == b"z" * 70000
+                assert stored(ino) == 1, "freed while still open"
+            finally:
+                os.close(fd)
+            deadline = time.monotonic() + 15
+            while stored(ino):
+                assert time.monotonic() < deadline, "the unlinked file's contents stayed after its last close"
+                time.sleep(0.1)
+            m.umount()
+        with open(stats) as f:
+            ops = json.load(f)["requests"]
+        assert ops.get("open", {}).get("count", 0) <= 1, ops
+        assert ops.get("forget", {}).get("count", 0) >= 1, ops
+    finally:
         shutil.rmtree(d, ignore_errors=True)
 
 

@@ -14,7 +14,7 @@ from harness.util import bench
 pytestmark = pytest.mark.bench
 
 SYSTEMS = ["kernel-ext4-stock", "kernel-xfs", "dbfs-sqlite", "dbfs-sqlite-direct", "ext4lazy-lazy",
-           "ext4lazy-lazy-inline", "kernel-ext4-inline"]
+           "ext4lazy-lazy-inline", "kernel-ext4-inline", "ext4lazy-lazy-inline-kernelopens", "dbfs-sqlite-kernelopens"]
 JOBS = (30, 60)
 # files ARC's scanner reads and whose average size fits in a 2 KiB inode (.description, 2.3 KB, does not)
 INLINE_KINDS = ("local", "status", "grami", "diag")
@@ -81,6 +81,20 @@ def test_dbfs_records(results):
     assert sum(v["count"] for v in fuse["requests"].values()) >= 5 * n, fuse
     assert have[("dbfs-sqlite-direct", f"Scan-{n}-flat")]["extra"]["dbfs"] is None
     assert have[("dbfs-sqlite-direct", f"Generate-{n}-flat")]["extra"]["dbfs"]["requests"]
+
+
+def test_kernel_opens_systems_send_no_opens(results):
+    """The -kernelopens systems' scans reach the daemon without OPEN (at most the one refused) and with fewer
+    requests per job than the same system serving opens."""
+    device, out, have, recs = results
+    n = JOBS[-1]
+    ops = have[("ext4lazy-lazy-inline-kernelopens", f"Scan-{n}-flat")]["extra"]["fuse_requests"]
+    base = have[("ext4lazy-lazy-inline", f"Scan-{n}-flat")]["extra"]["fuse_requests"]
+    assert ops.get("OPEN", 0) <= 1 and base.get("OPEN", 0) >= 5 * n, (ops, base)
+    assert sum(ops.values()) < sum(base.values()), (ops, base)
+    db = have[("dbfs-sqlite-kernelopens", f"Scan-{n}-flat")]["extra"]["dbfs"]["requests"]
+    db_base = have[("dbfs-sqlite", f"Scan-{n}-flat")]["extra"]["dbfs"]["requests"]
+    assert db.get("open", {}).get("count", 0) <= 1 and db_base["open"]["count"] >= 5 * n, (db, db_base)
 
 
 def test_report_and_plots(results):

@@ -127,11 +127,14 @@ impl Shared {
 pub struct DbFs {
     shared: Arc<Shared>,
     ttl: Duration,
+    /// OPEN is answered ENOSYS: the kernel opens files itself, and its
+    /// lookup counts (not open handles) keep unlinked files alive.
+    kernel_opens: bool,
 }
 
 impl DbFs {
-    pub fn new(shared: Arc<Shared>, ttl: Duration) -> DbFs {
-        DbFs { shared, ttl }
+    pub fn new(shared: Arc<Shared>, ttl: Duration, kernel_opens: bool) -> DbFs {
+        DbFs { shared, ttl, kernel_opens }
     }
 }
 
@@ -192,8 +195,47 @@ fn file_attr(a: &Attr) -> FileAttr {
 impl DbFs {
     fn entry(&self, r: Result<Attr, Errno>, reply: ReplyEntry) {
         match r {
-            Ok(a) => reply.entry(&self.ttl, &file_attr(&a), Generation(0)),
+            Ok(a) => {
+                self.handed_out(&a);
+                reply.entry(&self.ttl, &file_attr(&a), Generation(0))
+            }
             Err(e) => reply.error(e),
+        }
+    }
+
+    /// With kernel_opens, an entry sent for a regular file is a lookup the
+    /// kernel holds until FORGET.
+    fn handed_out(&self, a: &Attr) {
+        if self.kernel_opens && a.mode & S_IFMT == libc::S_IFREG {
+            self.hold(a.ino, 1);
+        }
+    }
+
+    fn hold(&self, ino: u64, n: u32) {
+        *self.shared.opens.lock().unwrap_or_else(|e| e.into_inner()).entry(ino).or_insert(0) += n;
+    }
+
+    /// Drop `n` references to `ino`; frees it with the last if it is unlinked.
+    fn unhold(&self, op: &'static str, ino: u64, n: u64) -> Result<(), Errno> {
+        let last = {
+            let mut opens = self.shared.opens.lock().unwrap_or_else(|e| e.into_inner());
+            match opens.get_mut(&ino) {
+                Some(held) if u64::from(*held) > n => {
+                    *held -= n as u32;
+                    false
+                }
+                Some(_) => {
+                    opens.remove(&ino);
+                    true
+                }
+                None => false,
+            }
+        };
+        if last {
+            self.shared.with(op, |s| s.forget_orphan(ino))
+        } else {
+            self.shared.count(op, 0);
+            Ok(())
         }
     }
 
@@ -225,8 +267,12 @@ impl DbFs {
         })
     }
 
+    /// A handle was opened (OPEN, CREATE); with kernel_opens the lookups
+    /// alone count (an open handle pins the kernel's inode until FORGET).
     fn opened(&self, ino: u64) {
-        *self.shared.opens.lock().unwrap_or_else(|e| e.into_inner()).entry(ino).or_insert(0) += 1;
+        if !self.kernel_opens {
+            self.hold(ino, 1);
+        }
     }
 }
 
@@ -242,6 +288,14 @@ impl fuser::Filesystem for DbFs {
     fn destroy(&mut self) {
         if let Err(e) = self.shared.close() {
             eprintln!("dbfs-sqlite: closing the database: {e}");
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        if self.kernel_opens {
+            if let Err(e) = self.unhold("forget", ino_of(ino), nlookup) {
+                eprintln!("dbfs-sqlite: freeing inode {}: errno {e:?}", ino_of(ino));
+            }
         }
     }
 
@@ -339,6 +393,11 @@ impl fuser::Filesystem for DbFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if self.kernel_opens {
+            // The kernel then stops sending OPEN and RELEASE for good.
+            self.shared.count("open", 0);
+            return reply.error(Errno::ENOSYS);
+        }
         match self.shared.with("open", |s| s.getattr(ino_of(ino))) {
             Ok(a) if a.is_dir() => reply.error(Errno::EISDIR),
             Ok(a) => {
@@ -400,27 +459,11 @@ impl fuser::Filesystem for DbFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let ino = ino_of(ino);
-        let last = {
-            let mut opens = self.shared.opens.lock().unwrap_or_else(|e| e.into_inner());
-            match opens.get_mut(&ino) {
-                Some(n) if *n > 1 => {
-                    *n -= 1;
-                    false
-                }
-                Some(_) => {
-                    opens.remove(&ino);
-                    true
-                }
-                None => false,
-            }
-        };
-        let r = if last {
-            self.shared.with("release", |s| s.forget_orphan(ino))
-        } else {
+        if self.kernel_opens {
             self.shared.count("release", 0);
-            Ok(())
-        };
+            return reply.ok();
+        }
+        let r = self.unhold("release", ino_of(ino), 1);
         Self::empty(r, reply)
     }
 
@@ -532,6 +575,7 @@ impl fuser::Filesystem for DbFs {
         match self.make(req, parent, name, m, None) {
             Ok(a) => {
                 self.opened(a.ino);
+                self.handed_out(&a);
                 reply.created(&self.ttl, &file_attr(&a), Generation(0), FileHandle(0), FopenFlags::empty())
             }
             Err(e) => reply.error(e),

@@ -7,7 +7,8 @@
 //! Options (comma-separated): `foreground`, `allow_other`, `cache_mb=N` (SQLite page cache,
 //! default 64), `mmap_mb=N` (memory-mapped database reads, default 0), `threads=N` (FUSE
 //! workers, default 2), `ttl=S` (kernel entry/attribute cache, default 1 s), `stats=FILE` (requests
-//! served and time in SQLite per kind of request, as JSON at unmount).
+//! served and time in SQLite per kind of request, as JSON at unmount), `kernel_opens` (OPEN answered
+//! ENOSYS, so the kernel opens files itself; its lookup counts keep unlinked files alive).
 //! The daemon holds an exclusive flock on DB for its life; `umount` waits on it.
 
 use anyhow::{bail, Context, Result};
@@ -33,6 +34,8 @@ struct MountOpts {
     ttl: Duration,
     /// Write the request counters here at unmount.
     stats: Option<PathBuf>,
+    /// The kernel opens files without asking (as ext4lazy's `kernel_opens`).
+    kernel_opens: bool,
 }
 
 impl MountOpts {
@@ -44,6 +47,7 @@ impl MountOpts {
             threads: 2,
             ttl: Duration::from_secs(1),
             stats: None,
+            kernel_opens: false,
         };
         for opt in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
             let (k, v) = opt.split_once('=').map_or((opt, None), |(k, v)| (k, Some(v)));
@@ -59,6 +63,7 @@ impl MountOpts {
                 "threads" => o.threads = (num(v)? as usize).clamp(1, 64),
                 "ttl" => o.ttl = Duration::from_secs(num(v)?),
                 "stats" => o.stats = Some(PathBuf::from(v.context("option stats needs a file")?)),
+                "kernel_opens" => o.kernel_opens = true,
                 _ => bail!("unknown option {opt}"),
             }
         }
@@ -142,7 +147,7 @@ fn serve(opts: &MountOpts, db: &Path, mnt: &Path, mut ready: Option<File>) -> Re
         }
         let store = Store::open(&db, &opts.store).with_context(|| format!("{}", db.display()))?;
         let shared = Shared::new(store, db.parent().unwrap_or(Path::new("/")).to_path_buf());
-        let fs = DbFs::new(shared.clone(), opts.ttl);
+        let fs = DbFs::new(shared.clone(), opts.ttl, opts.kernel_opens);
         let mut config = fuser::Config::default();
         config.mount_options = vec![
             fuser::MountOption::FSName(db.display().to_string()),
