@@ -282,19 +282,25 @@ impl Volume {
         let bs = self.block_size as usize;
         let seen = self.cache.read_epoch();
         let all = self.read_blocks_uncached(start, count, IoClass::Metadata)?;
+        let blocks = (start..start + count).zip(all.chunks_exact(bs).map(Block::from));
+        // OK to unwrap: blk lies in [start, start + count) as asserted above.
+        Ok(self.keep_read(blocks, blk, seen).expect("readahead range contains the block"))
+    }
+
+    /// Cache the blocks one read brought (`seen`: the cache's read epoch
+    /// before it), leaving alone those cached meanwhile but `blk`, and
+    /// return `blk`'s.
+    fn keep_read(&self, blocks: impl IntoIterator<Item = (u64, Block)>, blk: u64, seen: u64) -> Option<Block> {
         let mut wanted = None;
-        for i in 0..count {
-            let b = start + i;
-            let data: Block = Arc::from(&all[i as usize * bs..(i as usize + 1) * bs]);
+        for (b, data) in blocks {
             if b == blk {
                 wanted = Some(data.clone());
-            }
-            if !self.cache.contains(b) {
+                self.cache.insert_read(b, data, seen);
+            } else if !self.cache.contains(b) {
                 self.cache.insert_read(b, data, seen);
             }
         }
-        // OK to unwrap: blk lies in [start, start + count) as asserted above.
-        Ok(wanted.expect("readahead range contains the block"))
+        wanted
     }
 
     /// Lazy mode, `blk` not cached and its newest copy in the log: read the
@@ -315,25 +321,18 @@ impl Volume {
         let seen = self.cache.read_epoch();
         self.submit_reads(&mut [blockdev::ReadRequest { offset: first.phys * bs, buf: &mut buf, class: IoClass::Journal }])?;
         drop(j);
-        let mut wanted = None;
-        for c in &span {
+        let blocks = span.iter().map(|c| {
             let at = ((c.jblock - first.jblock) * bs) as usize;
             let mut data = buf[at..at + bs as usize].to_vec();
             if c.escaped {
                 journal::unescape(&mut data);
             }
-            let data: Block = Arc::from(data);
-            if c.block == blk {
-                wanted = Some(data.clone());
-            } else if !self.cache.contains(c.block) {
-                self.cache.insert_read(c.block, data, seen);
-            }
-        }
+            (c.block, Block::from(data))
+        });
+        let wanted = self.keep_read(blocks, blk, seen);
         // live_copies_from puts blk's own copy first.
         debug_assert!(wanted.is_some(), "the stretch starts with the block's copy");
-        let Some(data) = wanted else { return Ok(None) };
-        self.cache.insert_read(blk, data.clone(), seen);
-        Ok(Some(data))
+        Ok(wanted)
     }
 
     /// The stretch of the log a read of `blk`'s newest copy brings (lazy
