@@ -74,8 +74,8 @@ pub(crate) fn serve<H: Handler + ?Sized>(h: &H, header: &abi::InHeader, fixed: &
     counters.count(header.opcode);
     match header.opcode {
         op::FORGET => {
-            if let Some(n) = fixed.get(..8) {
-                h.forget(header.nodeid, u64::from_ne_bytes(n.try_into().expect("8 bytes")));
+            if let Some(nlookup) = request::forget(fixed) {
+                h.forget(header.nodeid, nlookup);
             }
             return None;
         }

@@ -129,6 +129,11 @@ fn setattr(f: Fields<'_>) -> SetAttrIn {
     }
 }
 
+/// FORGET's lookup count; None when the struct is short.
+pub fn forget(fixed: &[u8]) -> Option<u64> {
+    Fields::new(fixed, fixed_size(crate::abi::op::FORGET)).map(|f| f.u64(0))
+}
+
 /// BATCH_FORGET's (nodeid, nlookup) pairs: `count` in the fixed struct, then
 /// 16 bytes each; a count beyond the payload is cut to what arrived.
 pub fn batch_forget<'a>(fixed: &'a [u8], payload: &'a [u8]) -> impl Iterator<Item = (u64, u64)> + 'a {
@@ -216,7 +221,7 @@ mod tests {
     }
 
     #[test]
-    fn batch_forget_pairs_stop_at_count_and_payload() {
+    fn forget_counts_stop_at_the_struct_and_payload() {
         let mut fixed = Vec::new();
         Out(&mut fixed).u32(3).u32(0);
         let mut payload = Vec::new();
@@ -224,6 +229,8 @@ mod tests {
         assert_eq!(batch_forget(&fixed, &payload).collect::<Vec<_>>(), vec![(12, 1), (13, 40), (14, 2)]);
         assert_eq!(batch_forget(&fixed, &payload[..20]).collect::<Vec<_>>(), vec![(12, 1)], "a cut payload ends the list");
         assert_eq!(batch_forget(&fixed[..4], &payload).count(), 0, "a short struct yields nothing");
+        assert_eq!(forget(&payload[..8]), Some(12));
+        assert_eq!(forget(&payload[..7]), None);
     }
 
     #[test]
