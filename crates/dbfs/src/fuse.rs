@@ -49,7 +49,7 @@ pub struct OpStat {
 pub struct Shared {
     stats: Mutex<std::collections::BTreeMap<&'static str, OpStat>>,
     store: Mutex<Option<Store>>,
-    opens: Mutex<HashMap<u64, u32>>,
+    opens: Mutex<HashMap<u64, u64>>,
     dirs: Mutex<HashMap<u64, DirCursor>>,
     next_fh: AtomicU64,
     /// Directory holding the database, for statfs's free space.
@@ -211,7 +211,7 @@ impl DbFs {
         }
     }
 
-    fn hold(&self, ino: u64, n: u32) {
+    fn hold(&self, ino: u64, n: u64) {
         *self.shared.opens.lock().unwrap_or_else(|e| e.into_inner()).entry(ino).or_insert(0) += n;
     }
 
@@ -220,8 +220,8 @@ impl DbFs {
         let last = {
             let mut opens = self.shared.opens.lock().unwrap_or_else(|e| e.into_inner());
             match opens.get_mut(&ino) {
-                Some(held) if u64::from(*held) > n => {
-                    *held -= n as u32;
+                Some(held) if *held > n => {
+                    *held -= n;
                     false
                 }
                 Some(_) => {
