@@ -18,16 +18,23 @@ pub fn clear(bits: &mut [u8], i: usize) {
     bits[i / 8] &= !(1 << (i % 8));
 }
 
-/// First clear bit at or after `from`, below `limit`.
-pub fn find_zero(bits: &[u8], from: usize, limit: usize) -> Option<usize> {
+/// First bit at or after `from`, below `limit`, that is set (`want`) or clear.
+/// Aligned 64-bit words are tested whole: allocation scans bitmaps that are
+/// mostly full, once per allocation.
+fn find_bit(bits: &[u8], from: usize, limit: usize, want: bool) -> Option<usize> {
+    let limit = limit.min(bits.len() * 8);
     let mut i = from;
     while i < limit {
-        let byte = bits[i / 8];
-        if byte == 0xFF && i % 8 == 0 {
-            i += 8;
-            continue;
+        if i % 64 == 0 && i + 64 <= limit {
+            let word = u64::from_le_bytes(bits[i / 8..i / 8 + 8].try_into().expect("an 8-byte slice"));
+            let hits = if want { word } else { !word };
+            if hits == 0 {
+                i += 64;
+                continue;
+            }
+            return Some(i + hits.trailing_zeros() as usize);
         }
-        if byte & (1 << (i % 8)) == 0 {
+        if test(bits, i) == want {
             return Some(i);
         }
         i += 1;
@@ -35,13 +42,15 @@ pub fn find_zero(bits: &[u8], from: usize, limit: usize) -> Option<usize> {
     None
 }
 
+/// First clear bit at or after `from`, below `limit`.
+pub fn find_zero(bits: &[u8], from: usize, limit: usize) -> Option<usize> {
+    find_bit(bits, from, limit, false)
+}
+
 /// Length of the run of clear bits starting at `from` (at most `max`, below `limit`).
 pub fn zero_run(bits: &[u8], from: usize, limit: usize, max: usize) -> usize {
-    let mut n = 0;
-    while from + n < limit && n < max && !test(bits, from + n) {
-        n += 1;
-    }
-    n
+    let end = limit.min(from.saturating_add(max)).max(from);
+    find_bit(bits, from, end, true).unwrap_or(end.min(bits.len() * 8).max(from)) - from
 }
 
 pub fn count_zeros(bits: &[u8], limit: usize) -> usize {
@@ -137,6 +146,29 @@ mod tests {
         assert_eq!(find_zero(&b, 0, 128), Some(5));
         assert_eq!(count_zeros(&b, 128), 109);
         assert_eq!(find_zero(&[0xFF; 2], 0, 16), None);
+    }
+
+    fn naive_find_zero(bits: &[u8], from: usize, limit: usize) -> Option<usize> {
+        (from..limit).find(|&i| !test(bits, i))
+    }
+
+    fn naive_zero_run(bits: &[u8], from: usize, limit: usize, max: usize) -> usize {
+        (from..limit).take(max).take_while(|&i| !test(bits, i)).count()
+    }
+
+    proptest::proptest! {
+        /// The word-at-a-time searches agree with bit-at-a-time ones, on
+        /// bitmaps of full and empty words with a few bits flipped.
+        #[test]
+        fn searches_match_a_bit_by_bit_scan(
+            words in proptest::collection::vec(proptest::prop_oneof![proptest::prelude::Just(u64::MAX), proptest::prelude::Just(0u64), proptest::prelude::any::<u64>()], 1..8),
+            from in 0usize..512, limit in 0usize..512, max in 0usize..600,
+        ) {
+            let bits: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            let limit = limit.min(bits.len() * 8);
+            proptest::prop_assert_eq!(find_zero(&bits, from, limit), naive_find_zero(&bits, from, limit));
+            proptest::prop_assert_eq!(zero_run(&bits, from, limit, max), naive_zero_run(&bits, from, limit, max));
+        }
     }
 
     #[test]

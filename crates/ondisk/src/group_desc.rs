@@ -55,7 +55,8 @@ pub struct GroupDesc {
     pub lo: GroupDescFields,
     pub hi: GroupDescHiFields,
     /// Bytes past the modelled fields (reserved), kept for byte-exact rewrites.
-    pub tail: Vec<u8>,
+    /// Shared: descriptors are copied on every allocation, the tail never changes.
+    pub tail: std::sync::Arc<[u8]>,
 }
 
 impl GroupDesc {
@@ -69,7 +70,7 @@ impl GroupDesc {
         } else {
             GroupDescHiFields::default()
         };
-        let tail = buf[GroupDescHiFields::FIELDS_END.min(size)..size].to_vec();
+        let tail = buf[GroupDescHiFields::FIELDS_END.min(size)..size].into();
         let gd = GroupDesc { lo, hi, tail };
         if let Some(computed) = checksum(sb, group, &buf[..size]) {
             if computed != gd.lo.checksum {
@@ -218,7 +219,7 @@ mod tests {
                 ..Default::default()
             },
             hi: GroupDescHiFields { inode_table_hi: 1, ..Default::default() },
-            tail: vec![0; 4],
+            tail: vec![0; 4].into(),
         }
     }
 

@@ -202,21 +202,19 @@ impl Inode {
 
     /// The per-inode checksum seed: crc32c over the inode number and generation.
     pub fn csum_seed(sb: &Superblock, ino: u32, generation: u32) -> u32 {
-        let c = crc32c(sb.csum_seed(), &ino.to_le_bytes());
-        crc32c(c, &generation.to_le_bytes())
+        let mut both = [0u8; 8];
+        both[..4].copy_from_slice(&ino.to_le_bytes());
+        both[4..].copy_from_slice(&generation.to_le_bytes());
+        crc32c(sb.csum_seed(), &both)
     }
 
-    /// (stored, computed) checksum, truncated to what the record can store.
+    /// (stored, computed) checksum of the record as parsed, truncated to what
+    /// the record can store. Just after parsing, `raw` is exactly what
+    /// [`Inode::serialise_fields`] would produce, so it is summed as it is.
     fn checksums(&self, sb: &Superblock) -> (u32, u32) {
-        let mut bytes = self.serialise_fields();
-        put_le16(&mut bytes, CSUM_LO_OFFSET, 0);
-        let hi = self.has_csum_hi();
-        if hi {
-            put_le16(&mut bytes, CSUM_HI_OFFSET, 0);
-        }
-        let full = crc32c(Self::csum_seed(sb, self.ino, self.base.generation), &bytes);
+        let full = self.record_crc(sb, &self.raw);
         let stored_lo = u32::from(self.base.checksum_lo);
-        if hi {
+        if self.has_csum_hi() {
             let stored_hi = u32::from(self.extra.as_ref().map_or(0, |e| e.checksum_hi));
             (stored_lo | (stored_hi << 16), full)
         } else {
@@ -224,14 +222,38 @@ impl Inode {
         }
     }
 
+    /// crc32c of record `rec` with its checksum fields read as zero. This
+    /// runs on every inode read and write: the record is summed in one call
+    /// from a copy on the stack (a call per piece costs more than the copy).
+    fn record_crc(&self, sb: &Superblock, rec: &[u8]) -> u32 {
+        let seed = Self::csum_seed(sb, self.ino, self.base.generation);
+        let mut stack = [0u8; 1024];
+        let mut heap = Vec::new();
+        let buf: &mut [u8] = if rec.len() <= stack.len() {
+            &mut stack[..rec.len()]
+        } else {
+            heap.resize(rec.len(), 0);
+            &mut heap
+        };
+        buf.copy_from_slice(rec);
+        put_le16(buf, CSUM_LO_OFFSET, 0);
+        if self.has_csum_hi() {
+            put_le16(buf, CSUM_HI_OFFSET, 0);
+        }
+        crc32c(seed, buf)
+    }
+
     fn serialise_fields(&self) -> Vec<u8> {
         let mut out = self.raw.clone();
         self.base.write_fields(&mut out);
         if let Some(e) = &self.extra {
-            // Extra fields past extra_isize are not part of the record (xattrs live there).
+            // Extra fields past extra_isize are not part of the record (xattrs
+            // live there): write them all into a scratch copy, keep the declared ones.
             let declared = GOOD_OLD_INODE_SIZE + usize::from(e.extra_isize);
             let end = declared.min(InodeExtra::FIELDS_END).max(GOOD_OLD_INODE_SIZE + 2);
-            let mut tmp = out.clone();
+            let mut tmp = [0u8; InodeExtra::FIELDS_END];
+            let have = out.len().min(InodeExtra::FIELDS_END);
+            tmp[..have].copy_from_slice(&out[..have]);
             e.write_fields(&mut tmp);
             out[GOOD_OLD_INODE_SIZE..end].copy_from_slice(&tmp[GOOD_OLD_INODE_SIZE..end]);
         }
@@ -242,15 +264,9 @@ impl Inode {
     pub fn to_bytes(&self, sb: &Superblock) -> Vec<u8> {
         let mut out = self.serialise_fields();
         if sb.has_metadata_csum() {
-            let mut tmp = out.clone();
-            put_le16(&mut tmp, CSUM_LO_OFFSET, 0);
-            let hi = self.has_csum_hi();
-            if hi {
-                put_le16(&mut tmp, CSUM_HI_OFFSET, 0);
-            }
-            let c = crc32c(Self::csum_seed(sb, self.ino, self.base.generation), &tmp);
+            let c = self.record_crc(sb, &out);
             put_le16(&mut out, CSUM_LO_OFFSET, c as u16);
-            if hi {
+            if self.has_csum_hi() {
                 put_le16(&mut out, CSUM_HI_OFFSET, (c >> 16) as u16);
             }
         }

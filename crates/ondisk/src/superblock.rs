@@ -209,7 +209,11 @@ le_struct! {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Superblock {
     pub f: SuperblockFields,
-    raw: Box<[u8; SUPERBLOCK_SIZE]>,
+    raw: std::sync::Arc<[u8; SUPERBLOCK_SIZE]>,
+    /// The metadata checksum seed, summed once: every inode, directory block
+    /// and bitmap checksum starts from it (the uuid and s_checksum_seed
+    /// never change while a volume is in use).
+    seed: u32,
 }
 
 impl Superblock {
@@ -231,7 +235,7 @@ impl Superblock {
         }
         let mut raw = Box::new([0u8; SUPERBLOCK_SIZE]);
         raw.copy_from_slice(&buf[..SUPERBLOCK_SIZE]);
-        let sb = Superblock { f, raw };
+        let sb = Superblock::derive(f, raw);
         if sb.has_ro_compat(feature::ro_compat::METADATA_CSUM) {
             if sb.f.checksum_type != 1 {
                 return Err(bad("checksum type", u64::from(sb.f.checksum_type)));
@@ -280,7 +284,7 @@ impl Superblock {
 
     /// The superblock checksum: crc32c over the bytes before the checksum field.
     pub fn compute_checksum(&self) -> u32 {
-        let mut bytes = self.raw.clone();
+        let mut bytes = *self.raw;
         self.f.write_fields(&mut bytes[..]);
         crc32c(!0, &bytes[..CHECKSUM_OFFSET])
     }
@@ -361,11 +365,23 @@ impl Superblock {
     }
     /// The seed every metadata checksum starts from.
     pub fn csum_seed(&self) -> u32 {
-        if self.has_incompat(feature::incompat::CSUM_SEED) {
-            self.f.checksum_seed
+        debug_assert_eq!(self.seed, Self::seed_of(&self.f), "the checksum seed changed under a parsed superblock");
+        self.seed
+    }
+
+    fn seed_of(f: &SuperblockFields) -> u32 {
+        if f.feature_incompat & feature::incompat::CSUM_SEED != 0 {
+            f.checksum_seed
         } else {
-            crc32c(!0, &self.f.uuid)
+            crc32c(!0, &f.uuid)
         }
+    }
+
+    /// The superblock of fields `f` and bytes `raw`, with its derived values.
+    fn derive(f: SuperblockFields, raw: Box<[u8; SUPERBLOCK_SIZE]>) -> Self {
+        let raw = std::sync::Arc::from(raw);
+        let seed = Self::seed_of(&f);
+        Superblock { f, raw, seed }
     }
     pub fn needs_recovery(&self) -> bool {
         self.has_incompat(feature::incompat::RECOVER)
@@ -505,7 +521,7 @@ pub(crate) mod tests {
             ..Default::default()
         };
         f.write_fields(&mut raw);
-        let sb = Superblock { f, raw: Box::new(raw) };
+        let sb = Superblock::derive(f, Box::new(raw));
         let bytes = sb.to_bytes();
         Superblock::parse(&bytes).expect("sample superblock parses")
     }
