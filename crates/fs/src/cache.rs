@@ -6,7 +6,8 @@
 //! parse it, even if it is evicted meanwhile.
 
 use parking_lot::Mutex;
-use std::collections::{HashMap, VecDeque};
+use crate::intmap::IntMap;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -28,7 +29,7 @@ struct Slot {
 
 #[derive(Default)]
 struct Shard {
-    map: HashMap<u64, Slot>,
+    map: IntMap<u64, Slot>,
     clock: VecDeque<u64>,
 }
 

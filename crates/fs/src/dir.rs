@@ -16,6 +16,22 @@ use ondisk::inode::{flags, Inode};
 use ondisk::superblock::feature;
 use ondisk::{Corruption, FormatError, Location};
 
+/// One directory entry as a scan sees it, its name borrowed from the block:
+/// lookups compare names without copying each one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirEntryRef<'a> {
+    pub ino: u32,
+    pub file_type: u8,
+    pub name: &'a [u8],
+    pub next: u64,
+}
+
+impl DirEntryRef<'_> {
+    pub fn to_owned(&self) -> DirEntry {
+        DirEntry { ino: self.ino, file_type: self.file_type, name: self.name.to_vec(), next: self.next }
+    }
+}
+
 /// One directory entry handed to readdir callers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirEntry {
@@ -93,6 +109,11 @@ impl Volume {
 
     /// Call `emit` for each live entry from cookie `start` on, until it returns false.
     pub fn read_dir(&self, dir: &Inode, start: u64, emit: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
+        self.scan_dir(dir, start, &mut |e| emit(e.to_owned()))
+    }
+
+    /// [`Volume::read_dir`] with borrowed names.
+    pub fn scan_dir(&self, dir: &Inode, start: u64, emit: &mut dyn FnMut(&DirEntryRef) -> bool) -> Result<()> {
         if !dir.is_dir() {
             return Err(FsError::NotDir);
         }
@@ -117,8 +138,8 @@ impl Volume {
                 if pos < start || e.inode == 0 {
                     continue;
                 }
-                let entry = DirEntry { ino: e.inode, file_type: e.file_type, name: e.name.to_vec(), next: pos + e.rec_len as u64 };
-                if !emit(entry) {
+                let entry = DirEntryRef { ino: e.inode, file_type: e.file_type, name: e.name, next: pos + e.rec_len as u64 };
+                if !emit(&entry) {
                     return Ok(());
                 }
             }
@@ -129,13 +150,13 @@ impl Volume {
 
     /// Inline directories: the parent in i_block's first word, entries after it
     /// and in the system.data attribute. "." and ".." are synthesised.
-    fn read_inline_dir(&self, dir: &Inode, start: u64, emit: &mut dyn FnMut(DirEntry) -> bool) -> Result<()> {
+    fn read_inline_dir(&self, dir: &Inode, start: u64, emit: &mut dyn FnMut(&DirEntryRef) -> bool) -> Result<()> {
         let parent = ondisk::bytes::le32(&dir.base.block, 0);
-        if start < INLINE_DOT && !emit(DirEntry { ino: dir.ino, file_type: odir::ftype::DIR, name: b".".to_vec(), next: INLINE_DOT }) {
+        if start < INLINE_DOT && !emit(&DirEntryRef { ino: dir.ino, file_type: odir::ftype::DIR, name: b".", next: INLINE_DOT }) {
             return Ok(());
         }
         if start < INLINE_DOTDOT
-            && !emit(DirEntry { ino: parent, file_type: odir::ftype::DIR, name: b"..".to_vec(), next: INLINE_DOTDOT })
+            && !emit(&DirEntryRef { ino: parent, file_type: odir::ftype::DIR, name: b"..", next: INLINE_DOTDOT })
         {
             return Ok(());
         }
@@ -153,7 +174,7 @@ impl Volume {
                 if pos < start || e.inode == 0 {
                     continue;
                 }
-                if !emit(DirEntry { ino: e.inode, file_type: e.file_type, name: e.name.to_vec(), next: pos + e.rec_len as u64 }) {
+                if !emit(&DirEntryRef { ino: e.inode, file_type: e.file_type, name: e.name, next: pos + e.rec_len as u64 }) {
                     return Ok(());
                 }
             }
@@ -191,7 +212,7 @@ impl Volume {
     fn find_in_first_block(&self, dir: &Inode, name: &[u8]) -> Result<Option<(u32, u8)>> {
         let mut found = None;
         let bs = u64::from(self.block_size);
-        self.read_dir(dir, 0, &mut |e| {
+        self.scan_dir(dir, 0, &mut |e| {
             if e.name == name {
                 found = Some((e.ino, e.file_type));
             }
@@ -202,7 +223,7 @@ impl Volume {
 
     fn find_linear(&self, dir: &Inode, name: &[u8]) -> Result<Option<(u32, u8)>> {
         let mut found = None;
-        self.read_dir(dir, 0, &mut |e| {
+        self.scan_dir(dir, 0, &mut |e| {
             if e.name == name {
                 found = Some((e.ino, e.file_type));
                 false

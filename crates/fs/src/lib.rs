@@ -13,6 +13,7 @@ pub mod cache;
 mod dir;
 mod error;
 mod file;
+mod intmap;
 mod journal_glue;
 mod overlay;
 mod statfs;
@@ -23,7 +24,7 @@ mod xattr;
 
 pub use attr::Stat;
 pub use bmap::Mapping;
-pub use dir::DirEntry;
+pub use dir::{DirEntry, DirEntryRef};
 pub use error::{FsError, Result};
 pub use journal_glue::{JournalInfo, JournalStats};
 pub use ondisk::inode::{Inode, Timestamp, ROOT_INO};

@@ -153,10 +153,10 @@ impl Ext4Fuse {
     fn readdir(&self, ino: u64, offset: u64, mut buf: DirBuf<'_>, plus: bool) -> Result<(), Errno> {
         let dir = self.listing(ino, offset)?;
         let mut full = false;
-        let r = self.vol.read_dir(&dir, offset, &mut |e| {
+        let r = self.vol.scan_dir(&dir, offset, &mut |e| {
             let dtype = attr::dirent_kind(e.file_type);
             let added = if !plus {
-                buf.add(fuse_ino(e.ino), e.next, dtype, &e.name)
+                buf.add(fuse_ino(e.ino), e.next, dtype, e.name)
             } else {
                 let child = self.vol.inode(e.ino);
                 let entry = match &child {
@@ -168,7 +168,7 @@ impl Ext4Fuse {
                         fusewire::Entry { attr: attr::placeholder(fuse_ino(e.ino), e.file_type), generation: 0, ttl: Duration::ZERO }
                     }
                 };
-                let added = buf.add_plus(&entry, e.next, dtype, &e.name);
+                let added = buf.add_plus(&entry, e.next, dtype, e.name);
                 // The kernel counts a lookup for every entry it takes (but "."
                 // and "..", directories, which we do not count).
                 if let (true, Ok(child)) = (added, &child) {

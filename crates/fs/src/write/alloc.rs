@@ -12,6 +12,7 @@ use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use ondisk::bitmap::{self, Kind};
 use ondisk::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
+use std::sync::Arc;
 
 impl Volume {
     pub(crate) fn group_first_block(&self, g: u32) -> u64 {
@@ -45,19 +46,20 @@ impl Volume {
             if gd.free_inodes_count() == 0 {
                 continue;
             }
-            let mut bits = self.inode_bitmap(g)?.to_vec();
+            let mut block = self.inode_bitmap(g)?;
+            let bits = Arc::make_mut(&mut block);
             if gd.has_flag(BG_INODE_UNINIT) {
                 // Bits past the group's inodes are padding, always set.
                 for b in ipg as usize..bits.len() * 8 {
-                    bitmap::set(&mut bits, b);
+                    bitmap::set(bits, b);
                 }
             }
             // Inodes below s_first_ino are reserved (their bits are set by mkfs).
             let from = if g == 0 { self.sb.first_ino() as usize - 1 } else { 0 };
-            let Some(idx) = bitmap::find_zero(&bits, from, ipg as usize) else { continue };
-            bitmap::set(&mut bits, idx);
+            let Some(idx) = bitmap::find_zero(bits, from, ipg as usize) else { continue };
+            bitmap::set(bits, idx);
             let mut gd = gd;
-            bitmap::set_checksum(&self.sb, &mut gd, &bits, Kind::Inode);
+            bitmap::set_checksum(&self.sb, &mut gd, bits, Kind::Inode);
             gd.lo.flags &= !BG_INODE_UNINIT;
             let free = gd.free_inodes_count() - 1;
             gd.set_free_inodes_count(free);
@@ -72,9 +74,9 @@ impl Volume {
                 gd.set_itable_unused(unused);
             }
             let ino = g * ipg + idx as u32 + 1;
-            self.zero_lone_inode_block(ws, ino, idx, &bits);
+            self.zero_lone_inode_block(ws, ino, idx, bits);
             let bitmap_blk = gd.inode_bitmap();
-            self.install(ws, bitmap_blk, bits);
+            self.install(ws, bitmap_blk, block);
             self.write_group(ws, g, gd)?;
             return Ok(ino);
         }
@@ -123,17 +125,18 @@ impl Volume {
         let g = (ino - 1) / ipg;
         let idx = ((ino - 1) % ipg) as usize;
         let mut gd = self.group(g);
-        let mut bits = self.inode_bitmap(g)?.to_vec();
-        debug_assert!(bitmap::test(&bits, idx), "freeing free inode {ino}");
-        bitmap::clear(&mut bits, idx);
-        bitmap::set_checksum(&self.sb, &mut gd, &bits, Kind::Inode);
+        let mut block = self.inode_bitmap(g)?;
+        let bits = Arc::make_mut(&mut block);
+        debug_assert!(bitmap::test(bits, idx), "freeing free inode {ino}");
+        bitmap::clear(bits, idx);
+        bitmap::set_checksum(&self.sb, &mut gd, bits, Kind::Inode);
         let free = gd.free_inodes_count() + 1;
         gd.set_free_inodes_count(free);
         if was_dir {
             let dirs = gd.used_dirs_count().saturating_sub(1);
             gd.set_used_dirs_count(dirs);
         }
-        self.install(ws, gd.inode_bitmap(), bits);
+        self.install(ws, gd.inode_bitmap(), block);
         self.write_group(ws, g, gd)
     }
 
@@ -156,19 +159,19 @@ impl Volume {
             }
             let limit = self.group_blocks(g) as usize;
             let from = if i == 0 { (goal - self.group_first_block(g)) as usize } else { 0 };
-            let bits = self.block_bitmap(g)?;
-            let Some(at) = bitmap::find_zero(&bits, from, limit) else { continue };
-            let run = bitmap::zero_run(&bits, at, limit, max.min(u64::from(u32::MAX)) as usize);
-            let mut bits = bits.to_vec();
+            let mut block = self.block_bitmap(g)?;
+            let Some(at) = bitmap::find_zero(&block, from, limit) else { continue };
+            let run = bitmap::zero_run(&block, at, limit, max.min(u64::from(u32::MAX)) as usize);
+            let bits = Arc::make_mut(&mut block);
             for b in at..at + run {
-                bitmap::set(&mut bits, b);
+                bitmap::set(bits, b);
             }
             let mut gd = gd;
-            bitmap::set_checksum(&self.sb, &mut gd, &bits, Kind::Block);
+            bitmap::set_checksum(&self.sb, &mut gd, bits, Kind::Block);
             gd.lo.flags &= !BG_BLOCK_UNINIT;
             let free = gd.free_blocks_count() - run as u32;
             gd.set_free_blocks_count(free);
-            self.install(ws, gd.block_bitmap(), bits);
+            self.install(ws, gd.block_bitmap(), block);
             self.write_group(ws, g, gd)?;
             let first = self.group_first_block(g) + at as u64;
             debug_assert!(first + run as u64 <= self.sb.blocks_count());
@@ -213,16 +216,17 @@ impl Volume {
             let gfirst = self.group_first_block(g);
             let gend = (gfirst + self.group_blocks(g)).min(end);
             let mut gd = self.group(g);
-            let mut bits = self.block_bitmap(g)?.to_vec();
+            let mut block = self.block_bitmap(g)?;
+            let bits = Arc::make_mut(&mut block);
             for x in b..gend {
-                debug_assert!(bitmap::test(&bits, (x - gfirst) as usize), "freeing free block {x}");
-                bitmap::clear(&mut bits, (x - gfirst) as usize);
+                debug_assert!(bitmap::test(bits, (x - gfirst) as usize), "freeing free block {x}");
+                bitmap::clear(bits, (x - gfirst) as usize);
             }
-            bitmap::set_checksum(&self.sb, &mut gd, &bits, Kind::Block);
+            bitmap::set_checksum(&self.sb, &mut gd, bits, Kind::Block);
             gd.lo.flags &= !BG_BLOCK_UNINIT;
             let free = gd.free_blocks_count() + (gend - b) as u32;
             gd.set_free_blocks_count(free);
-            self.install(ws, gd.block_bitmap(), bits);
+            self.install(ws, gd.block_bitmap(), block);
             self.write_group(ws, g, gd)?;
             b = gend;
         }

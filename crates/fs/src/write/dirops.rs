@@ -423,7 +423,7 @@ impl Volume {
     /// Whether a directory holds only "." and "..".
     pub(crate) fn dir_is_empty(&self, dir: &Inode) -> Result<bool> {
         let mut empty = true;
-        self.read_dir(dir, 0, &mut |e| {
+        self.scan_dir(dir, 0, &mut |e| {
             if e.name != b"." && e.name != b".." {
                 empty = false;
                 return false;

@@ -155,17 +155,18 @@ pub fn now() -> Timestamp {
 impl Volume {
     /// Copy block `blk`, let `f` change it, and record the new version.
     pub(crate) fn modify(&self, ws: &mut WriteState, blk: u64, f: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<()> {
-        let mut data = self.meta(blk)?.to_vec();
-        f(&mut data)?;
+        let mut data = self.meta(blk)?;
+        // The cache shares the block, so this copies it once, straight into a new block.
+        f(Arc::make_mut(&mut data))?;
         self.install(ws, blk, data);
         Ok(())
     }
 
     /// Record `data` as the new contents of metadata block `blk`.
-    pub(crate) fn install(&self, ws: &mut WriteState, blk: u64, data: Vec<u8>) {
-        debug_assert_eq!(data.len(), self.block_size() as usize);
+    pub(crate) fn install(&self, ws: &mut WriteState, blk: u64, data: impl Into<Block>) {
+        let b: Block = data.into();
+        debug_assert_eq!(b.len(), self.block_size() as usize);
         self.note_block(ws, blk);
-        let b: Block = Arc::from(data);
         self.cache.insert_dirty(blk, b.clone());
         ws.running.add(blk, b);
         ws.running_since.get_or_insert_with(std::time::Instant::now);

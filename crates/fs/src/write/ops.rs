@@ -645,24 +645,31 @@ impl Volume {
                 let run_end = (lblk + len) * bs;
                 let lo = offset.max(run_start);
                 let hi = end.min(run_end);
-                let mut buf = vec![0u8; (run_end - run_start) as usize];
-                let head_partial = lo > run_start;
-                let tail_partial = hi < run_end;
+                // The run's bytes: zeros around the data, then, for blocks
+                // already written, what the disk holds there before the old end
+                // of file (read-modify-write of the partial first/last block).
+                let n = (run_end - run_start) as usize;
+                let (lo_off, hi_off) = ((lo - run_start) as usize, (hi - run_start) as usize);
+                let mut buf = Vec::with_capacity(n);
+                buf.resize(lo_off, 0);
+                buf.extend_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
+                buf.resize(n, 0);
+                let keep_end = old_size.saturating_sub(run_start).min(n as u64) as usize;
                 if !fresh {
-                    // Read-modify-write of the partial first/last blocks only, when
-                    // what they keep lies before the old end of file.
-                    if head_partial && run_start < old_size {
-                        self.dev.read_at(pblk * bs, &mut buf[..bs as usize], IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
+                    let read_block = |pblk: u64| -> Result<Vec<u8>> {
+                        let mut b = vec![0u8; bs as usize];
+                        self.dev.read_at(pblk * bs, &mut b, IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
+                        Ok(b)
+                    };
+                    if lo_off > 0 && keep_end > 0 {
+                        let k = lo_off.min(keep_end);
+                        buf[..k].copy_from_slice(&read_block(pblk)?[..k]);
                     }
-                    if tail_partial && hi < old_size {
-                        let o = buf.len() - bs as usize;
-                        self.dev.read_at((pblk + len - 1) * bs, &mut buf[o..], IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
-                    }
-                    if old_size < run_end {
-                        buf[(old_size.max(run_start) - run_start) as usize..].fill(0);
+                    if hi_off < n && keep_end > hi_off {
+                        let o = n - bs as usize;
+                        buf[hi_off..keep_end].copy_from_slice(&read_block(pblk + len - 1)?[hi_off - o..keep_end - o]);
                     }
                 }
-                buf[(lo - run_start) as usize..(hi - run_start) as usize].copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
                 self.dev.write_at(pblk * bs, &buf, IoClass::Data).map_err(|e| FsError::io(format!("writing data at block {pblk}"), e))?;
             }
             // Data is on disk: preallocated extents under it now read as written.

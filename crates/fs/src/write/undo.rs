@@ -19,19 +19,19 @@ use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use ondisk::group_desc::GroupDesc;
 use ondisk::superblock::Superblock;
-use std::collections::HashMap;
+use crate::intmap::IntMap;
 
 /// The state an operation found, for what it has changed so far.
 pub struct Undo {
     sb: Superblock,
-    blocks: HashMap<u64, (Option<(Block, bool)>, Slot)>,
-    groups: HashMap<u32, GroupDesc>,
+    blocks: IntMap<u64, (Option<(Block, bool)>, Slot)>,
+    groups: IntMap<u32, GroupDesc>,
     deferred: usize,
 }
 
 impl Undo {
     fn begin(ws: &WriteState) -> Self {
-        Undo { sb: ws.sb.clone(), blocks: HashMap::new(), groups: HashMap::new(), deferred: ws.deferred.len() }
+        Undo { sb: ws.sb.clone(), blocks: IntMap::default(), groups: IntMap::default(), deferred: ws.deferred.len() }
     }
 }
 
