@@ -94,6 +94,11 @@ impl BlockDevice for CountingDevice {
         self.flushes.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
+    fn write_gathered_at(&self, offset: u64, bufs: &[&[u8]], class: IoClass) -> io::Result<()> {
+        self.inner.write_gathered_at(offset, bufs, class)?;
+        self.add(class, true, bufs.iter().map(|b| b.len()).sum());
+        Ok(())
+    }
     fn read_batch(&self, requests: &mut [ReadRequest<'_>]) -> io::Result<()> {
         // Keep the batch whole so a model below still reorders it.
         self.inner.read_batch(requests)?;

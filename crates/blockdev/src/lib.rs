@@ -73,6 +73,13 @@ pub trait BlockDevice: Send + Sync {
     /// Make every completed write durable (a cache flush / FUA barrier).
     fn flush(&self) -> io::Result<()>;
 
+    /// Write `bufs` back to back from `offset` as one request: a write-out of
+    /// many cached blocks without first copying them into one buffer. The
+    /// default copies them into one and calls [`BlockDevice::write_at`].
+    fn write_gathered_at(&self, offset: u64, bufs: &[&[u8]], class: IoClass) -> io::Result<()> {
+        self.write_at(offset, &bufs.concat(), class)
+    }
+
     /// Submit several reads at once so the device may serve them in any order
     /// (a disk model reorders them by positioning time, as NCQ does). The
     /// default serves them one by one; all must succeed.
@@ -99,6 +106,9 @@ impl<T: BlockDevice + ?Sized> BlockDevice for Arc<T> {
     }
     fn flush(&self) -> io::Result<()> {
         (**self).flush()
+    }
+    fn write_gathered_at(&self, offset: u64, bufs: &[&[u8]], class: IoClass) -> io::Result<()> {
+        (**self).write_gathered_at(offset, bufs, class)
     }
     fn read_batch(&self, requests: &mut [ReadRequest<'_>]) -> io::Result<()> {
         (**self).read_batch(requests)

@@ -64,15 +64,15 @@ impl<D: BlockDevice> DataWriteback<D> {
     /// request. Blocks leave the map only once written: after a failure,
     /// those from the failed run on stay for the next try.
     fn write_out(&self, pending: &mut BTreeMap<u64, Box<[u8]>>) -> io::Result<()> {
-        let unit = self.unit as usize;
-        let mut run: Vec<u8> = Vec::new();
+        let max_blocks = (MAX_RUN_BYTES as u64 / self.unit).max(1) as usize;
+        let mut run: Vec<&[u8]> = Vec::new();
         let mut run_start = 0u64;
-        let mut result = Ok(());
+        let mut failed_at = None;
         for (&blk, data) in pending.iter() {
-            let joins = blk == run_start + (run.len() / unit) as u64 && run.len() + unit <= MAX_RUN_BYTES;
+            let joins = blk == run_start + run.len() as u64 && run.len() < max_blocks;
             if !run.is_empty() && !joins {
-                result = self.inner.write_at(run_start * self.unit, &run, IoClass::Data);
-                if result.is_err() {
+                if let Err(e) = self.inner.write_gathered_at(run_start * self.unit, &run, IoClass::Data) {
+                    failed_at = Some((run_start, e));
                     break;
                 }
                 run.clear();
@@ -80,15 +80,24 @@ impl<D: BlockDevice> DataWriteback<D> {
             if run.is_empty() {
                 run_start = blk;
             }
-            run.extend_from_slice(data);
+            run.push(data);
         }
-        if result.is_ok() && !run.is_empty() {
-            result = self.inner.write_at(run_start * self.unit, &run, IoClass::Data);
+        if failed_at.is_none() && !run.is_empty() {
+            if let Err(e) = self.inner.write_gathered_at(run_start * self.unit, &run, IoClass::Data) {
+                failed_at = Some((run_start, e));
+            }
         }
-        match result {
-            Ok(()) => pending.clear(),
-            Err(_) => *pending = pending.split_off(&run_start),
-        }
+        drop(run);
+        let result = match failed_at {
+            None => {
+                pending.clear();
+                Ok(())
+            }
+            Some((from, e)) => {
+                *pending = pending.split_off(&from);
+                Err(e)
+            }
+        };
         self.departures.fetch_add(1, Ordering::Release);
         result
     }
