@@ -17,7 +17,7 @@ impl Volume {
             return Ok(Arc::from(self.uninit_block_bitmap(g)));
         }
         let data = self.meta(gd.block_bitmap())?;
-        bitmap::verify(&self.sb, &gd, g, &data, Kind::Block)?;
+        self.verify_once(gd.block_bitmap(), &data, |d| Ok(bitmap::verify(&self.sb, &gd, g, d, Kind::Block)?))?;
         Ok(data)
     }
 
@@ -28,7 +28,7 @@ impl Volume {
             return Ok(Arc::from(vec![0u8; self.block_size() as usize]));
         }
         let data = self.meta(gd.inode_bitmap())?;
-        bitmap::verify(&self.sb, &gd, g, &data, Kind::Inode)?;
+        self.verify_once(gd.inode_bitmap(), &data, |d| Ok(bitmap::verify(&self.sb, &gd, g, d, Kind::Inode)?))?;
         Ok(data)
     }
 

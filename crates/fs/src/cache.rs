@@ -25,6 +25,10 @@ struct Slot {
     version: u64,
     /// Read by a prefetch and not asked for since (StepAhead's waste count).
     prefetched: bool,
+    /// `data`'s checksum is known good: it was verified since it came from
+    /// the device, or we wrote it. Verifying once per copy, as the kernel's
+    /// buffer_verified does, spares a 4 KiB crc32c on every lookup.
+    verified: bool,
 }
 
 #[derive(Default)]
@@ -165,6 +169,7 @@ impl BufferCache {
         if let Some(slot) = s.map.get_mut(&block) {
             if !slot.pinned && slot.version <= seen {
                 slot.data = data;
+                slot.verified = false;
             }
             return false;
         }
@@ -176,6 +181,20 @@ impl BufferCache {
             }
         }
         true
+    }
+
+    /// Whether `data` is the cached copy of `block` and its checksum is known good.
+    pub fn is_verified(&self, block: u64, data: &Block) -> bool {
+        self.shard(block).lock().map.get(&block).is_some_and(|s| s.verified && Arc::ptr_eq(&s.data, data))
+    }
+
+    /// `data`'s checksum was verified: remember it while it is the cached copy of `block`.
+    pub fn mark_verified(&self, block: u64, data: &Block) {
+        if let Some(slot) = self.shard(block).lock().map.get_mut(&block) {
+            if Arc::ptr_eq(&slot.data, data) {
+                slot.verified = true;
+            }
+        }
     }
 
     /// The home copy now matches `data` (if it is still the cached version): allow eviction.
@@ -199,6 +218,7 @@ impl BufferCache {
             if dirty || !slot.pinned {
                 slot.data = data;
                 slot.pinned |= dirty;
+                slot.verified = dirty;
             }
             slot.version = slot.version.max(version);
             return;
@@ -232,7 +252,7 @@ impl BufferCache {
                 self.evictions.fetch_add(1, Ordering::Relaxed);
             }
         }
-        s.map.insert(block, Slot { data, referenced: false, pinned: dirty, version, prefetched: false });
+        s.map.insert(block, Slot { data, referenced: false, pinned: dirty, version, prefetched: false, verified: dirty });
         s.clock.push_back(block);
     }
 
@@ -251,10 +271,11 @@ impl BufferCache {
                     Some(slot) => {
                         slot.data = data;
                         slot.pinned = pinned;
+                        slot.verified = false;
                     }
                     None => {
                         let version = self.epoch.load(Ordering::SeqCst);
-                        s.map.insert(block, Slot { data, referenced: false, pinned, version, prefetched: false });
+                        s.map.insert(block, Slot { data, referenced: false, pinned, version, prefetched: false, verified: false });
                         s.clock.push_back(block);
                     }
                 }

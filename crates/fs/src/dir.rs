@@ -82,7 +82,7 @@ impl Volume {
                 let ra = len.min(u64::from(self.opts.dir_readahead_blocks.max(1)));
                 let data = self.meta_readahead(pblk, pblk, ra)?;
                 if let Some(seed) = seed {
-                    self.verify_dir_block(dir, lblk, pblk, &data, seed)?;
+                    self.verify_once(pblk, &data, |d| self.verify_dir_block(dir, lblk, pblk, d, seed))?;
                 }
                 Ok(Some(data))
             }

@@ -259,6 +259,17 @@ impl Volume {
         Ok(data)
     }
 
+    /// Run `verify` on metadata block `blk` (as read with [`Volume::meta`] or
+    /// its kin) unless this very copy passed it before or is our own.
+    pub(crate) fn verify_once(&self, blk: u64, data: &Block, verify: impl FnOnce(&[u8]) -> Result<()>) -> Result<()> {
+        if self.cache.is_verified(blk, data) {
+            return Ok(());
+        }
+        verify(data)?;
+        self.cache.mark_verified(blk, data);
+        Ok(())
+    }
+
     /// Like [`Volume::meta`], but on a miss read the `count` blocks from `start`
     /// (which must contain `blk`) in one request and cache them all.
     pub(crate) fn meta_readahead(&self, blk: u64, start: u64, count: u64) -> Result<Block> {
