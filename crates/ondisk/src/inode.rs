@@ -243,9 +243,10 @@ impl Inode {
         crc32c(seed, buf)
     }
 
-    fn serialise_fields(&self) -> Vec<u8> {
-        let mut out = self.raw.clone();
-        self.base.write_fields(&mut out);
+    /// The record's bytes: `raw` with every modelled field written over it.
+    fn serialise_into(&self, out: &mut [u8]) {
+        out.copy_from_slice(&self.raw);
+        self.base.write_fields(out);
         if let Some(e) = &self.extra {
             // Extra fields past extra_isize are not part of the record (xattrs
             // live there): write them all into a scratch copy, keep the declared ones.
@@ -257,19 +258,30 @@ impl Inode {
             e.write_fields(&mut tmp);
             out[GOOD_OLD_INODE_SIZE..end].copy_from_slice(&tmp[GOOD_OLD_INODE_SIZE..end]);
         }
-        out
+    }
+
+    /// Write the record, with its checksum set (when metadata_csum is on),
+    /// into `out` (exactly the record's size: its slot in an inode-table block).
+    pub fn write_to(&self, sb: &Superblock, out: &mut [u8]) {
+        self.serialise_into(out);
+        if sb.has_metadata_csum() {
+            let hi = self.has_csum_hi();
+            put_le16(out, CSUM_LO_OFFSET, 0);
+            if hi {
+                put_le16(out, CSUM_HI_OFFSET, 0);
+            }
+            let c = crc32c(Self::csum_seed(sb, self.ino, self.base.generation), out);
+            put_le16(out, CSUM_LO_OFFSET, c as u16);
+            if hi {
+                put_le16(out, CSUM_HI_OFFSET, (c >> 16) as u16);
+            }
+        }
     }
 
     /// Serialise the record with its checksum set (when metadata_csum is on).
     pub fn to_bytes(&self, sb: &Superblock) -> Vec<u8> {
-        let mut out = self.serialise_fields();
-        if sb.has_metadata_csum() {
-            let c = self.record_crc(sb, &out);
-            put_le16(&mut out, CSUM_LO_OFFSET, c as u16);
-            if self.has_csum_hi() {
-                put_le16(&mut out, CSUM_HI_OFFSET, (c >> 16) as u16);
-            }
-        }
+        let mut out = vec![0u8; self.raw.len()];
+        self.write_to(sb, &mut out);
         out
     }
 

@@ -180,10 +180,11 @@ impl Volume {
     /// Write an inode record (with its checksum) into its inode-table block.
     pub(crate) fn write_inode(&self, ws: &mut WriteState, inode: &Inode) -> Result<()> {
         let (blk, off) = self.inode_location(inode.ino);
-        let bytes = inode.to_bytes(&self.sb);
+        let len = inode.raw.len();
+        debug_assert_eq!(len, usize::from(self.sb.inode_size()));
         self.note_sync(ws, inode);
         self.modify(ws, blk, |b| {
-            b[off..off + bytes.len()].copy_from_slice(&bytes);
+            inode.write_to(&self.sb, &mut b[off..off + len]);
             Ok(())
         })
     }
