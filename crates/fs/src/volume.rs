@@ -463,8 +463,8 @@ impl Volume {
                 Corruption::BadField { field: "inode number", value: u64::from(ino) },
             )));
         }
-        let (gd, blk, off) = self.inode_slot(ino);
-        let (ra_start, ra_count) = self.inode_readahead_range(&gd, blk);
+        let (table, blk, off) = self.inode_slot(ino);
+        let (ra_start, ra_count) = self.inode_readahead_range(table, blk);
         let data = self.meta_readahead(blk, ra_start, ra_count)?;
         let isz = usize::from(self.sb.inode_size());
         Ok(Inode::parse(&self.sb, ino, &data[off..off + isz])?)
@@ -476,27 +476,32 @@ impl Volume {
         (blk, off)
     }
 
-    /// Group descriptor, block and byte offset of inode `ino`'s record.
-    fn inode_slot(&self, ino: u32) -> (GroupDesc, u64, usize) {
+    /// Where inode `ino`'s record is: its group's inode table (first block,
+    /// unused inodes at its end), the block and the byte offset in it. Reads
+    /// the descriptor in place: this runs on every inode read.
+    fn inode_slot(&self, ino: u32) -> ((u64, u32), u64, usize) {
         let ipg = self.sb.f.inodes_per_group;
         let index = u64::from((ino - 1) % ipg);
         let isz = u64::from(self.sb.inode_size());
         let bs = u64::from(self.block_size);
-        let gd = self.group((ino - 1) / ipg);
-        let blk = gd.inode_table() + index * isz / bs;
-        (gd, blk, (index * isz % bs) as usize)
+        let table = {
+            let groups = self.groups.read();
+            let gd = &groups[((ino - 1) / ipg) as usize];
+            (gd.inode_table(), gd.itable_unused())
+        };
+        let blk = table.0 + index * isz / bs;
+        (table, blk, (index * isz % bs) as usize)
     }
 
     /// The aligned window of the inode table to read around `blk`, limited to
     /// the part of the table in use (as the kernel's inode readahead does).
-    fn inode_readahead_range(&self, gd: &GroupDesc, blk: u64) -> (u64, u64) {
+    fn inode_readahead_range(&self, (table, itable_unused): (u64, u32), blk: u64) -> (u64, u64) {
         let ra = u64::from(self.opts.inode_readahead_blocks.max(1));
-        let table = gd.inode_table();
         let mut used_inodes = u64::from(self.sb.f.inodes_per_group);
         let has_csum = self.sb.has_metadata_csum()
             || self.sb.has_ro_compat(ondisk::superblock::feature::ro_compat::GDT_CSUM);
         if has_csum {
-            used_inodes = used_inodes.saturating_sub(u64::from(gd.itable_unused()));
+            used_inodes = used_inodes.saturating_sub(u64::from(itable_unused));
         }
         let inodes_per_block = u64::from(self.block_size) / u64::from(self.sb.inode_size());
         let table_used_end = (table + used_inodes.div_ceil(inodes_per_block)).max(blk + 1);
