@@ -210,7 +210,7 @@ impl Inode {
 
     /// (stored, computed) checksum of the record as parsed, truncated to what
     /// the record can store. Just after parsing, `raw` is exactly what
-    /// [`Inode::serialise_fields`] would produce, so it is summed as it is.
+    /// [`Inode::serialise_into`] would produce, so it is summed as it is.
     fn checksums(&self, sb: &Superblock) -> (u32, u32) {
         let full = self.record_crc(sb, &self.raw);
         let stored_lo = u32::from(self.base.checksum_lo);
@@ -223,10 +223,9 @@ impl Inode {
     }
 
     /// crc32c of record `rec` with its checksum fields read as zero. This
-    /// runs on every inode read and write: the record is summed in one call
-    /// from a copy on the stack (a call per piece costs more than the copy).
+    /// runs on every inode read: the record is summed in one call from a copy
+    /// on the stack (a call per piece around the fields costs more than the copy).
     fn record_crc(&self, sb: &Superblock, rec: &[u8]) -> u32 {
-        let seed = Self::csum_seed(sb, self.ino, self.base.generation);
         let mut stack = [0u8; 1024];
         let mut heap = Vec::new();
         let buf: &mut [u8] = if rec.len() <= stack.len() {
@@ -236,11 +235,16 @@ impl Inode {
             &mut heap
         };
         buf.copy_from_slice(rec);
-        put_le16(buf, CSUM_LO_OFFSET, 0);
+        self.zero_and_sum(sb, buf)
+    }
+
+    /// Zero the checksum fields of record `rec` and return its crc32c.
+    fn zero_and_sum(&self, sb: &Superblock, rec: &mut [u8]) -> u32 {
+        put_le16(rec, CSUM_LO_OFFSET, 0);
         if self.has_csum_hi() {
-            put_le16(buf, CSUM_HI_OFFSET, 0);
+            put_le16(rec, CSUM_HI_OFFSET, 0);
         }
-        crc32c(seed, buf)
+        crc32c(Self::csum_seed(sb, self.ino, self.base.generation), rec)
     }
 
     /// The record's bytes: `raw` with every modelled field written over it.
@@ -265,14 +269,9 @@ impl Inode {
     pub fn write_to(&self, sb: &Superblock, out: &mut [u8]) {
         self.serialise_into(out);
         if sb.has_metadata_csum() {
-            let hi = self.has_csum_hi();
-            put_le16(out, CSUM_LO_OFFSET, 0);
-            if hi {
-                put_le16(out, CSUM_HI_OFFSET, 0);
-            }
-            let c = crc32c(Self::csum_seed(sb, self.ino, self.base.generation), out);
+            let c = self.zero_and_sum(sb, out);
             put_le16(out, CSUM_LO_OFFSET, c as u16);
-            if hi {
+            if self.has_csum_hi() {
                 put_le16(out, CSUM_HI_OFFSET, (c >> 16) as u16);
             }
         }
