@@ -34,6 +34,14 @@ impl FileDevice {
         &self.path
     }
 
+    /// A write of `len` bytes at `offset` is allowed: the device is writable and the request fits.
+    fn check_write(&self, offset: u64, len: usize) -> io::Result<()> {
+        if !self.writable {
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, "device opened read-only"));
+        }
+        check_request(self.size, self.sector_size(), offset, len)
+    }
+
     /// The open file, e.g. to take an advisory lock on it.
     pub fn file(&self) -> &File {
         &self.file
@@ -62,20 +70,14 @@ impl BlockDevice for FileDevice {
     }
 
     fn write_at(&self, offset: u64, buf: &[u8], _class: IoClass) -> io::Result<()> {
-        if !self.writable {
-            return Err(io::Error::new(io::ErrorKind::PermissionDenied, "device opened read-only"));
-        }
-        check_request(self.size, self.sector_size(), offset, buf.len())?;
+        self.check_write(offset, buf.len())?;
         self.file.write_all_at(buf, offset)
     }
 
     fn write_gathered_at(&self, mut offset: u64, bufs: &[&[u8]], _class: IoClass) -> io::Result<()> {
         use std::io::IoSlice;
         use std::os::fd::AsRawFd;
-        if !self.writable {
-            return Err(io::Error::new(io::ErrorKind::PermissionDenied, "device opened read-only"));
-        }
-        check_request(self.size, self.sector_size(), offset, bufs.iter().map(|b| b.len()).sum())?;
+        self.check_write(offset, bufs.iter().map(|b| b.len()).sum())?;
         let mut slices: Vec<IoSlice<'_>> = bufs.iter().map(|b| IoSlice::new(b)).collect();
         let mut rest = &mut slices[..];
         while !rest.is_empty() {
