@@ -19,62 +19,145 @@ use crate::{BlockDevice, IoClass, ReadRequest};
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Data writes of at least this many bytes are long enough to go at once.
 const DIRECT_BYTES: usize = 1 << 20;
 /// The longest request a write-out makes.
 const MAX_RUN_BYTES: usize = 4 << 20;
 
-pub struct DataWriteback<D> {
+type Blocks = BTreeMap<u64, Box<[u8]>>;
+
+pub struct DataWriteback<D: BlockDevice + 'static> {
+    shared: Arc<Shared<D>>,
+    flusher: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Shared<D> {
     inner: D,
     unit: u64,
     limit_bytes: usize,
-    pending: Mutex<BTreeMap<u64, Box<[u8]>>>,
-    /// Bumped whenever blocks leave `pending` (written out, or replaced by a
+    /// A flusher thread writes batches out in the background.
+    background: bool,
+    state: Mutex<State>,
+    /// Signalled when a batch goes to the flusher, when it is done with one, and at shutdown.
+    changed: Condvar,
+    /// Bumped whenever blocks leave memory (written out, or replaced by a
     /// write that went through): a read that overlapped such a change reads
     /// the device again, so it never misses data that was in neither place.
     departures: AtomicU64,
 }
 
-impl<D: BlockDevice> DataWriteback<D> {
+#[derive(Default)]
+struct State {
+    /// Blocks waiting, newer than any in `flushing`.
+    pending: Blocks,
+    /// The batch the flusher is writing (empty when it is idle).
+    flushing: Arc<Blocks>,
+    busy: bool,
+    stop: bool,
+}
+
+impl State {
+    fn waiting(&self) -> usize {
+        self.pending.len() + self.flushing.len()
+    }
+}
+
+impl<D: BlockDevice + 'static> DataWriteback<D> {
     /// Waiting data is kept in `unit`-byte blocks (the file system's block
-    /// size) and written out once more than `limit_bytes` wait.
+    /// size) and written out, by the writer that passes the limit, once more
+    /// than `limit_bytes` wait.
     pub fn new(inner: D, unit: u32, limit_bytes: usize) -> Self {
+        Self::build(inner, unit, limit_bytes, false)
+    }
+
+    /// As [`DataWriteback::new`], with a flusher thread, as the kernel's: once
+    /// half of `limit_bytes` wait, it writes them out while writers go on;
+    /// only a writer that finds `limit_bytes` waiting waits for it. After a
+    /// failed write-out the blocks wait again: the next flush writes them or
+    /// reports the error.
+    pub fn with_flusher(inner: D, unit: u32, limit_bytes: usize) -> Self {
+        Self::build(inner, unit, limit_bytes, true)
+    }
+
+    fn build(inner: D, unit: u32, limit_bytes: usize, background: bool) -> Self {
         debug_assert!(unit.is_power_of_two() && unit >= inner.sector_size());
-        DataWriteback { inner, unit: u64::from(unit), limit_bytes: limit_bytes.max(unit as usize), pending: Mutex::new(BTreeMap::new()), departures: AtomicU64::new(0) }
+        let shared = Arc::new(Shared {
+            inner,
+            unit: u64::from(unit),
+            limit_bytes: limit_bytes.max(unit as usize),
+            background,
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            departures: AtomicU64::new(0),
+        });
+        let flusher = if background {
+            let s = shared.clone();
+            // Without a thread, writers write out themselves, as `new`.
+            std::thread::Builder::new().name("ext4lazy-flush".into()).spawn(move || s.flusher()).ok()
+        } else {
+            None
+        };
+        let mut wb = DataWriteback { shared, flusher };
+        if wb.flusher.is_none() {
+            if let Some(s) = Arc::get_mut(&mut wb.shared) {
+                s.background = false;
+            }
+        }
+        wb
     }
 
-    /// Blocks waiting to be written.
+    /// Blocks waiting to be written (those being written included).
     pub fn blocks_waiting(&self) -> usize {
-        self.lock().len()
+        self.shared.lock().waiting()
     }
+}
 
+impl<D: BlockDevice + 'static> Drop for DataWriteback<D> {
+    fn drop(&mut self) {
+        if let Some(t) = self.flusher.take() {
+            self.shared.lock().stop = true;
+            self.shared.changed.notify_all();
+            let _ = t.join();
+        }
+    }
+}
+
+impl<D: BlockDevice> Shared<D> {
     /// The waiting blocks (a panic elsewhere leaves them usable: every change
     /// to the map is complete before anything can fail).
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, Box<[u8]>>> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wait<'a>(&self, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.changed.wait(g).unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait until the flusher has no batch.
+    fn idle<'a>(&self, mut g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        while g.busy {
+            g = self.wait(g);
+        }
+        g
     }
 
     fn buffers(&self, offset: u64, len: usize, class: IoClass) -> bool {
         class == IoClass::Data && len < DIRECT_BYTES && offset % self.unit == 0 && len as u64 % self.unit == 0
     }
 
-    /// Write every waiting block, in block order, adjacent blocks as one
-    /// request. Blocks leave the map only once written: after a failure,
-    /// those from the failed run on stay for the next try.
-    fn write_out(&self, pending: &mut BTreeMap<u64, Box<[u8]>>) -> io::Result<()> {
+    /// Write `blocks` in block order, adjacent blocks as one request. On a
+    /// failure, returns the first block of the run that failed with the error:
+    /// that block and all after it were not written.
+    fn write_blocks(&self, blocks: &Blocks) -> Result<(), (u64, io::Error)> {
         let max_blocks = (MAX_RUN_BYTES as u64 / self.unit).max(1) as usize;
         let mut run: Vec<&[u8]> = Vec::new();
         let mut run_start = 0u64;
-        let mut failed_at = None;
-        for (&blk, data) in pending.iter() {
+        for (&blk, data) in blocks.iter() {
             let joins = blk == run_start + run.len() as u64 && run.len() < max_blocks;
             if !run.is_empty() && !joins {
-                if let Err(e) = self.inner.write_gathered_at(run_start * self.unit, &run, IoClass::Data) {
-                    failed_at = Some((run_start, e));
-                    break;
-                }
+                self.inner.write_gathered_at(run_start * self.unit, &run, IoClass::Data).map_err(|e| (run_start, e))?;
                 run.clear();
             }
             if run.is_empty() {
@@ -82,19 +165,24 @@ impl<D: BlockDevice> DataWriteback<D> {
             }
             run.push(data);
         }
-        if failed_at.is_none() && !run.is_empty() {
-            if let Err(e) = self.inner.write_gathered_at(run_start * self.unit, &run, IoClass::Data) {
-                failed_at = Some((run_start, e));
-            }
+        if !run.is_empty() {
+            self.inner.write_gathered_at(run_start * self.unit, &run, IoClass::Data).map_err(|e| (run_start, e))?;
         }
-        drop(run);
-        let result = match failed_at {
-            None => {
-                pending.clear();
+        Ok(())
+    }
+
+    /// Write every waiting block now (the flusher idle). Blocks leave the map
+    /// only once written: after a failure, those from the failed run on stay
+    /// for the next try.
+    fn write_out(&self, st: &mut State) -> io::Result<()> {
+        debug_assert!(!st.busy);
+        let result = match self.write_blocks(&st.pending) {
+            Ok(()) => {
+                st.pending.clear();
                 Ok(())
             }
-            Some((from, e)) => {
-                *pending = pending.split_off(&from);
+            Err((from, e)) => {
+                st.pending = st.pending.split_off(&from);
                 Err(e)
             }
         };
@@ -102,17 +190,46 @@ impl<D: BlockDevice> DataWriteback<D> {
         result
     }
 
+    /// The flusher thread: write each batch handed over, without the lock.
+    fn flusher(&self) {
+        let mut g = self.lock();
+        loop {
+            while !g.busy && !g.stop {
+                g = self.wait(g);
+            }
+            if !g.busy {
+                return; // stopped, nothing handed over
+            }
+            let batch = g.flushing.clone();
+            drop(g);
+            let result = self.write_blocks(&batch);
+            drop(batch);
+            g = self.lock();
+            let mut batch = Arc::try_unwrap(std::mem::take(&mut g.flushing)).unwrap_or_else(|a| (*a).clone());
+            if let Err((from, _)) = result {
+                // Unwritten blocks wait again, unless a newer version already
+                // does; the next flush writes them or reports the error.
+                for (blk, data) in batch.split_off(&from) {
+                    g.pending.entry(blk).or_insert(data);
+                }
+            }
+            g.busy = false;
+            self.departures.fetch_add(1, Ordering::Release);
+            self.changed.notify_all();
+        }
+    }
+
     /// Read with `read` from the device without the lock (reads stay
     /// concurrent), then lay the waiting blocks over what came back; if
-    /// blocks left `pending` meanwhile, read the device again.
+    /// blocks left memory meanwhile, read the device again.
     fn read_consistent(&self, requests: &mut [ReadRequest<'_>], read: impl Fn(&mut [ReadRequest<'_>]) -> io::Result<()>) -> io::Result<()> {
         // Reads that waiting blocks cover whole need no device (a partial
         // write's read-modify-write of the block it wrote a moment ago).
         {
-            let pending = self.lock();
-            if requests.iter().all(|r| self.covers(&pending, r.offset, r.buf.len())) {
+            let st = self.lock();
+            if requests.iter().all(|r| self.covers(&st, r.offset, r.buf.len())) {
                 for r in requests.iter_mut() {
-                    self.overlay(&pending, r.offset, r.buf);
+                    self.overlay(&st, r.offset, r.buf);
                 }
                 return Ok(());
             }
@@ -120,100 +237,131 @@ impl<D: BlockDevice> DataWriteback<D> {
         loop {
             let seen = self.departures.load(Ordering::Acquire);
             read(requests)?;
-            let pending = self.lock();
+            let st = self.lock();
             if self.departures.load(Ordering::Acquire) != seen {
                 continue;
             }
             for r in requests.iter_mut() {
-                self.overlay(&pending, r.offset, r.buf);
+                self.overlay(&st, r.offset, r.buf);
             }
             return Ok(());
         }
     }
 
     /// Whether waiting blocks hold every byte of `[offset, offset + len)`.
-    fn covers(&self, pending: &BTreeMap<u64, Box<[u8]>>, offset: u64, len: usize) -> bool {
-        if pending.is_empty() || len == 0 {
+    fn covers(&self, st: &State, offset: u64, len: usize) -> bool {
+        if st.waiting() == 0 || len == 0 {
             return false;
         }
         let (first, end) = (offset / self.unit, (offset + len as u64).div_ceil(self.unit));
-        pending.range(first..end).count() as u64 == end - first
+        (first..end).all(|b| st.pending.contains_key(&b) || st.flushing.contains_key(&b))
     }
 
-    /// Lay the waiting blocks that overlap `[offset, offset + buf.len())` over `buf`.
-    fn overlay(&self, pending: &BTreeMap<u64, Box<[u8]>>, offset: u64, buf: &mut [u8]) {
-        if pending.is_empty() || buf.is_empty() {
+    /// Lay the waiting blocks that overlap `[offset, offset + buf.len())` over
+    /// `buf`: those being written, then the newer ones still waiting.
+    fn overlay(&self, st: &State, offset: u64, buf: &mut [u8]) {
+        if buf.is_empty() {
             return;
         }
         let end = offset + buf.len() as u64;
-        for (&blk, data) in pending.range(offset / self.unit..end.div_ceil(self.unit)) {
-            let (b_lo, b_hi) = (blk * self.unit, (blk + 1) * self.unit);
-            let (lo, hi) = (b_lo.max(offset), b_hi.min(end));
-            buf[(lo - offset) as usize..(hi - offset) as usize].copy_from_slice(&data[(lo - b_lo) as usize..(hi - b_lo) as usize]);
+        for blocks in [&*st.flushing, &st.pending] {
+            for (&blk, data) in blocks.range(offset / self.unit..end.div_ceil(self.unit)) {
+                let (b_lo, b_hi) = (blk * self.unit, (blk + 1) * self.unit);
+                let (lo, hi) = (b_lo.max(offset), b_hi.min(end));
+                buf[(lo - offset) as usize..(hi - offset) as usize].copy_from_slice(&data[(lo - b_lo) as usize..(hi - b_lo) as usize]);
+            }
         }
+    }
+
+    /// A buffered write made `pending` grow: start or make a write-out if it is due.
+    fn after_buffering<'a>(&self, mut g: MutexGuard<'a, State>) -> io::Result<()> {
+        let bytes = |st: &State| st.waiting() * self.unit as usize;
+        if !self.background {
+            if bytes(&g) > self.limit_bytes {
+                self.write_out(&mut g)?;
+            }
+            return Ok(());
+        }
+        if bytes(&g) > self.limit_bytes {
+            // Too much in memory: wait for the batch being written.
+            g = self.idle(g);
+        }
+        if !g.busy && g.pending.len() * self.unit as usize > self.limit_bytes / 2 {
+            g.flushing = Arc::new(std::mem::take(&mut g.pending));
+            g.busy = true;
+            self.changed.notify_all();
+        }
+        Ok(())
     }
 }
 
-impl<D: BlockDevice> BlockDevice for DataWriteback<D> {
+impl<D: BlockDevice + 'static> BlockDevice for DataWriteback<D> {
     fn size(&self) -> u64 {
-        self.inner.size()
+        self.shared.inner.size()
     }
 
     fn sector_size(&self) -> u32 {
-        self.inner.sector_size()
+        self.shared.inner.sector_size()
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8], class: IoClass) -> io::Result<()> {
-        self.read_consistent(&mut [ReadRequest { offset, buf, class }], |r| self.inner.read_at(r[0].offset, r[0].buf, r[0].class))
+        let s = &self.shared;
+        s.read_consistent(&mut [ReadRequest { offset, buf, class }], |r| s.inner.read_at(r[0].offset, r[0].buf, r[0].class))
     }
 
     fn read_batch(&self, requests: &mut [ReadRequest<'_>]) -> io::Result<()> {
-        self.read_consistent(requests, |r| self.inner.read_batch(r))
+        let s = &self.shared;
+        s.read_consistent(requests, |r| s.inner.read_batch(r))
     }
 
     fn write_at(&self, offset: u64, buf: &[u8], class: IoClass) -> io::Result<()> {
         crate::check_request(self.size(), self.sector_size(), offset, buf.len())?;
-        let mut pending = self.lock();
-        if self.buffers(offset, buf.len(), class) {
-            let first = offset / self.unit;
-            for (i, chunk) in buf.chunks_exact(self.unit as usize).enumerate() {
-                pending.insert(first + i as u64, chunk.into());
+        let s = &self.shared;
+        let mut g = s.lock();
+        if s.buffers(offset, buf.len(), class) {
+            let first = offset / s.unit;
+            for (i, chunk) in buf.chunks_exact(s.unit as usize).enumerate() {
+                g.pending.insert(first + i as u64, chunk.into());
             }
-            if pending.len() * self.unit as usize > self.limit_bytes {
-                self.write_out(&mut pending)?;
-            }
-            return Ok(());
+            return s.after_buffering(g);
         }
         // A write that goes through: it is newer than whatever waits for the
         // blocks it covers whole; a block it covers only in part must reach
         // the device first, so that this write lands on top of it.
-        let end = offset + buf.len() as u64;
-        let overlapping: Vec<u64> = pending.range(offset / self.unit..end.div_ceil(self.unit)).map(|(&b, _)| b).collect();
-        if overlapping.is_empty() {
-            drop(pending);
-            return self.inner.write_at(offset, buf, class);
+        let (lo, end) = (offset / s.unit, (offset + buf.len() as u64).div_ceil(s.unit));
+        if g.flushing.range(lo..end).next().is_some() {
+            // Older data of these blocks is being written: it must land first.
+            g = s.idle(g);
         }
-        if overlapping.iter().any(|&b| b * self.unit < offset || (b + 1) * self.unit > end) {
+        let end_byte = offset + buf.len() as u64;
+        let overlapping: Vec<u64> = g.pending.range(lo..end).map(|(&b, _)| b).collect();
+        if overlapping.is_empty() {
+            drop(g);
+            return s.inner.write_at(offset, buf, class);
+        }
+        if overlapping.iter().any(|&b| b * s.unit < offset || (b + 1) * s.unit > end_byte) {
             // The waiting blocks reach the device before this write lands on them.
-            self.write_out(&mut pending)?;
-            return self.inner.write_at(offset, buf, class);
+            g = s.idle(g);
+            s.write_out(&mut g)?;
+            return s.inner.write_at(offset, buf, class);
         }
         for b in overlapping {
-            pending.remove(&b);
+            g.pending.remove(&b);
         }
         // Still under the lock, and only then count the departure: a read
         // that finds the blocks gone from `pending` without having seen the
         // count move must find this write on the device, not what it replaced.
-        let written = self.inner.write_at(offset, buf, class);
-        self.departures.fetch_add(1, Ordering::Release);
+        let written = s.inner.write_at(offset, buf, class);
+        s.departures.fetch_add(1, Ordering::Release);
         written
     }
 
     fn flush(&self) -> io::Result<()> {
-        let mut pending = self.lock();
-        self.write_out(&mut pending)?;
-        drop(pending);
-        self.inner.flush()
+        let s = &self.shared;
+        let mut g = s.idle(s.lock());
+        s.write_out(&mut g)?;
+        drop(g);
+        s.inner.flush()
     }
 }
 
@@ -373,11 +521,17 @@ mod tests {
 
     #[test]
     fn concurrent_readers_never_see_a_block_go_back_in_time() {
+        for background in [false, true] {
+            readers_see_blocks_only_move_forward(background);
+        }
+    }
+
+    fn readers_see_blocks_only_move_forward(background: bool) {
         // One writer rewrites 8 blocks with rising values (gathered, written
-        // through as metadata, written out by flushes and by the limit);
-        // readers must see each block's value never decrease.
+        // through as metadata, written out by flushes and by the limit, or by
+        // the flusher); readers must see each block's value never decrease.
         let (_below, wb) = stack(64);
-        let wb = Arc::new(DataWriteback::new(wb, BS as u32, 4 * BS));
+        let wb = Arc::new(if background { DataWriteback::with_flusher(wb, BS as u32, 4 * BS) } else { DataWriteback::new(wb, BS as u32, 4 * BS) });
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let readers: Vec<_> = (0..2)
             .map(|_| {
@@ -409,5 +563,113 @@ mod tests {
         for r in readers {
             r.join().unwrap();
         }
+        wb.flush().unwrap();
+        let mut buf = vec![0u8; 8 * BS];
+        wb.read_at(0, &mut buf, IoClass::Data).unwrap();
+        assert!(buf.chunks(BS).all(|b| b[0] == 250), "the last values win");
+    }
+
+    /// Poll `f` for up to 10 s.
+    fn eventually(what: &str, f: impl Fn() -> bool) {
+        let start = std::time::Instant::now();
+        while !f() {
+            assert!(start.elapsed() < std::time::Duration::from_secs(10), "timed out waiting: {what}");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn the_flusher_writes_out_half_the_limit_without_a_flush() {
+        let counted = Arc::new(CountingDevice::new(ram(256)));
+        let wb = DataWriteback::with_flusher(counted.clone(), BS as u32, 8 * BS);
+        for (b, fill) in [(30u64, 3u8), (10, 1), (11, 2), (40, 4)] {
+            wb.write_at(b * BS as u64, &block(fill), IoClass::Data).unwrap();
+        }
+        assert_eq!(counted.counts().get(IoClass::Data, true).requests, 0, "4 blocks are half the limit, not more");
+        wb.write_at(50 * BS as u64, &block(5), IoClass::Data).unwrap();
+        eventually("the flusher's write-out", || wb.blocks_waiting() == 0);
+        let c = counted.counts();
+        assert_eq!((c.get(IoClass::Data, true).requests, c.get(IoClass::Data, true).bytes), (4, 5 * BS as u64), "sorted, 10-11 merged");
+        assert_eq!(c.flushes, 0, "write-out is not a flush");
+        let mut got = block(0);
+        counted.read_at(11 * BS as u64, &mut got, IoClass::Data).unwrap();
+        assert_eq!(got[0], 2);
+    }
+
+    /// A device whose writes wait while the gate is closed.
+    struct Gate {
+        inner: Arc<dyn BlockDevice>,
+        open: Mutex<bool>,
+        opened: std::sync::Condvar,
+        waiting: AtomicU64,
+    }
+
+    impl BlockDevice for Gate {
+        fn size(&self) -> u64 {
+            self.inner.size()
+        }
+        fn read_at(&self, offset: u64, buf: &mut [u8], class: IoClass) -> io::Result<()> {
+            self.inner.read_at(offset, buf, class)
+        }
+        fn write_at(&self, offset: u64, buf: &[u8], class: IoClass) -> io::Result<()> {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            let mut open = self.open.lock().unwrap();
+            while !*open {
+                open = self.opened.wait(open).unwrap();
+            }
+            drop(open);
+            self.inner.write_at(offset, buf, class)
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_write_through_waits_for_older_data_the_flusher_is_writing() {
+        let dev = ram(64);
+        let gate = Arc::new(Gate { inner: dev.clone(), open: Mutex::new(false), opened: Default::default(), waiting: AtomicU64::new(0) });
+        let wb = Arc::new(DataWriteback::with_flusher(gate.clone(), BS as u32, 2 * BS));
+        wb.write_at(5 * BS as u64, &block(1), IoClass::Data).unwrap();
+        wb.write_at(6 * BS as u64, &block(1), IoClass::Data).unwrap();
+        eventually("the flusher to reach the device", || gate.waiting.load(Ordering::SeqCst) == 1);
+        // Block 5 is freed and reused as metadata while its old data is on its way.
+        let writer = {
+            let wb = wb.clone();
+            std::thread::spawn(move || wb.write_at(5 * BS as u64, &block(7), IoClass::Metadata).unwrap())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(gate.waiting.load(Ordering::SeqCst), 1, "the newer write must not reach the device first");
+        let mut got = block(0);
+        wb.read_at(5 * BS as u64, &mut got, IoClass::Data).unwrap();
+        assert_eq!(got[0], 1, "being written, still readable");
+        *gate.open.lock().unwrap() = true;
+        gate.opened.notify_all();
+        writer.join().unwrap();
+        dev.read_at(5 * BS as u64, &mut got, IoClass::Data).unwrap();
+        assert_eq!(got[0], 7, "the newer block landed last");
+        dev.read_at(6 * BS as u64, &mut got, IoClass::Data).unwrap();
+        assert_eq!(got[0], 1);
+    }
+
+    #[test]
+    fn a_failed_background_write_out_waits_for_the_next_flush() {
+        let faulty = Arc::new(FaultDevice::new(ram(64)));
+        let wb = DataWriteback::with_flusher(faulty.clone(), BS as u32, 4 * BS);
+        faulty.fail_after(0);
+        for b in [3u64, 9, 12] {
+            wb.write_at(b * BS as u64, &block(b as u8), IoClass::Data).unwrap();
+        }
+        // The flusher tried and failed; flush tries again and fails too.
+        assert!(wb.flush().is_err());
+        assert_eq!(wb.blocks_waiting(), 3, "nothing was written, nothing is lost");
+        let mut got = block(0);
+        wb.read_at(9 * BS as u64, &mut got, IoClass::Data).unwrap();
+        assert_eq!(got[0], 9);
+        faulty.fail_after(u64::MAX);
+        wb.flush().unwrap();
+        assert_eq!(wb.blocks_waiting(), 0);
+        faulty.read_at(12 * BS as u64, &mut got, IoClass::Data).unwrap();
+        assert_eq!(got[0], 12);
     }
 }

@@ -19,8 +19,10 @@ impl Volume {
         let mut ws = WriteState::new(self.sb.clone());
         if self.opts.data_writeback_bytes > 0 {
             // Below everything that writes, the journal included: its flush
-            // before each commit block writes the waiting data first.
-            self.dev = Arc::new(blockdev::DataWriteback::new(self.dev.clone(), self.block_size, self.opts.data_writeback_bytes));
+            // before each commit block writes the waiting data first. A
+            // flusher thread writes batches out meanwhile, as the kernel's
+            // does, so a request rarely waits for a write-out.
+            self.dev = Arc::new(blockdev::DataWriteback::with_flusher(self.dev.clone(), self.block_size, self.opts.data_writeback_bytes));
         }
         if let Some(info) = &self.journal {
             let map = journal::JournalMap::new(info.runs.clone(), info.len_blocks, self.block_size()).map_err(super::journal_err)?;
