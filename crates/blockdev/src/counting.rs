@@ -99,6 +99,9 @@ impl BlockDevice for CountingDevice {
         self.add(class, true, bufs.iter().map(|b| b.len()).sum());
         Ok(())
     }
+    fn start_writeback(&self, offset: u64, len: u64) {
+        self.inner.start_writeback(offset, len)
+    }
     fn read_batch(&self, requests: &mut [ReadRequest<'_>]) -> io::Result<()> {
         // Keep the batch whole so a model below still reorders it.
         self.inner.read_batch(requests)?;

@@ -80,6 +80,11 @@ pub trait BlockDevice: Send + Sync {
         self.write_at(offset, &bufs.concat(), class)
     }
 
+    /// A hint: completed writes in `[offset, offset + len)` may start on
+    /// their way to the medium now, so that a later flush has less to wait
+    /// for. Nothing becomes durable by it; the default does nothing.
+    fn start_writeback(&self, _offset: u64, _len: u64) {}
+
     /// Submit several reads at once so the device may serve them in any order
     /// (a disk model reorders them by positioning time, as NCQ does). The
     /// default serves them one by one; all must succeed.
@@ -109,6 +114,9 @@ impl<T: BlockDevice + ?Sized> BlockDevice for Arc<T> {
     }
     fn write_gathered_at(&self, offset: u64, bufs: &[&[u8]], class: IoClass) -> io::Result<()> {
         (**self).write_gathered_at(offset, bufs, class)
+    }
+    fn start_writeback(&self, offset: u64, len: u64) {
+        (**self).start_writeback(offset, len)
     }
     fn read_batch(&self, requests: &mut [ReadRequest<'_>]) -> io::Result<()> {
         (**self).read_batch(requests)

@@ -203,6 +203,13 @@ impl<D: BlockDevice> Shared<D> {
             let batch = g.flushing.clone();
             drop(g);
             let result = self.write_blocks(&batch);
+            if result.is_ok() {
+                // The kernel's flusher would now write these pages to the
+                // medium: start that, so the next commit's flush waits less.
+                if let (Some((&first, _)), Some((&last, _))) = (batch.first_key_value(), batch.last_key_value()) {
+                    self.inner.start_writeback(first * self.unit, (last + 1 - first) * self.unit);
+                }
+            }
             drop(batch);
             g = self.lock();
             let mut batch = Arc::try_unwrap(std::mem::take(&mut g.flushing)).unwrap_or_else(|a| (*a).clone());
@@ -578,9 +585,34 @@ mod tests {
         }
     }
 
+    /// A RAM device that records the write-back hints it gets.
+    struct Hinted {
+        inner: Arc<dyn BlockDevice>,
+        hints: Mutex<Vec<(u64, u64)>>,
+    }
+
+    impl BlockDevice for Hinted {
+        fn size(&self) -> u64 {
+            self.inner.size()
+        }
+        fn read_at(&self, offset: u64, buf: &mut [u8], class: IoClass) -> io::Result<()> {
+            self.inner.read_at(offset, buf, class)
+        }
+        fn write_at(&self, offset: u64, buf: &[u8], class: IoClass) -> io::Result<()> {
+            self.inner.write_at(offset, buf, class)
+        }
+        fn flush(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn start_writeback(&self, offset: u64, len: u64) {
+            self.hints.lock().unwrap().push((offset, len));
+        }
+    }
+
     #[test]
     fn the_flusher_writes_out_half_the_limit_without_a_flush() {
-        let counted = Arc::new(CountingDevice::new(ram(256)));
+        let hinted = Arc::new(Hinted { inner: ram(256), hints: Mutex::new(Vec::new()) });
+        let counted = Arc::new(CountingDevice::new(hinted.clone()));
         let wb = DataWriteback::with_flusher(counted.clone(), BS as u32, 8 * BS);
         for (b, fill) in [(30u64, 3u8), (10, 1), (11, 2), (40, 4)] {
             wb.write_at(b * BS as u64, &block(fill), IoClass::Data).unwrap();
@@ -594,6 +626,8 @@ mod tests {
         let mut got = block(0);
         counted.read_at(11 * BS as u64, &mut got, IoClass::Data).unwrap();
         assert_eq!(got[0], 2);
+        eventually("the hint", || !hinted.hints.lock().unwrap().is_empty());
+        assert_eq!(*hinted.hints.lock().unwrap(), vec![(10 * BS as u64, 41 * BS as u64)], "the batch's span, blocks 10-50, may go to the medium");
     }
 
     /// A device whose writes wait while the gate is closed.
