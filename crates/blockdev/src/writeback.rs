@@ -114,6 +114,53 @@ impl<D: BlockDevice + 'static> DataWriteback<D> {
     }
 }
 
+impl<D: BlockDevice + 'static> DataWriteback<D> {
+    /// Write `pieces` back to back from `offset` (one buffer, or a gathered write).
+    fn write_pieces(&self, offset: u64, pieces: &[&[u8]], class: IoClass) -> io::Result<()> {
+        let len: usize = pieces.iter().map(|p| p.len()).sum();
+        crate::check_request(self.size(), self.sector_size(), offset, len)?;
+        let s = &self.shared;
+        let through = || if let [one] = pieces { s.inner.write_at(offset, one, class) } else { s.inner.write_gathered_at(offset, pieces, class) };
+        let mut g = s.lock();
+        if s.buffers(offset, len, class) && pieces.iter().all(|p| p.len() as u64 % s.unit == 0) {
+            let blocks = pieces.iter().flat_map(|p| p.chunks_exact(s.unit as usize));
+            for (blk, chunk) in (offset / s.unit..).zip(blocks) {
+                g.pending.insert(blk, chunk.into());
+            }
+            return s.after_buffering(g);
+        }
+        // A write that goes through: it is newer than whatever waits for the
+        // blocks it covers whole; a block it covers only in part must reach
+        // the device first, so that this write lands on top of it.
+        let end_byte = offset + len as u64;
+        let (lo, end) = (offset / s.unit, end_byte.div_ceil(s.unit));
+        if g.flushing.range(lo..end).next().is_some() {
+            // Older data of these blocks is being written: it must land first.
+            g = s.idle(g);
+        }
+        let overlapping: Vec<u64> = g.pending.range(lo..end).map(|(&b, _)| b).collect();
+        if overlapping.is_empty() {
+            drop(g);
+            return through();
+        }
+        if overlapping.iter().any(|&b| b * s.unit < offset || (b + 1) * s.unit > end_byte) {
+            // The waiting blocks reach the device before this write lands on them.
+            g = s.idle(g);
+            s.write_out(&mut g)?;
+            return through();
+        }
+        for b in overlapping {
+            g.pending.remove(&b);
+        }
+        // Still under the lock, and only then count the departure: a read
+        // that finds the blocks gone from `pending` without having seen the
+        // count move must find this write on the device, not what it replaced.
+        let written = through();
+        s.departures.fetch_add(1, Ordering::Release);
+        written
+    }
+}
+
 impl<D: BlockDevice + 'static> Drop for DataWriteback<D> {
     fn drop(&mut self) {
         if let Some(t) = self.flusher.take() {
@@ -261,6 +308,9 @@ impl<D: BlockDevice> Shared<D> {
             return false;
         }
         let (first, end) = (offset / self.unit, (offset + len as u64).div_ceil(self.unit));
+        if st.flushing.is_empty() {
+            return st.pending.range(first..end).count() as u64 == end - first;
+        }
         (first..end).all(|b| st.pending.contains_key(&b) || st.flushing.contains_key(&b))
     }
 
@@ -322,45 +372,11 @@ impl<D: BlockDevice + 'static> BlockDevice for DataWriteback<D> {
     }
 
     fn write_at(&self, offset: u64, buf: &[u8], class: IoClass) -> io::Result<()> {
-        crate::check_request(self.size(), self.sector_size(), offset, buf.len())?;
-        let s = &self.shared;
-        let mut g = s.lock();
-        if s.buffers(offset, buf.len(), class) {
-            let first = offset / s.unit;
-            for (i, chunk) in buf.chunks_exact(s.unit as usize).enumerate() {
-                g.pending.insert(first + i as u64, chunk.into());
-            }
-            return s.after_buffering(g);
-        }
-        // A write that goes through: it is newer than whatever waits for the
-        // blocks it covers whole; a block it covers only in part must reach
-        // the device first, so that this write lands on top of it.
-        let (lo, end) = (offset / s.unit, (offset + buf.len() as u64).div_ceil(s.unit));
-        if g.flushing.range(lo..end).next().is_some() {
-            // Older data of these blocks is being written: it must land first.
-            g = s.idle(g);
-        }
-        let end_byte = offset + buf.len() as u64;
-        let overlapping: Vec<u64> = g.pending.range(lo..end).map(|(&b, _)| b).collect();
-        if overlapping.is_empty() {
-            drop(g);
-            return s.inner.write_at(offset, buf, class);
-        }
-        if overlapping.iter().any(|&b| b * s.unit < offset || (b + 1) * s.unit > end_byte) {
-            // The waiting blocks reach the device before this write lands on them.
-            g = s.idle(g);
-            s.write_out(&mut g)?;
-            return s.inner.write_at(offset, buf, class);
-        }
-        for b in overlapping {
-            g.pending.remove(&b);
-        }
-        // Still under the lock, and only then count the departure: a read
-        // that finds the blocks gone from `pending` without having seen the
-        // count move must find this write on the device, not what it replaced.
-        let written = s.inner.write_at(offset, buf, class);
-        s.departures.fetch_add(1, Ordering::Release);
-        written
+        self.write_pieces(offset, &[buf], class)
+    }
+
+    fn write_gathered_at(&self, offset: u64, bufs: &[&[u8]], class: IoClass) -> io::Result<()> {
+        self.write_pieces(offset, bufs, class)
     }
 
     fn flush(&self) -> io::Result<()> {
@@ -437,6 +453,24 @@ mod tests {
         below.read_at(40 * BS as u64, &mut one, IoClass::Data).unwrap();
         assert_eq!(one[0], 9);
         assert_eq!(wb.blocks_waiting(), 0);
+    }
+
+    #[test]
+    fn a_gathered_write_waits_block_by_block_like_one_buffer() {
+        let (below, wb) = stack(64);
+        let two = vec![2u8; 2 * BS];
+        wb.write_gathered_at(10 * BS as u64, &[&block(1), &two, &block(3)], IoClass::Data).unwrap();
+        assert_eq!((wb.blocks_waiting(), below.counts().get(IoClass::Data, true).requests), (4, 0));
+        let mut buf = vec![0u8; 4 * BS];
+        wb.read_at(10 * BS as u64, &mut buf, IoClass::Data).unwrap();
+        assert_eq!([buf[0], buf[BS], buf[3 * BS - 1], buf[3 * BS]], [1, 2, 2, 3]);
+        // Pieces that split a block cannot wait per block: they go through, together.
+        wb.write_gathered_at(20 * BS as u64, &[&[4u8; 100], &vec![5u8; BS - 100]], IoClass::Data).unwrap();
+        assert_eq!(below.counts().get(IoClass::Data, true).requests, 1);
+        wb.flush().unwrap();
+        assert_eq!(below.counts().get(IoClass::Data, true).requests, 2, "blocks 10-13 in one request");
+        below.read_at(20 * BS as u64, &mut buf[..BS], IoClass::Data).unwrap();
+        assert_eq!((buf[99], buf[100]), (4, 5));
     }
 
     #[test]

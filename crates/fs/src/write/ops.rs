@@ -667,32 +667,49 @@ impl Volume {
                 let run_end = (lblk + len) * bs;
                 let lo = offset.max(run_start);
                 let hi = end.min(run_end);
-                // The run's bytes: zeros around the data, then, for blocks
-                // already written, what the disk holds there before the old end
-                // of file (read-modify-write of the partial first/last block).
+                // Blocks the data covers whole go from `data` itself; a block it
+                // covers in part is built: zeros around the data, then, for
+                // blocks already written, what the disk holds there before the
+                // old end of file (read-modify-write of the first/last block).
                 let n = (run_end - run_start) as usize;
                 let (lo_off, hi_off) = ((lo - run_start) as usize, (hi - run_start) as usize);
-                let mut buf = Vec::with_capacity(n);
-                buf.resize(lo_off, 0);
-                buf.extend_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
-                buf.resize(n, 0);
                 let keep_end = old_size.saturating_sub(run_start).min(n as u64) as usize;
-                if !fresh {
-                    let read_block = |pblk: u64| -> Result<Vec<u8>> {
-                        let mut b = vec![0u8; bs as usize];
-                        self.dev.read_at(pblk * bs, &mut b, IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
-                        Ok(b)
-                    };
-                    if lo_off > 0 && keep_end > 0 {
-                        let k = lo_off.min(keep_end);
-                        buf[..k].copy_from_slice(&read_block(pblk)?[..k]);
+                let bsz = bs as usize;
+                debug_assert!(lo_off < bsz && hi_off + bsz > n, "a run holds only blocks the data touches");
+                let edge = |k: usize| -> Result<Vec<u8>> {
+                    let (b_lo, b_hi) = (k * bsz, (k + 1) * bsz);
+                    let (d_lo, d_hi) = (lo_off.max(b_lo), hi_off.min(b_hi));
+                    let keep_hi = keep_end.min(b_hi);
+                    let at = (run_start as usize + d_lo) - offset as usize;
+                    let part = &data[at..at + (d_hi - d_lo)];
+                    let mut b;
+                    if !fresh && (d_lo.min(keep_hi) > b_lo || keep_hi > d_hi) {
+                        // Old bytes to keep: read the block, zero what lies past the old end of file.
+                        b = vec![0u8; bsz];
+                        self.dev.read_at((pblk + k as u64) * bs, &mut b, IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
+                        b[keep_hi.max(b_lo) - b_lo..].fill(0);
+                        b[d_lo - b_lo..d_hi - b_lo].copy_from_slice(part);
+                    } else {
+                        b = Vec::with_capacity(bsz);
+                        b.resize(d_lo - b_lo, 0);
+                        b.extend_from_slice(part);
+                        b.resize(bsz, 0);
                     }
-                    if hi_off < n && keep_end > hi_off {
-                        let o = n - bs as usize;
-                        buf[hi_off..keep_end].copy_from_slice(&read_block(pblk + len - 1)?[hi_off - o..keep_end - o]);
-                    }
+                    Ok(b)
+                };
+                let last = n / bsz - 1;
+                let head = (lo_off > 0 || (last == 0 && hi_off < n)).then(|| edge(0)).transpose()?;
+                let tail = (hi_off < n && last > 0).then(|| edge(last)).transpose()?;
+                let whole_lo = if head.is_some() { bsz } else { 0 };
+                let whole_hi = if tail.is_some() || (last == 0 && head.is_some()) { last * bsz } else { n };
+                let mut pieces: Vec<&[u8]> = Vec::with_capacity(3);
+                pieces.extend(head.as_deref());
+                if whole_lo < whole_hi {
+                    let at = (run_start as usize + whole_lo) - offset as usize;
+                    pieces.push(&data[at..at + (whole_hi - whole_lo)]);
                 }
-                self.dev.write_at(pblk * bs, &buf, IoClass::Data).map_err(|e| FsError::io(format!("writing data at block {pblk}"), e))?;
+                pieces.extend(tail.as_deref());
+                self.dev.write_gathered_at(pblk * bs, &pieces, IoClass::Data).map_err(|e| FsError::io(format!("writing data at block {pblk}"), e))?;
             }
             // Data is on disk: preallocated extents under it now read as written.
             for (lblk, len) in preallocated {
