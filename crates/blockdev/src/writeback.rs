@@ -619,13 +619,29 @@ mod tests {
         }
     }
 
-    /// A RAM device that records the write-back hints it gets.
-    struct Hinted {
+    /// A RAM device that records the write-back hints it gets and, while its
+    /// gate is closed, holds every write until it opens.
+    struct Probe {
         inner: Arc<dyn BlockDevice>,
         hints: Mutex<Vec<(u64, u64)>>,
+        open: Mutex<bool>,
+        opened: std::sync::Condvar,
+        /// Writes that have arrived (held or not).
+        arrived: AtomicU64,
     }
 
-    impl BlockDevice for Hinted {
+    impl Probe {
+        fn new(inner: Arc<dyn BlockDevice>, open: bool) -> Arc<Probe> {
+            Arc::new(Probe { inner, hints: Mutex::new(Vec::new()), open: Mutex::new(open), opened: Default::default(), arrived: AtomicU64::new(0) })
+        }
+
+        fn open_gate(&self) {
+            *self.open.lock().unwrap() = true;
+            self.opened.notify_all();
+        }
+    }
+
+    impl BlockDevice for Probe {
         fn size(&self) -> u64 {
             self.inner.size()
         }
@@ -633,6 +649,12 @@ mod tests {
             self.inner.read_at(offset, buf, class)
         }
         fn write_at(&self, offset: u64, buf: &[u8], class: IoClass) -> io::Result<()> {
+            self.arrived.fetch_add(1, Ordering::SeqCst);
+            let mut open = self.open.lock().unwrap();
+            while !*open {
+                open = self.opened.wait(open).unwrap();
+            }
+            drop(open);
             self.inner.write_at(offset, buf, class)
         }
         fn flush(&self) -> io::Result<()> {
@@ -645,7 +667,7 @@ mod tests {
 
     #[test]
     fn the_flusher_writes_out_half_the_limit_without_a_flush() {
-        let hinted = Arc::new(Hinted { inner: ram(256), hints: Mutex::new(Vec::new()) });
+        let hinted = Probe::new(ram(256), true);
         let counted = Arc::new(CountingDevice::new(hinted.clone()));
         let wb = DataWriteback::with_flusher(counted.clone(), BS as u32, 8 * BS);
         for (b, fill) in [(30u64, 3u8), (10, 1), (11, 2), (40, 4)] {
@@ -664,55 +686,25 @@ mod tests {
         assert_eq!(*hinted.hints.lock().unwrap(), vec![(10 * BS as u64, 41 * BS as u64)], "the batch's span, blocks 10-50, may go to the medium");
     }
 
-    /// A device whose writes wait while the gate is closed.
-    struct Gate {
-        inner: Arc<dyn BlockDevice>,
-        open: Mutex<bool>,
-        opened: std::sync::Condvar,
-        waiting: AtomicU64,
-    }
-
-    impl BlockDevice for Gate {
-        fn size(&self) -> u64 {
-            self.inner.size()
-        }
-        fn read_at(&self, offset: u64, buf: &mut [u8], class: IoClass) -> io::Result<()> {
-            self.inner.read_at(offset, buf, class)
-        }
-        fn write_at(&self, offset: u64, buf: &[u8], class: IoClass) -> io::Result<()> {
-            self.waiting.fetch_add(1, Ordering::SeqCst);
-            let mut open = self.open.lock().unwrap();
-            while !*open {
-                open = self.opened.wait(open).unwrap();
-            }
-            drop(open);
-            self.inner.write_at(offset, buf, class)
-        }
-        fn flush(&self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-
     #[test]
     fn a_write_through_waits_for_older_data_the_flusher_is_writing() {
         let dev = ram(64);
-        let gate = Arc::new(Gate { inner: dev.clone(), open: Mutex::new(false), opened: Default::default(), waiting: AtomicU64::new(0) });
+        let gate = Probe::new(dev.clone(), false);
         let wb = Arc::new(DataWriteback::with_flusher(gate.clone(), BS as u32, 2 * BS));
         wb.write_at(5 * BS as u64, &block(1), IoClass::Data).unwrap();
         wb.write_at(6 * BS as u64, &block(1), IoClass::Data).unwrap();
-        eventually("the flusher to reach the device", || gate.waiting.load(Ordering::SeqCst) == 1);
+        eventually("the flusher to reach the device", || gate.arrived.load(Ordering::SeqCst) == 1);
         // Block 5 is freed and reused as metadata while its old data is on its way.
         let writer = {
             let wb = wb.clone();
             std::thread::spawn(move || wb.write_at(5 * BS as u64, &block(7), IoClass::Metadata).unwrap())
         };
         std::thread::sleep(std::time::Duration::from_millis(50));
-        assert_eq!(gate.waiting.load(Ordering::SeqCst), 1, "the newer write must not reach the device first");
+        assert_eq!(gate.arrived.load(Ordering::SeqCst), 1, "the newer write must not reach the device first");
         let mut got = block(0);
         wb.read_at(5 * BS as u64, &mut got, IoClass::Data).unwrap();
         assert_eq!(got[0], 1, "being written, still readable");
-        *gate.open.lock().unwrap() = true;
-        gate.opened.notify_all();
+        gate.open_gate();
         writer.join().unwrap();
         dev.read_at(5 * BS as u64, &mut got, IoClass::Data).unwrap();
         assert_eq!(got[0], 7, "the newer block landed last");
