@@ -55,6 +55,11 @@ struct State {
     /// The batch the flusher is writing (empty when it is idle).
     flushing: Arc<Blocks>,
     busy: bool,
+    /// The flusher's last batch failed: writers write out themselves (and
+    /// see the error) until a flush succeeds, rather than retry on every write.
+    failed: bool,
+    /// Flushes waiting for the flusher: no new batch starts meanwhile.
+    flushes_waiting: usize,
     stop: bool,
 }
 
@@ -249,27 +254,34 @@ impl<D: BlockDevice> Shared<D> {
             }
             let batch = g.flushing.clone();
             drop(g);
-            let result = self.write_blocks(&batch);
-            if result.is_ok() {
-                // The kernel's flusher would now write these pages to the
-                // medium: start that, so the next commit's flush waits less.
-                if let (Some((&first, _)), Some((&last, _))) = (batch.first_key_value(), batch.last_key_value()) {
-                    self.inner.start_writeback(first * self.unit, (last + 1 - first) * self.unit);
-                }
-            }
+            let first = batch.first_key_value().map_or(0, |(&b, _)| b);
+            // A device that panics fails the batch like one that returns an
+            // error: `busy` must clear, or every flush would wait forever.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.write_blocks(&batch)))
+                .unwrap_or_else(|_| Err((first, io::Error::other("the device panicked in a write-out"))));
+            let span = batch.last_key_value().map(|(&last, _)| (first * self.unit, (last + 1 - first) * self.unit));
             drop(batch);
             g = self.lock();
             let mut batch = Arc::try_unwrap(std::mem::take(&mut g.flushing)).unwrap_or_else(|a| (*a).clone());
-            if let Err((from, _)) = result {
+            if let Err((from, _)) = &result {
                 // Unwritten blocks wait again, unless a newer version already
                 // does; the next flush writes them or reports the error.
-                for (blk, data) in batch.split_off(&from) {
+                for (blk, data) in batch.split_off(from) {
                     g.pending.entry(blk).or_insert(data);
                 }
+                g.failed = true;
             }
             g.busy = false;
             self.departures.fetch_add(1, Ordering::Release);
             self.changed.notify_all();
+            drop(g);
+            drop(batch); // freeing thousands of blocks: not under the lock
+            if let (Ok(()), Some((offset, len))) = (result, span) {
+                // The kernel's flusher would now write these pages to the
+                // medium: start that, so the next commit's flush waits less.
+                self.inner.start_writeback(offset, len);
+            }
+            g = self.lock();
         }
     }
 
@@ -333,8 +345,9 @@ impl<D: BlockDevice> Shared<D> {
     /// A buffered write made `pending` grow: start or make a write-out if it is due.
     fn after_buffering<'a>(&self, mut g: MutexGuard<'a, State>) -> io::Result<()> {
         let bytes = |st: &State| st.waiting() * self.unit as usize;
-        if !self.background {
+        if !self.background || g.failed {
             if bytes(&g) > self.limit_bytes {
+                g = self.idle(g);
                 self.write_out(&mut g)?;
             }
             return Ok(());
@@ -343,7 +356,7 @@ impl<D: BlockDevice> Shared<D> {
             // Too much in memory: wait for the batch being written.
             g = self.idle(g);
         }
-        if !g.busy && g.pending.len() * self.unit as usize > self.limit_bytes / 2 {
+        if !g.busy && g.flushes_waiting == 0 && g.pending.len() * self.unit as usize > self.limit_bytes / 2 {
             g.flushing = Arc::new(std::mem::take(&mut g.pending));
             g.busy = true;
             self.changed.notify_all();
@@ -381,8 +394,13 @@ impl<D: BlockDevice + 'static> BlockDevice for DataWriteback<D> {
 
     fn flush(&self) -> io::Result<()> {
         let s = &self.shared;
-        let mut g = s.idle(s.lock());
-        s.write_out(&mut g)?;
+        let mut g = s.lock();
+        g.flushes_waiting += 1;
+        g = s.idle(g);
+        g.flushes_waiting -= 1;
+        let written = s.write_out(&mut g);
+        g.failed = written.is_err();
+        written?;
         drop(g);
         s.inner.flush()
     }
@@ -628,11 +646,13 @@ mod tests {
         opened: std::sync::Condvar,
         /// Writes that have arrived (held or not).
         arrived: AtomicU64,
+        /// Writes panic (a broken driver).
+        panics: std::sync::atomic::AtomicBool,
     }
 
     impl Probe {
         fn new(inner: Arc<dyn BlockDevice>, open: bool) -> Arc<Probe> {
-            Arc::new(Probe { inner, hints: Mutex::new(Vec::new()), open: Mutex::new(open), opened: Default::default(), arrived: AtomicU64::new(0) })
+            Arc::new(Probe { inner, hints: Mutex::new(Vec::new()), open: Mutex::new(open), opened: Default::default(), arrived: AtomicU64::new(0), panics: Default::default() })
         }
 
         fn open_gate(&self) {
@@ -655,6 +675,7 @@ mod tests {
                 open = self.opened.wait(open).unwrap();
             }
             drop(open);
+            assert!(!self.panics.load(Ordering::SeqCst), "the probe's write panics, as asked");
             self.inner.write_at(offset, buf, class)
         }
         fn flush(&self) -> io::Result<()> {
@@ -710,6 +731,50 @@ mod tests {
         assert_eq!(got[0], 7, "the newer block landed last");
         dev.read_at(6 * BS as u64, &mut got, IoClass::Data).unwrap();
         assert_eq!(got[0], 1);
+    }
+
+    #[test]
+    fn a_failed_batch_never_overwrites_a_newer_waiting_block() {
+        let faulty = Arc::new(FaultDevice::new(ram(64)));
+        let gate = Probe::new(faulty.clone(), false);
+        // Room for the batch of three and one newer block, so the writer need not wait for the flusher.
+        let wb = DataWriteback::with_flusher(gate.clone(), BS as u32, 4 * BS);
+        for b in [5u64, 6, 7] {
+            wb.write_at(b * BS as u64, &block(1), IoClass::Data).unwrap();
+        }
+        eventually("the flusher to reach the device", || gate.arrived.load(Ordering::SeqCst) == 1);
+        // Block 5 is written again while its old version is on its way; then the batch fails.
+        wb.write_at(5 * BS as u64, &block(2), IoClass::Data).unwrap();
+        faulty.fail_after(0);
+        gate.open_gate();
+        assert!(wb.flush().is_err());
+        faulty.fail_after(u64::MAX);
+        wb.flush().unwrap();
+        let mut got = block(0);
+        faulty.read_at(5 * BS as u64, &mut got, IoClass::Data).unwrap();
+        assert_eq!(got[0], 2, "the failed batch's old copy of block 5 must not replace the newer one");
+        faulty.read_at(6 * BS as u64, &mut got, IoClass::Data).unwrap();
+        assert_eq!(got[0], 1, "the failed batch's other block waited and went at the flush");
+    }
+
+    #[test]
+    fn a_device_that_panics_in_the_flusher_does_not_hang_flushes() {
+        let probe = Probe::new(ram(64), true);
+        probe.panics.store(true, Ordering::SeqCst);
+        let wb = Arc::new(DataWriteback::with_flusher(probe.clone(), BS as u32, 2 * BS));
+        wb.write_at(5 * BS as u64, &block(1), IoClass::Data).unwrap();
+        wb.write_at(9 * BS as u64, &block(1), IoClass::Data).unwrap();
+        eventually("the flusher's attempt", || probe.arrived.load(Ordering::SeqCst) >= 1);
+        probe.panics.store(false, Ordering::SeqCst);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let flusher = {
+            let wb = wb.clone();
+            std::thread::spawn(move || tx.send(wb.flush().is_ok()).unwrap())
+        };
+        let flushed = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("flush must not wait forever on a dead batch");
+        assert!(flushed, "the blocks waited again and the flush wrote them");
+        flusher.join().unwrap();
+        assert_eq!(wb.blocks_waiting(), 0);
     }
 
     #[test]
