@@ -150,8 +150,7 @@ impl Ext4Fuse {
         // KILLPRIV_V2: a truncation or a change of owner drops the file
         // capability, and set-user-ID / set-group-ID when the kernel asks
         // (always for chown, for truncate when the caller lacks CAP_FSETID).
-        if a.kill_suidgid || a.size.is_some() || a.uid.is_some() || a.gid.is_some() {
-            self.vol.drop_privileges(i, a.kill_suidgid).map_err(|e| errno(&e))?;
+        if (a.kill_suidgid || a.size.is_some() || a.uid.is_some() || a.gid.is_some()) && self.vol.drop_privileges(i, a.kill_suidgid).map_err(|e| errno(&e))? {
             return self.vol.inode(i).map_err(|e| errno(&e));
         }
         Ok(inode)

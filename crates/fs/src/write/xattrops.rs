@@ -256,7 +256,8 @@ impl Volume {
     /// always; with `suidgid`, set-user-ID, and set-group-ID when the group may
     /// execute (without group execute the bit marks mandatory locking and stays).
     /// Directories, and immutable or append-only inodes, are left alone.
-    pub fn drop_privileges(&self, ino: u32, suidgid: bool) -> Result<()> {
+    /// Returns whether the inode changed.
+    pub fn drop_privileges(&self, ino: u32, suidgid: bool) -> Result<bool> {
         use ondisk::inode::mode::{S_ISGID, S_ISUID};
         let bits = |inode: &Inode| {
             let m = inode.base.mode;
@@ -267,22 +268,23 @@ impl Volume {
         // A look without the write lock first: most writes have nothing to drop.
         let inode = self.inode(ino)?;
         if inode.is_dir() || inode.has_flag(flags::IMMUTABLE | flags::APPEND) {
-            return Ok(());
+            return Ok(false);
         }
         if bits(&inode) == 0 && !has_cap(&self.all_xattrs(&inode)?) {
-            return Ok(());
+            return Ok(false);
         }
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
             let kill = bits(&inode);
             let mut all = self.all_xattrs(&inode)?;
             if kill == 0 && !has_cap(&all) {
-                return Ok(());
+                return Ok(false);
             }
             inode.base.mode &= !kill;
             all.retain(|x| !(x.name_index == SECURITY && x.suffix == b"capability"));
             super::ops::touch_ctime(&mut inode);
-            self.store_xattrs(ws, &mut inode, all)
+            self.store_xattrs(ws, &mut inode, all)?;
+            Ok(true)
         })
     }
 }
