@@ -117,9 +117,7 @@ impl<D: BlockDevice + 'static> DataWriteback<D> {
     pub fn blocks_waiting(&self) -> usize {
         self.shared.lock().waiting()
     }
-}
 
-impl<D: BlockDevice + 'static> DataWriteback<D> {
     /// Write `pieces` back to back from `offset` (one buffer, or a gathered write).
     fn write_pieces(&self, offset: u64, pieces: &[&[u8]], class: IoClass) -> io::Result<()> {
         let len: usize = pieces.iter().map(|p| p.len()).sum();

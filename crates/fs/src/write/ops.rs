@@ -698,10 +698,12 @@ impl Volume {
                     Ok(b)
                 };
                 let last = n / bsz - 1;
-                let head = (lo_off > 0 || (last == 0 && hi_off < n)).then(|| edge(0)).transpose()?;
-                let tail = (hi_off < n && last > 0).then(|| edge(last)).transpose()?;
-                let whole_lo = if head.is_some() { bsz } else { 0 };
-                let whole_hi = if tail.is_some() || (last == 0 && head.is_some()) { last * bsz } else { n };
+                // Only the run's first and last blocks can be partial (one block may be both).
+                let partial = |k: usize| (k == 0 && lo_off > 0) || (k == last && hi_off < n);
+                let head = partial(0).then(|| edge(0)).transpose()?;
+                let tail = (last > 0 && partial(last)).then(|| edge(last)).transpose()?;
+                let whole_lo = if partial(0) { bsz } else { 0 };
+                let whole_hi = if partial(last) { last * bsz } else { n };
                 let mut pieces: Vec<&[u8]> = Vec::with_capacity(3);
                 pieces.extend(head.as_deref());
                 if whole_lo < whole_hi {
