@@ -183,7 +183,10 @@ class Runner:
         self.results.save_meta()
         pool = multiprocessing.get_context("fork").Pool(self.args.workers) if self.args.workers > 1 else None
         failures = 0
+        hints = contextlib.ExitStack()
         try:
+            self.results.meta["runs"][-1]["unix_max_dgram_qlen"] = hints.enter_context(
+                systems_mod.hint_queue(self.systems))
             # a fresh volume per system for every repetition of a group; the systems interleave inside it
             for g in groups:
                 for k in range(nrep):
@@ -192,6 +195,7 @@ class Runner:
                     if systems:
                         failures += self.run_group(g, plans[g.name], systems, todo_k, pool, prog, k)
         finally:
+            hints.close()
             if pool:
                 pool.terminate()
                 pool.join()

@@ -26,9 +26,17 @@ use std::time::Duration;
 /// milliseconds on a disk; a program does not wait for it, so a deep queue
 /// would only hold paths already translated.
 const QUEUE: usize = 64;
-/// Socket receive buffer asked for (the kernel caps it at net.core.rmem_max):
-/// about 4,000 short datagrams instead of the default's ~200.
+/// Socket receive buffer asked for (the kernel caps it at net.core.rmem_max).
+/// The count of waiting datagrams has its own cap, net.unix.max_dgram_qlen
+/// (see `DGRAM_QUEUE_SYSCTL`), usually the lower of the two.
 const RECV_BUFFER: libc::c_int = 4 << 20;
+/// How many datagrams the kernel lets wait on a Unix socket; more are refused
+/// to the sender (the library drops them, unseen). Per network namespace, read
+/// when the socket is made. 10 by default, 512 where systemd sets it.
+const DGRAM_QUEUE_SYSCTL: &str = "/proc/sys/net/unix/max_dgram_qlen";
+/// Below this, a burst of hints from one busy program outruns the receiving
+/// thread: say so once at mount.
+const DGRAM_QUEUE_ADVISED: u32 = 512;
 /// Longest datagram taken: PATH_MAX.
 const MAX_HINT: usize = 4096;
 
@@ -86,6 +94,15 @@ impl HintListener {
                 std::mem::size_of::<libc::c_int>() as libc::socklen_t,
             )
         };
+        if let Some(qlen) = std::fs::read_to_string(DGRAM_QUEUE_SYSCTL).ok().and_then(|s| s.trim().parse::<u32>().ok())
+        {
+            if qlen < DGRAM_QUEUE_ADVISED {
+                fuse::report(format_args!(
+                    "path hints: {DGRAM_QUEUE_SYSCTL} is {qlen}, so a program's hints beyond {qlen} waiting \
+                     are dropped unseen; {DGRAM_QUEUE_ADVISED} (systemd's default) keeps up with bursts"
+                ));
+            }
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = sync_channel::<Vec<u8>>(QUEUE);
         let receiver = {

@@ -110,6 +110,12 @@ def test_preload_system_sends_path_hints(results):
     """`-preload`: the workload's programs run with the preload library; stat and touch by full path reach the
     daemon as path hints, and only on that system."""
     device, out, have, recs = results
+    # The kernel's cap on waiting datagrams (10 by default) was raised for the run, then restored.
+    with open(os.path.join(out, "meta.json")) as f:
+        qlen = json.load(f)["runs"][-1]["unix_max_dgram_qlen"]
+    assert qlen["during"] >= 512, qlen
+    with open("/proc/sys/net/unix/max_dgram_qlen") as f:
+        assert int(f.read()) == qlen["before"], qlen
     for (s, w), r in have.items():
         if s.startswith("kernel"):
             continue
