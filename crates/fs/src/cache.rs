@@ -37,6 +37,14 @@ struct Shard {
     clock: VecDeque<u64>,
 }
 
+/// A cached block as [`BufferCache::peek`] saw it, for [`BufferCache::restore`].
+#[derive(Clone, Debug)]
+pub struct Peeked {
+    pub data: Block,
+    pub pinned: bool,
+    pub verified: bool,
+}
+
 /// Counters for the stats file and tests.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct CacheStats {
@@ -256,26 +264,28 @@ impl BufferCache {
         s.clock.push_back(block);
     }
 
-    /// The cached copy of `block` and whether it is pinned, without counting a hit.
-    pub fn peek(&self, block: u64) -> Option<(Block, bool)> {
-        self.shard(block).lock().map.get(&block).map(|s| (s.data.clone(), s.pinned))
+    /// The cached copy of `block`, with its pinned and verified marks, without counting a hit.
+    pub fn peek(&self, block: u64) -> Option<Peeked> {
+        self.shard(block).lock().map.get(&block).map(|s| Peeked { data: s.data.clone(), pinned: s.pinned, verified: s.verified })
     }
 
-    /// Put back exactly what [`BufferCache::peek`] saw (undoing a failed operation).
-    pub fn restore(&self, block: u64, saved: Option<(Block, bool)>) {
+    /// Put back exactly what [`BufferCache::peek`] saw (undoing a failed
+    /// operation), the verified mark too: a changed bitmap is ours, and its
+    /// descriptor's checksum is brought up to date only at commit.
+    pub fn restore(&self, block: u64, saved: Option<Peeked>) {
         match saved {
             None => self.remove(block),
-            Some((data, pinned)) => {
+            Some(Peeked { data, pinned, verified }) => {
                 let mut s = self.shard(block).lock();
                 match s.map.get_mut(&block) {
                     Some(slot) => {
                         slot.data = data;
                         slot.pinned = pinned;
-                        slot.verified = false;
+                        slot.verified = verified;
                     }
                     None => {
                         let version = self.epoch.load(Ordering::SeqCst);
-                        s.map.insert(block, Slot { data, referenced: false, pinned, version, prefetched: false, verified: false });
+                        s.map.insert(block, Slot { data, referenced: false, pinned, version, prefetched: false, verified });
                         s.clock.push_back(block);
                     }
                 }

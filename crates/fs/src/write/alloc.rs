@@ -59,7 +59,6 @@ impl Volume {
             let Some(idx) = bitmap::find_zero(bits, from, ipg as usize) else { continue };
             bitmap::set(bits, idx);
             let mut gd = gd;
-            bitmap::set_checksum(&self.sb, &mut gd, bits, Kind::Inode);
             gd.lo.flags &= !BG_INODE_UNINIT;
             let free = gd.free_inodes_count() - 1;
             gd.set_free_inodes_count(free);
@@ -77,7 +76,7 @@ impl Volume {
             self.zero_lone_inode_block(ws, ino, idx, bits);
             let bitmap_blk = gd.inode_bitmap();
             self.install(ws, bitmap_blk, block);
-            self.write_group(ws, g, gd)?;
+            self.set_group(ws, g, gd, Some(Kind::Inode));
             return Ok(ino);
         }
         Err(FsError::NoSpace)
@@ -129,7 +128,6 @@ impl Volume {
         let bits = Arc::make_mut(&mut block);
         debug_assert!(bitmap::test(bits, idx), "freeing free inode {ino}");
         bitmap::clear(bits, idx);
-        bitmap::set_checksum(&self.sb, &mut gd, bits, Kind::Inode);
         let free = gd.free_inodes_count() + 1;
         gd.set_free_inodes_count(free);
         if was_dir {
@@ -137,7 +135,8 @@ impl Volume {
             gd.set_used_dirs_count(dirs);
         }
         self.install(ws, gd.inode_bitmap(), block);
-        self.write_group(ws, g, gd)
+        self.set_group(ws, g, gd, Some(Kind::Inode));
+        Ok(())
     }
 
     /// Allocate up to `max` contiguous blocks, as close after `goal` as possible.
@@ -167,12 +166,11 @@ impl Volume {
                 bitmap::set(bits, b);
             }
             let mut gd = gd;
-            bitmap::set_checksum(&self.sb, &mut gd, bits, Kind::Block);
             gd.lo.flags &= !BG_BLOCK_UNINIT;
             let free = gd.free_blocks_count() - run as u32;
             gd.set_free_blocks_count(free);
             self.install(ws, gd.block_bitmap(), block);
-            self.write_group(ws, g, gd)?;
+            self.set_group(ws, g, gd, Some(Kind::Block));
             let first = self.group_first_block(g) + at as u64;
             debug_assert!(first + run as u64 <= self.sb.blocks_count());
             return Ok((first, run as u64));
@@ -222,12 +220,11 @@ impl Volume {
                 debug_assert!(bitmap::test(bits, (x - gfirst) as usize), "freeing free block {x}");
                 bitmap::clear(bits, (x - gfirst) as usize);
             }
-            bitmap::set_checksum(&self.sb, &mut gd, bits, Kind::Block);
             gd.lo.flags &= !BG_BLOCK_UNINIT;
             let free = gd.free_blocks_count() + (gend - b) as u32;
             gd.set_free_blocks_count(free);
             self.install(ws, gd.block_bitmap(), block);
-            self.write_group(ws, g, gd)?;
+            self.set_group(ws, g, gd, Some(Kind::Block));
             b = gend;
         }
         Ok(())

@@ -161,8 +161,8 @@ impl Volume {
             return Err(FsError::ReadOnly);
         }
         let limit = self.jbd2.as_ref().map_or(4096, |j| (j.read().max_transaction_blocks() / 2).max(16));
-        // Deferred frees add bitmap blocks at commit: count them too.
-        if (ws.running.len() + ws.deferred.len()) as u64 >= limit {
+        // Deferred frees add bitmap blocks at commit, changed groups their descriptor blocks: count them too.
+        if (ws.running.len() + ws.deferred.len() + ws.dirty_groups.len()) as u64 >= limit {
             self.commit(&mut ws)?;
         }
         Ok(ws)
