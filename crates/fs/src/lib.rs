@@ -13,6 +13,7 @@ pub mod cache;
 mod dir;
 mod error;
 mod file;
+mod inode_cache;
 mod intmap;
 mod journal_glue;
 mod overlay;

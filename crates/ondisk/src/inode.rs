@@ -1,7 +1,7 @@
 //! Inodes: the 128-byte base record plus the extra fields that follow it when
 //! the inode size is larger (timestamps' nanoseconds, checksum high half, ...).
 
-use crate::bytes::{lo_hi, need, put_le16};
+use crate::bytes::{le16, lo_hi, need, put_le16};
 use crate::csum::crc32c;
 use crate::superblock::{feature, Superblock};
 use crate::{le_struct, Corruption, FormatError, Location, Result};
@@ -277,6 +277,24 @@ impl Inode {
         }
     }
 
+    /// What [`Inode::parse`] returns for `record`, the bytes [`Inode::write_to`]
+    /// just produced from this inode, without parsing them again: the fields
+    /// as they are, `raw` the record, the checksum fields as written. None when
+    /// that cannot be told without parsing: `extra_isize` leaves some modelled
+    /// field out of the record (the record keeps other bytes there).
+    pub fn as_written(&self, record: &[u8]) -> Option<Inode> {
+        debug_assert_eq!(record.len(), self.raw.len());
+        let mut out = Inode { ino: self.ino, base: self.base.clone(), extra: self.extra.clone(), raw: record.to_vec() };
+        out.base.checksum_lo = le16(record, CSUM_LO_OFFSET);
+        if let Some(e) = out.extra.as_mut() {
+            if !self.extra_field_fits(GOOD_OLD_INODE_SIZE, InodeExtra::FIELDS_END - GOOD_OLD_INODE_SIZE) {
+                return None;
+            }
+            e.checksum_hi = le16(record, CSUM_HI_OFFSET);
+        }
+        Some(out)
+    }
+
     /// Serialise the record with its checksum set (when metadata_csum is on).
     pub fn to_bytes(&self, sb: &Superblock) -> Vec<u8> {
         let mut out = vec![0u8; self.raw.len()];
@@ -403,6 +421,28 @@ mod tests {
         let ino = Inode { ino: 12, base, extra: Some(extra), raw };
         let bytes = ino.to_bytes(sb);
         Inode::parse(sb, 12, &bytes).unwrap()
+    }
+
+    #[test]
+    fn as_written_is_what_parse_reads() {
+        let sb = sample();
+        let mut ino = sample_inode(&sb);
+        // Every modelled field changed: the record must carry them all.
+        ino.base.size_lo = 777;
+        ino.base.links_count = 3;
+        ino.base.generation = 78;
+        let e = ino.extra.as_mut().unwrap();
+        e.crtime = 5;
+        e.projid = 9;
+        let mut rec = vec![0u8; ino.raw.len()];
+        ino.write_to(&sb, &mut rec);
+        assert_eq!(ino.as_written(&rec), Some(Inode::parse(&sb, 12, &rec).unwrap()));
+        // A short extra_isize leaves crtime..projid out of the record: parse would
+        // read other bytes there, so as_written declines.
+        ino.extra.as_mut().unwrap().extra_isize = 4;
+        ino.write_to(&sb, &mut rec);
+        assert_eq!(ino.as_written(&rec), None);
+        assert!(Inode::parse(&sb, 12, &rec).is_ok());
     }
 
     #[test]

@@ -89,8 +89,8 @@ pub struct WriteState {
     pub ages: std::collections::VecDeque<(u32, std::time::Instant)>,
     /// The running operation's undo record.
     pub undo: Option<undo::Undo>,
-    /// The last operation's undo record, emptied, for the next one's maps.
-    pub(crate) undo_spare: Option<undo::Undo>,
+    /// The last operation's undo maps, emptied, for the next one.
+    pub(crate) undo_spare: Option<(undo::BlockSaves, undo::GroupSaves)>,
     /// Set when a device error turned the volume read-only: what failed.
     pub failed: Option<String>,
     /// What the running operation changed in the namespace, for StepAhead's
@@ -192,10 +192,18 @@ impl Volume {
         let len = inode.raw.len();
         debug_assert_eq!(len, usize::from(self.sb.inode_size()));
         self.note_sync(ws, inode);
+        let mut written = None;
         self.modify(ws, blk, |b| {
-            inode.write_to(&self.sb, &mut b[off..off + len]);
+            let record = &mut b[off..off + len];
+            inode.write_to(&self.sb, record);
+            written = inode.as_written(record);
+            debug_assert!(written.is_none() || written == Inode::parse(&self.sb, inode.ino, record).ok());
             Ok(())
-        })
+        })?;
+        if let Some(w) = written {
+            self.inodes.put(w);
+        }
+        Ok(())
     }
 
     /// Commit the running transaction: make every change in it durable.
