@@ -8,6 +8,7 @@
 
 use crate::bmap::Mapping;
 use crate::error::{FsError, Result};
+use crate::negative::Seen;
 use crate::volume::Volume;
 use ondisk::dir::{self as odir, DirIter, MAX_NAME_LEN};
 use ondisk::hash;
@@ -74,16 +75,21 @@ impl Volume {
     }
 
     /// Read directory block `lblk`, verifying its checksum as a leaf or index block.
-    fn dir_block(&self, dir: &Inode, lblk: u64, seed: Option<u32>) -> Result<Option<crate::cache::Block>> {
+    /// `seen` records what was read (a lookup's, for the negative-lookup memo).
+    fn dir_block(&self, dir: &Inode, lblk: u64, seed: Option<u32>, seen: &mut Seen) -> Result<Option<crate::cache::Block>> {
         let nblocks = self.dir_blocks(dir);
         match self.map_block(dir, lblk, nblocks - lblk)? {
-            Mapping::Hole { .. } => Ok(None),
+            Mapping::Hole { .. } => {
+                seen.note_partial();
+                Ok(None)
+            }
             Mapping::Mapped { pblk, len, .. } => {
                 let ra = len.min(u64::from(self.opts.dir_readahead_blocks.max(1)));
                 let data = self.meta_readahead(pblk, pblk, ra)?;
                 if let Some(seed) = seed {
                     self.verify_once(pblk, &data, |d| self.verify_dir_block(dir, lblk, pblk, d, seed))?;
                 }
+                seen.note(pblk, &data);
                 Ok(Some(data))
             }
         }
@@ -114,10 +120,15 @@ impl Volume {
 
     /// [`Volume::read_dir`] with borrowed names.
     pub fn scan_dir(&self, dir: &Inode, start: u64, emit: &mut dyn FnMut(&DirEntryRef) -> bool) -> Result<()> {
+        self.scan_dir_seen(dir, start, &mut Seen::new(false), emit)
+    }
+
+    fn scan_dir_seen(&self, dir: &Inode, start: u64, seen: &mut Seen, emit: &mut dyn FnMut(&DirEntryRef) -> bool) -> Result<()> {
         if !dir.is_dir() {
             return Err(FsError::NotDir);
         }
         if dir.has_flag(flags::INLINE_DATA) {
+            seen.note_partial();
             return self.read_inline_dir(dir, start, emit);
         }
         let bs = u64::from(self.block_size);
@@ -126,7 +137,7 @@ impl Volume {
         let nblocks = self.dir_blocks(dir);
         let mut lblk = start / bs;
         while lblk < nblocks {
-            let Some(data) = self.dir_block(dir, lblk, seed)? else {
+            let Some(data) = self.dir_block(dir, lblk, seed, seen)? else {
                 lblk += 1;
                 continue;
             };
@@ -184,6 +195,24 @@ impl Volume {
 
     /// Find `name` in `dir`: its inode number and file type.
     pub fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<(u32, u8)>> {
+        let mut seen = Seen::new(self.write.is_some());
+        let found = self.lookup_seen(dir, name, &mut seen)?;
+        if found.is_none() {
+            self.negative.remember(dir, name, seen);
+        }
+        Ok(found)
+    }
+
+    /// Whether `name` is in `dir`, for a create: the lookup the kernel made just
+    /// before usually answers it (`negative.rs`).
+    pub(crate) fn name_exists(&self, dir: &Inode, name: &[u8]) -> Result<bool> {
+        if self.negative.known_absent(&self.cache, dir, name) {
+            return Ok(false);
+        }
+        Ok(self.lookup_seen(dir, name, &mut Seen::new(false))?.is_some())
+    }
+
+    fn lookup_seen(&self, dir: &Inode, name: &[u8], seen: &mut Seen) -> Result<Option<(u32, u8)>> {
         if !dir.is_dir() {
             return Err(FsError::NotDir);
         }
@@ -191,22 +220,24 @@ impl Volume {
             return Err(FsError::NameTooLong);
         }
         if name.is_empty() {
+            seen.note_partial();
             return Ok(None);
         }
         if dir.has_flag(flags::INLINE_DATA) {
-            return self.find_linear(dir, name);
+            return self.find_linear(dir, name, seen);
         }
         if self.is_htree(dir) && (name == b"." || name == b"..") {
             // They live only in the index root (block 0), never in a hashed leaf.
+            seen.note_partial();
             return self.find_in_first_block(dir, name);
         }
         if self.is_htree(dir) {
-            if let Some(found) = self.find_htree(dir, name)? {
+            if let Some(found) = self.find_htree(dir, name, seen)? {
                 return Ok(found);
             }
             // Unknown hash version: search linearly, as the kernel falls back.
         }
-        self.find_linear(dir, name)
+        self.find_linear(dir, name, seen)
     }
 
     fn find_in_first_block(&self, dir: &Inode, name: &[u8]) -> Result<Option<(u32, u8)>> {
@@ -221,9 +252,9 @@ impl Volume {
         Ok(found)
     }
 
-    fn find_linear(&self, dir: &Inode, name: &[u8]) -> Result<Option<(u32, u8)>> {
+    fn find_linear(&self, dir: &Inode, name: &[u8], seen: &mut Seen) -> Result<Option<(u32, u8)>> {
         let mut found = None;
-        self.scan_dir(dir, 0, &mut |e| {
+        self.scan_dir_seen(dir, 0, seen, &mut |e| {
             if e.name == name {
                 found = Some((e.ino, e.file_type));
                 false
@@ -235,13 +266,13 @@ impl Volume {
     }
 
     /// htree lookup. Returns None (outer) when the index cannot be used.
-    fn find_htree(&self, dir: &Inode, name: &[u8]) -> Result<Option<Option<(u32, u8)>>> {
+    fn find_htree(&self, dir: &Inode, name: &[u8], seen: &mut Seen) -> Result<Option<Option<(u32, u8)>>> {
         let seed = self.dir_csum_seed(dir);
         let nblocks = self.dir_blocks(dir);
         let corrupt = |field: &'static str, value: u64| {
             FsError::Format(FormatError::corrupt("htree", Location::Inode(u64::from(dir.ino)), Corruption::BadField { field, value }))
         };
-        let Some(root_blk) = self.dir_block(dir, 0, seed)? else {
+        let Some(root_blk) = self.dir_block(dir, 0, seed, seen)? else {
             return Err(corrupt("hole at index root", 0));
         };
         let root = DxNode::parse_root(&root_blk, Location::Inode(u64::from(dir.ino)))?;
@@ -266,7 +297,7 @@ impl Volume {
             if level == usize::from(path[0].0.indirect_levels) {
                 break;
             }
-            let Some(data) = self.dir_block(dir, child, seed)? else {
+            let Some(data) = self.dir_block(dir, child, seed, seen)? else {
                 return Err(corrupt("hole at index node", child));
             };
             node = DxNode::parse_node(&data, Location::Block(child))?;
@@ -274,7 +305,7 @@ impl Volume {
         loop {
             let (n, i) = path.last().expect("path has the leaf's parent");
             let leaf = u64::from(n.entries[*i].block);
-            if let Some(found) = self.search_leaf(dir, leaf, name, seed)? {
+            if let Some(found) = self.search_leaf(dir, leaf, name, seed, seen)? {
                 return Ok(Some(Some(found)));
             }
             // A name whose hash equals the next leaf's start hash may continue there.
@@ -289,7 +320,7 @@ impl Volume {
             for l in lvl + 1..path.len() {
                 let (pn, pi) = &path[l - 1];
                 let blk = u64::from(pn.entries[*pi].block);
-                let Some(data) = self.dir_block(dir, blk, seed)? else {
+                let Some(data) = self.dir_block(dir, blk, seed, seen)? else {
                     return Err(corrupt("hole at index node", blk));
                 };
                 path[l] = (DxNode::parse_node(&data, Location::Block(blk))?, 0);
@@ -297,8 +328,8 @@ impl Volume {
         }
     }
 
-    fn search_leaf(&self, dir: &Inode, lblk: u64, name: &[u8], seed: Option<u32>) -> Result<Option<(u32, u8)>> {
-        let Some(data) = self.dir_block(dir, lblk, seed)? else { return Ok(None) };
+    fn search_leaf(&self, dir: &Inode, lblk: u64, name: &[u8], seed: Option<u32>, seen: &mut Seen) -> Result<Option<(u32, u8)>> {
+        let Some(data) = self.dir_block(dir, lblk, seed, seen)? else { return Ok(None) };
         for e in DirIter::new(&data, self.block_size as usize, self.has_filetype(), Location::Block(lblk)) {
             let e = e?;
             if e.inode != 0 && e.name == name {

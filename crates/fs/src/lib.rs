@@ -16,6 +16,7 @@ mod file;
 mod inode_cache;
 mod intmap;
 mod journal_glue;
+mod negative;
 mod overlay;
 mod statfs;
 pub mod stepahead;

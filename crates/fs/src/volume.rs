@@ -84,6 +84,8 @@ pub struct Volume {
     pub(crate) cache: BufferCache,
     /// Inodes as the write path last wrote them (read-write volumes).
     pub(crate) inodes: crate::inode_cache::InodeCache,
+    /// The last name a lookup did not find (read-write volumes), for the create after it.
+    pub(crate) negative: crate::negative::NegativeMemo,
     pub(crate) overlay: Overlay,
     pub(crate) opts: VolumeOptions,
     /// Inode-table blocks per group.
@@ -149,6 +151,7 @@ impl Volume {
             block_size,
             cache: BufferCache::new(cache_blocks),
             inodes: crate::inode_cache::InodeCache::new(INODE_CACHE_ENTRIES),
+            negative: Default::default(),
             overlay: Overlay::default(),
             opts,
             itb_per_group,

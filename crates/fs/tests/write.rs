@@ -822,3 +822,33 @@ fn creates_in_empty_inode_table_blocks_read_nothing() {
     common::e2fsck_clean(&img);
     common::with_kernel_mount(&img, |mnt| assert_eq!(std::fs::read_dir(mnt).unwrap().count(), 202, "first, 200 files, lost+found"));
 }
+
+/// A create trusts the lookup the kernel made just before it only while the
+/// directory blocks that lookup read are unchanged (fs/src/negative.rs): here a
+/// rename's own lookup finds its target absent, then the rename puts the name
+/// there, and a create of that name must still see it. In a one-block and in a
+/// hashed directory.
+#[test]
+fn a_create_never_trusts_a_stale_negative_lookup() {
+    let Some((work, empty)) = common::setup_empty() else { return };
+    let img = common::make_image(work.path(), "neg.img", 64, &[], &empty);
+    let vol = open_rw(&img);
+    for (dir, files) in [("small", 3), ("hashed", 2000)] {
+        let d = vol.create(ROOT_INO, dir.as_bytes(), CreateKind::Dir, 0o755, 0, 0).unwrap();
+        for i in 0..files {
+            vol.create(d.ino, format!("file-{i:05}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap();
+        }
+        vol.rename(d.ino, b"file-00000", d.ino, b"target", false, false).unwrap();
+        let err = vol.create(d.ino, b"target", CreateKind::File, 0o644, 0, 0).unwrap_err();
+        assert!(matches!(err, fs::FsError::Exists), "{dir}: {err:?}");
+        // The usual case: a lookup finds nothing, the create follows, a second create fails.
+        let dir_inode = vol.inode(d.ino).unwrap();
+        assert_eq!(vol.lookup(&dir_inode, b"new").unwrap(), None);
+        vol.create(d.ino, b"new", CreateKind::File, 0o644, 0, 0).unwrap();
+        let err = vol.create(d.ino, b"new", CreateKind::File, 0o644, 0, 0).unwrap_err();
+        assert!(matches!(err, fs::FsError::Exists), "{dir}: {err:?}");
+    }
+    vol.shutdown().unwrap();
+    drop(vol);
+    common::e2fsck_clean(&img);
+}

@@ -118,6 +118,12 @@ pub fn write_entry(buf: &mut [u8], pos: usize, inode: u32, rec_len: usize, file_
     buf[pos + ENTRY_HEADER..pos + ENTRY_HEADER + name.len()].copy_from_slice(name);
 }
 
+/// Change the record length of the entry at `pos` (its name stays).
+pub fn set_rec_len(buf: &mut [u8], pos: usize, rec_len: usize) {
+    let bs = buf.len();
+    put_le16(buf, pos + 4, rec_len_to_disk(rec_len, bs));
+}
+
 /// Whether the block ends with a checksum tail.
 pub fn has_tail(block: &[u8]) -> bool {
     let n = block.len();

@@ -15,6 +15,7 @@ use ondisk::htree::{self, DxEntry, DxNode};
 use ondisk::inode::{flags, Inode};
 use ondisk::superblock::feature;
 use ondisk::Location;
+use std::sync::Arc;
 
 /// One parsed live entry of a leaf block, with its hash when the directory is hashed.
 struct Rec {
@@ -57,17 +58,18 @@ impl Volume {
             let e = e?;
             let used = if e.inode == 0 { 0 } else { entry_size(e.name.len()) };
             if e.rec_len - used >= need {
-                found = Some((e.offset, e.inode, e.rec_len, used, e.file_type, e.name.to_vec()));
+                found = Some((e.offset, e.rec_len, used));
                 break;
             }
         }
-        let Some((off, old_ino, rec_len, used, old_ft, old_name)) = found else { return Ok(false) };
+        let Some((off, rec_len, used)) = found else { return Ok(false) };
         let bs = self.block_size() as usize;
         let buf = &mut data[..bs];
-        if old_ino == 0 {
+        if used == 0 {
             write_entry(buf, off, ino, rec_len, ft, name);
         } else {
-            write_entry(buf, off, old_ino, used, old_ft, &old_name);
+            // The entry keeps its name and gives up the space past it.
+            odir::set_rec_len(buf, off, used);
             write_entry(buf, off + used, ino, rec_len - used, ft, name);
         }
         Ok(true)
@@ -86,9 +88,9 @@ impl Volume {
         let nblocks = self.dir_blocks(dir);
         for lblk in 0..nblocks {
             let pblk = self.dir_pblk(dir, lblk)?;
-            let mut data = self.meta(pblk)?.to_vec();
-            if self.insert_into_leaf(&mut data, ino, ft, name)? {
-                self.finish_leaf(dir, &mut data);
+            let mut data = self.meta(pblk)?;
+            if self.insert_into_leaf(Arc::make_mut(&mut data), ino, ft, name)? {
+                self.finish_leaf(dir, Arc::make_mut(&mut data));
                 self.install(ws, pblk, data);
                 self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: name.to_vec(), child: ino, lblk });
                 return Ok(());
@@ -240,9 +242,9 @@ impl Volume {
         let (_, parent, pos) = path.last().expect("root");
         let leaf_lblk = u64::from(parent.entries[*pos].block);
         let leaf_pblk = self.dir_pblk(dir, leaf_lblk)?;
-        let mut data = self.meta(leaf_pblk)?.to_vec();
-        if self.insert_into_leaf(&mut data, ino, ft, name)? {
-            self.finish_leaf(dir, &mut data);
+        let mut data = self.meta(leaf_pblk)?;
+        if self.insert_into_leaf(Arc::make_mut(&mut data), ino, ft, name)? {
+            self.finish_leaf(dir, Arc::make_mut(&mut data));
             self.install(ws, leaf_pblk, data);
             self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: name.to_vec(), child: ino, lblk: leaf_lblk });
             return Ok(());

@@ -220,7 +220,7 @@ impl Volume {
         if dir.links_count() == 0 {
             return Err(FsError::NotFound); // the directory was removed
         }
-        if self.lookup(dir, name)?.is_some() {
+        if self.name_exists(dir, name)? {
             return Err(FsError::Exists);
         }
         Ok(())
