@@ -99,6 +99,8 @@ pub struct WriteState {
     /// The running operation changed an inode with the sync (or dirsync)
     /// flag: commit before returning.
     pub(crate) sync_wanted: bool,
+    /// Scratch blocks for the partial first and last block of a data write.
+    pub(crate) edge_blocks: [Vec<u8>; 2],
     /// Groups whose descriptors changed since the last commit (`set_group`).
     pub(crate) dirty_groups: BTreeMap<u32, DirtyGroup>,
 }
@@ -151,6 +153,7 @@ impl WriteState {
             kb_changes: Vec::new(),
             sync_wanted: false,
             dirty_groups: BTreeMap::new(),
+            edge_blocks: Default::default(),
         }
     }
 }

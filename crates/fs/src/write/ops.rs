@@ -676,41 +676,49 @@ impl Volume {
                 let keep_end = old_size.saturating_sub(run_start).min(n as u64) as usize;
                 let bsz = bs as usize;
                 debug_assert!(lo_off < bsz && hi_off + bsz > n, "a run holds only blocks the data touches");
-                let edge = |k: usize| -> Result<Vec<u8>> {
+                // Built in `b` (one block): the write's second request needs no allocation.
+                let edge = |k: usize, b: &mut Vec<u8>| -> Result<()> {
                     let (b_lo, b_hi) = (k * bsz, (k + 1) * bsz);
                     let (d_lo, d_hi) = (lo_off.max(b_lo), hi_off.min(b_hi));
                     let keep_hi = keep_end.min(b_hi);
                     let at = (run_start as usize + d_lo) - offset as usize;
                     let part = &data[at..at + (d_hi - d_lo)];
-                    let mut b;
+                    b.resize(bsz, 0);
                     if !fresh && (d_lo.min(keep_hi) > b_lo || keep_hi > d_hi) {
                         // Old bytes to keep: read the block, zero what lies past the old end of file.
-                        b = vec![0u8; bsz];
-                        self.dev.read_at((pblk + k as u64) * bs, &mut b, IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
+                        self.dev.read_at((pblk + k as u64) * bs, b, IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
                         b[keep_hi.max(b_lo) - b_lo..].fill(0);
-                        b[d_lo - b_lo..d_hi - b_lo].copy_from_slice(part);
                     } else {
-                        b = Vec::with_capacity(bsz);
-                        b.resize(d_lo - b_lo, 0);
-                        b.extend_from_slice(part);
-                        b.resize(bsz, 0);
+                        b.fill(0);
                     }
-                    Ok(b)
+                    b[d_lo - b_lo..d_hi - b_lo].copy_from_slice(part);
+                    Ok(())
                 };
                 let last = n / bsz - 1;
                 // Only the run's first and last blocks can be partial (one block may be both).
                 let partial = |k: usize| (k == 0 && lo_off > 0) || (k == last && hi_off < n);
-                let head = partial(0).then(|| edge(0)).transpose()?;
-                let tail = (last > 0 && partial(last)).then(|| edge(last)).transpose()?;
+                let [head_buf, tail_buf] = &mut ws.edge_blocks;
+                let head = partial(0);
+                let tail = last > 0 && partial(last);
+                if head {
+                    edge(0, head_buf)?;
+                }
+                if tail {
+                    edge(last, tail_buf)?;
+                }
                 let whole_lo = if partial(0) { bsz } else { 0 };
                 let whole_hi = if partial(last) { last * bsz } else { n };
                 let mut pieces: Vec<&[u8]> = Vec::with_capacity(3);
-                pieces.extend(head.as_deref());
+                if head {
+                    pieces.push(head_buf);
+                }
                 if whole_lo < whole_hi {
                     let at = (run_start as usize + whole_lo) - offset as usize;
                     pieces.push(&data[at..at + (whole_hi - whole_lo)]);
                 }
-                pieces.extend(tail.as_deref());
+                if tail {
+                    pieces.push(tail_buf);
+                }
                 self.dev.write_gathered_at(pblk * bs, &pieces, IoClass::Data).map_err(|e| FsError::io(format!("writing data at block {pblk}"), e))?;
             }
             // Data is on disk: preallocated extents under it now read as written.
