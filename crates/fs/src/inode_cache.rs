@@ -36,14 +36,22 @@ impl InodeCache {
         self.shard(ino).lock().get(&ino).filter(|i| i.raw == record).cloned()
     }
 
-    /// Remember `inode` (its `raw` is the record as written).
-    pub(crate) fn put(&self, inode: Inode) {
+    /// Remember `inode` as [`Inode::write_to`] just wrote it into `record`
+    /// (in place of the entry it had: no allocation once cached).
+    pub(crate) fn put_written(&self, inode: &Inode, record: &[u8]) {
         let mut s = self.shard(inode.ino).lock();
-        if s.len() >= self.per_shard && !s.contains_key(&inode.ino) {
+        if let Some(entry) = s.get_mut(&inode.ino) {
+            if !inode.as_written_into(record, entry) {
+                s.remove(&inode.ino);
+            }
+            return;
+        }
+        let Some(written) = inode.as_written(record) else { return };
+        if s.len() >= self.per_shard {
             // Entries are only recent writes: dropping them all costs a parse each.
             s.clear();
         }
-        s.insert(inode.ino, inode);
+        s.insert(inode.ino, written);
     }
 }
 
@@ -52,26 +60,32 @@ mod tests {
     use super::*;
     use ondisk::inode::InodeBase;
 
-    fn inode(ino: u32, fill: u8) -> Inode {
-        Inode { ino, base: InodeBase::default(), extra: None, raw: vec![fill; 128] }
+    /// A 128-byte inode (no extra fields) whose record is `fill` bytes; `put`
+    /// caches it as written into such a record.
+    fn put(c: &InodeCache, ino: u32, fill: u8) {
+        let i = Inode { ino, base: InodeBase::default(), extra: None, raw: vec![0; 128] };
+        c.put_written(&i, &[fill; 128]);
     }
 
     #[test]
     fn an_entry_serves_only_its_own_record() {
         let c = InodeCache::new(64);
         assert!(c.get(5, &[1; 128]).is_none());
-        c.put(inode(5, 1));
+        put(&c, 5, 1);
         assert_eq!(c.get(5, &[1; 128]).map(|i| i.ino), Some(5));
         // The block now holds something else for inode 5 (a newer write, a rollback): a miss.
         assert!(c.get(5, &[2; 128]).is_none());
         assert!(c.get(21, &[1; 128]).is_none());
+        // Written again: the entry follows.
+        put(&c, 5, 2);
+        assert!(c.get(5, &[2; 128]).is_some() && c.get(5, &[1; 128]).is_none());
     }
 
     #[test]
     fn a_full_shard_starts_over() {
         let c = InodeCache::new(SHARDS * 2);
         for k in 0..3u32 {
-            c.put(inode(1 + k * SHARDS as u32, 7)); // all in one shard
+            put(&c, 1 + k * SHARDS as u32, 7); // all in one shard
         }
         assert!(c.get(1, &[7; 128]).is_none(), "the third insert cleared the shard");
         assert!(c.get(1 + 2 * SHARDS as u32, &[7; 128]).is_some());

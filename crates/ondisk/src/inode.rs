@@ -283,16 +283,27 @@ impl Inode {
     /// that cannot be told without parsing: `extra_isize` leaves some modelled
     /// field out of the record (the record keeps other bytes there).
     pub fn as_written(&self, record: &[u8]) -> Option<Inode> {
+        let mut out = Inode { ino: 0, base: InodeBase::default(), extra: None, raw: Vec::with_capacity(record.len()) };
+        self.as_written_into(record, &mut out).then_some(out)
+    }
+
+    /// [`Inode::as_written`] into `out`, reusing its record buffer; false (and
+    /// `out` unchanged) when it declines.
+    pub fn as_written_into(&self, record: &[u8], out: &mut Inode) -> bool {
         debug_assert_eq!(record.len(), self.raw.len());
-        let mut out = Inode { ino: self.ino, base: self.base.clone(), extra: self.extra.clone(), raw: record.to_vec() };
+        if self.extra.is_some() && !self.extra_field_fits(GOOD_OLD_INODE_SIZE, InodeExtra::FIELDS_END - GOOD_OLD_INODE_SIZE) {
+            return false;
+        }
+        out.ino = self.ino;
+        out.base.clone_from(&self.base);
+        out.extra.clone_from(&self.extra);
+        out.raw.clear();
+        out.raw.extend_from_slice(record);
         out.base.checksum_lo = le16(record, CSUM_LO_OFFSET);
         if let Some(e) = out.extra.as_mut() {
-            if !self.extra_field_fits(GOOD_OLD_INODE_SIZE, InodeExtra::FIELDS_END - GOOD_OLD_INODE_SIZE) {
-                return None;
-            }
             e.checksum_hi = le16(record, CSUM_HI_OFFSET);
         }
-        Some(out)
+        true
     }
 
     /// Serialise the record with its checksum set (when metadata_csum is on).

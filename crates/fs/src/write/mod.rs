@@ -195,18 +195,13 @@ impl Volume {
         let len = inode.raw.len();
         debug_assert_eq!(len, usize::from(self.sb.inode_size()));
         self.note_sync(ws, inode);
-        let mut written = None;
         self.modify(ws, blk, |b| {
             let record = &mut b[off..off + len];
             inode.write_to(&self.sb, record);
-            written = inode.as_written(record);
-            debug_assert!(written.is_none() || written == Inode::parse(&self.sb, inode.ino, record).ok());
+            debug_assert!(inode.as_written(record).is_none_or(|w| Ok(w) == Inode::parse(&self.sb, inode.ino, record)));
+            self.inodes.put_written(inode, record);
             Ok(())
-        })?;
-        if let Some(w) = written {
-            self.inodes.put(w);
-        }
-        Ok(())
+        })
     }
 
     /// Commit the running transaction: make every change in it durable.
