@@ -136,6 +136,10 @@ const WRITE_LOCK_SPIN: std::time::Duration = std::time::Duration::from_micros(50
 /// that sleeps must be woken across CPUs, which on small VMs costs 50-100 us
 /// (`perf bench sched pipe` across two vCPUs), far more than the wait.
 fn lock_spinning(m: &parking_lot::Mutex<WriteState>) -> parking_lot::MutexGuard<'_, WriteState> {
+    // Usually free: no clock read then.
+    if let Some(g) = m.try_lock() {
+        return g;
+    }
     let start = std::time::Instant::now();
     loop {
         if let Some(g) = m.try_lock() {
