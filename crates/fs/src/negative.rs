@@ -7,12 +7,18 @@
 //! of the engine's work there). The memo is trusted only while every block it
 //! holds is still the cached version of its block (a changed block is always a
 //! new copy: the memo shares the old one) and the directory's size, flags and
-//! block map are unchanged; anything else searches again.
+//! block map are unchanged; anything else searches again. Only directories
+//! whose whole block map is in the inode are remembered, so that the map
+//! compared is all of it.
 
 use crate::cache::{Block, BufferCache};
-use ondisk::inode::Inode;
+use ondisk::bytes::le16;
+use ondisk::inode::{flags, Inode};
 use parking_lot::Mutex;
 use std::sync::Arc;
+
+/// Most blocks a memo holds.
+const MAX_BLOCKS: usize = 16;
 
 /// Directory blocks a lookup read, as (physical block, copy read).
 pub(crate) struct Seen {
@@ -29,9 +35,16 @@ impl Seen {
     }
 
     pub(crate) fn note(&mut self, pblk: u64, data: &Block) {
-        if self.keep {
-            self.blocks.push((pblk, data.clone()));
+        if !self.keep || self.partial {
+            return;
         }
+        if self.blocks.len() == MAX_BLOCKS {
+            // A long linear directory: not worth holding all of it.
+            self.partial = true;
+            self.blocks.clear();
+            return;
+        }
+        self.blocks.push((pblk, data.clone()));
     }
 
     pub(crate) fn note_partial(&mut self) {
@@ -48,6 +61,17 @@ struct Absence {
     blocks: Vec<(u64, Block)>,
 }
 
+/// Whether the directory's whole block map lies in its inode (`i_block`),
+/// which the memo compares: an extent tree of depth 0, or a block-mapped
+/// directory within the 12 direct blocks. Deeper maps keep blocks elsewhere.
+fn map_in_inode(dir: &Inode) -> bool {
+    if dir.has_flag(flags::EXTENTS) {
+        le16(&dir.base.block, 6) == 0 // eh_depth
+    } else {
+        dir.size() <= 12 * 1024 // 12 direct blocks of the smallest block size
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct NegativeMemo {
     last: Mutex<Option<Absence>>,
@@ -56,7 +80,7 @@ pub(crate) struct NegativeMemo {
 impl NegativeMemo {
     /// A lookup of `name` in `dir` found nothing, having read `seen`.
     pub(crate) fn remember(&self, dir: &Inode, name: &[u8], seen: Seen) {
-        if !seen.keep || seen.partial || seen.blocks.is_empty() {
+        if !seen.keep || seen.partial || seen.blocks.is_empty() || !map_in_inode(dir) {
             return;
         }
         let a = Absence {

@@ -291,8 +291,12 @@ impl Inode {
     /// `out` unchanged) when it declines.
     pub fn as_written_into(&self, record: &[u8], out: &mut Inode) -> bool {
         debug_assert_eq!(record.len(), self.raw.len());
-        if self.extra.is_some() && !self.extra_field_fits(GOOD_OLD_INODE_SIZE, InodeExtra::FIELDS_END - GOOD_OLD_INODE_SIZE) {
-            return false;
+        if let Some(e) = &self.extra {
+            // As parse: an extra_isize it would refuse, or one that leaves fields out.
+            let isize = usize::from(e.extra_isize);
+            if isize % 4 != 0 || GOOD_OLD_INODE_SIZE + isize > record.len() || isize < InodeExtra::FIELDS_END - GOOD_OLD_INODE_SIZE {
+                return false;
+            }
         }
         out.ino = self.ino;
         out.base.clone_from(&self.base);
@@ -454,6 +458,11 @@ mod tests {
         ino.write_to(&sb, &mut rec);
         assert_eq!(ino.as_written(&rec), None);
         assert!(Inode::parse(&sb, 12, &rec).is_ok());
+        // One parse refuses (not a multiple of 4): declined too.
+        ino.extra.as_mut().unwrap().extra_isize = 34;
+        ino.write_to(&sb, &mut rec);
+        assert!(Inode::parse(&sb, 12, &rec).is_err());
+        assert_eq!(ino.as_written(&rec), None);
     }
 
     #[test]
