@@ -1,4 +1,5 @@
 """Small process / mount helpers shared by the tests and the benchmark."""
+import contextlib
 import os
 import shlex
 import subprocess
@@ -127,6 +128,26 @@ def loops_for(image):
 def detach_loops(image):
     for dev in loops_for(image):
         subprocess.run(["losetup", "-d", dev], capture_output=True)
+
+
+@contextlib.contextmanager
+def sysctl_at_least(path, value):
+    """The integer sysctl at `path` (/proc/sys/...) at least `value` while the block runs, then as it was.
+    Left alone where it cannot be changed (not root): the tests that need root skip themselves."""
+    with open(path) as f:
+        before = int(f.read())
+    if before < value:
+        try:
+            with open(path, "w") as f:
+                f.write(f"{value}\n")
+        except OSError:
+            before = value
+    try:
+        yield
+    finally:
+        if before < value:
+            with open(path, "w") as f:
+                f.write(f"{before}\n")
 
 
 def drop_caches():
