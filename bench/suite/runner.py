@@ -185,8 +185,10 @@ class Runner:
         failures = 0
         hints = contextlib.ExitStack()
         try:
-            self.results.meta["runs"][-1]["unix_max_dgram_qlen"] = hints.enter_context(
-                systems_mod.hint_queue(self.systems))
+            if any(s.preload for s in self.systems):
+                before, during = hints.enter_context(
+                    util.sysctl_at_least(systems_mod.HINT_QUEUE_SYSCTL, systems_mod.HINT_QUEUE))
+                self.results.meta["runs"][-1]["unix_max_dgram_qlen"] = {"before": before, "during": during}
             # a fresh volume per system for every repetition of a group; the systems interleave inside it
             for g in groups:
                 for k in range(nrep):

@@ -3,7 +3,6 @@
 ext4lazy-<mode>[-stepahead] is parsed, not listed, so modes and the StepAhead flag added later need no change here
 beyond the mount option they map to (MODE_OPTIONS, FLAG_OPTIONS).
 """
-import contextlib
 import os
 import re
 import shutil
@@ -34,30 +33,10 @@ MKFS_FLAGS = {"inline": INLINE_MKFS}
 
 
 # The kernel queues at most net.unix.max_dgram_qlen datagrams on a Unix socket (10 unless systemd raised it to
-# 512): the preload library's hints sent while that many wait are dropped unseen. `-preload` runs use systemd's value.
+# 512): the preload library's hints sent while that many wait are dropped unseen. `-preload` runs use systemd's value
+# (the runner raises it for the run, then restores it; read when the daemon binds its hint socket).
 HINT_QUEUE_SYSCTL = "/proc/sys/net/unix/max_dgram_qlen"
 HINT_QUEUE = 512
-
-
-@contextlib.contextmanager
-def hint_queue(systems):
-    """While a suite with a `-preload` system runs: net.unix.max_dgram_qlen at least HINT_QUEUE (read when the
-    daemon binds its hint socket), restored after.  Yields {"before", "during"} for the run's metadata, or None."""
-    if not any(s.preload for s in systems):
-        yield None
-        return
-    with open(HINT_QUEUE_SYSCTL) as f:
-        before = int(f.read())
-    during = max(before, HINT_QUEUE)
-    if during != before:
-        with open(HINT_QUEUE_SYSCTL, "w") as f:
-            f.write(f"{during}\n")
-    try:
-        yield {"before": before, "during": during}
-    finally:
-        if during != before:
-            with open(HINT_QUEUE_SYSCTL, "w") as f:
-                f.write(f"{before}\n")
 
 
 class System:

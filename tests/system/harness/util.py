@@ -133,19 +133,21 @@ def detach_loops(image):
 @contextlib.contextmanager
 def sysctl_at_least(path, value):
     """The integer sysctl at `path` (/proc/sys/...) at least `value` while the block runs, then as it was.
-    Left alone where it cannot be changed (not root): the tests that need root skip themselves."""
+    Yields (before, during). Left alone where it cannot be changed (not root): what needs root skips itself."""
     with open(path) as f:
         before = int(f.read())
+    during = before
     if before < value:
         try:
             with open(path, "w") as f:
                 f.write(f"{value}\n")
+            during = value
         except OSError:
-            before = value
+            pass
     try:
-        yield
+        yield before, during
     finally:
-        if before < value:
+        if during != before:
             with open(path, "w") as f:
                 f.write(f"{before}\n")
 

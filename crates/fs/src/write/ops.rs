@@ -710,7 +710,7 @@ impl Volume {
                 if tail {
                     edge(last, tail_buf)?;
                 }
-                let whole_lo = if partial(0) { bsz } else { 0 };
+                let whole_lo = if head { bsz } else { 0 };
                 let whole_hi = if partial(last) { last * bsz } else { n };
                 let mut pieces: Vec<&[u8]> = Vec::with_capacity(3);
                 if head {
