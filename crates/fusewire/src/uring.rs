@@ -237,8 +237,46 @@ impl Entry {
 struct Queue {
     qid: u16,
     ring: IoUring<squeue::Entry128, cqueue::Entry>,
-    fd: i32,
+    /// /dev/fuse as the commands name it: its index in the ring's fixed-file
+    /// table when registered there, else the descriptor.
+    fuse: FuseFile,
+    /// The ring's own descriptor as registered with IORING_REGISTER_RING_FDS.
+    ring_index: Option<u32>,
     entries: Vec<Entry>,
+}
+
+/// How the commands name /dev/fuse.
+#[derive(Clone, Copy)]
+enum FuseFile {
+    /// Slot 0 of the ring's fixed-file table: the kernel skips the
+    /// descriptor lookup (and its reference count) for every command.
+    Fixed,
+    Fd(i32),
+}
+
+/// From include/uapi/linux/io_uring.h.
+const IORING_REGISTER_RING_FDS: libc::c_uint = 20;
+const IORING_ENTER_GETEVENTS: libc::c_uint = 1 << 0;
+const IORING_ENTER_REGISTERED_RING: libc::c_uint = 1 << 4;
+
+/// Register the ring's own descriptor, so that io_uring_enter takes its
+/// index instead of looking the descriptor up (twice per request: one
+/// enter submits the reply and waits for the next request). Returns the index.
+fn register_ring_fd(ring_fd: i32) -> io::Result<u32> {
+    // struct io_uring_rsrc_update: offset (u32::MAX: any free slot, the kernel writes back which), resv, data (the fd).
+    #[repr(C)]
+    struct RsrcUpdate {
+        offset: u32,
+        resv: u32,
+        data: u64,
+    }
+    let mut up = RsrcUpdate { offset: u32::MAX, resv: 0, data: ring_fd as u64 };
+    // SAFETY: io_uring_register with a valid ring descriptor and one update record that outlives the call.
+    let r = unsafe { libc::syscall(libc::SYS_io_uring_register, ring_fd, IORING_REGISTER_RING_FDS, &mut up as *mut RsrcUpdate, 1) };
+    if r != 1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(up.offset)
 }
 
 fn bind_to_cpu(cpu: usize) -> io::Result<()> {
@@ -297,7 +335,19 @@ impl Queue {
             // it when we ask for completions anyway, not by interrupting us.
             .setup_defer_taskrun()
             .build((depth * 2).next_power_of_two() as u32)?;
-        let mut q = Queue { qid, ring, fd: dev.as_raw_fd(), entries: Vec::with_capacity(depth) };
+        // Both registrations only save work per request: without them (an old
+        // kernel, a seccomp filter), the descriptors serve as well.
+        let fuse = match ring.submitter().register_files(&[dev.as_raw_fd()]) {
+            Ok(()) => FuseFile::Fixed,
+            Err(e) => {
+                log::debug!("io_uring queue {qid}: /dev/fuse not registered as a fixed file: {e}");
+                FuseFile::Fd(dev.as_raw_fd())
+            }
+        };
+        let ring_index = register_ring_fd(ring.as_raw_fd())
+            .map_err(|e| log::debug!("io_uring queue {qid}: ring descriptor not registered: {e}"))
+            .ok();
+        let mut q = Queue { qid, ring, fuse, ring_index, entries: Vec::with_capacity(depth) };
         for _ in 0..depth {
             let mut e = Entry {
                 header: Box::new([0u64; HEADER / 8]),
@@ -318,7 +368,11 @@ impl Queue {
 
     fn push(&mut self, i: usize, cmd: u32, commit_id: u64) -> io::Result<()> {
         let iov = self.entries[i].iov.as_ptr() as u64;
-        let mut sqe = opcode::UringCmd80::new(types::Fd(self.fd), cmd).cmd(cmd_req(self.qid, commit_id)).addr(Some(iov)).build().user_data(i as u64);
+        let cmd = match self.fuse {
+            FuseFile::Fixed => opcode::UringCmd80::new(types::Fixed(0), cmd),
+            FuseFile::Fd(fd) => opcode::UringCmd80::new(types::Fd(fd), cmd),
+        };
+        let mut sqe = cmd.cmd(cmd_req(self.qid, commit_id)).addr(Some(iov)).build().user_data(i as u64);
         set_len(&mut sqe, 2);
         // SAFETY: the entry's buffers and iovecs live as long as the queue,
         // which outlives the ring's use of them (the ring is dropped first).
@@ -329,8 +383,8 @@ impl Queue {
         let mut out = Vec::new();
         let mut done = Vec::new();
         while self.entries.iter().any(|e| e.live) {
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => {}
+            match self.submit_and_wait() {
+                Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(e) => return Err(e),
             }
@@ -346,6 +400,22 @@ impl Queue {
                 counters.uring_requests.fetch_add(1, Ordering::Relaxed);
                 self.push(i, CMD_COMMIT_AND_FETCH, commit_id)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Submit what is queued (the replies) and wait for at least one completion (a request).
+    fn submit_and_wait(&mut self) -> io::Result<()> {
+        let Some(index) = self.ring_index else {
+            return self.ring.submit_and_wait(1).map(drop);
+        };
+        let to_submit = self.ring.submission().len() as libc::c_uint;
+        let flags = IORING_ENTER_GETEVENTS | IORING_ENTER_REGISTERED_RING;
+        // SAFETY: io_uring_enter on our registered ring, with no argument
+        // struct; the queued entries' buffers live as long as the queue.
+        let r = unsafe { libc::syscall(libc::SYS_io_uring_enter, index, to_submit, 1 as libc::c_uint, flags, std::ptr::null::<u8>(), 0usize) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
         }
         Ok(())
     }
