@@ -187,6 +187,7 @@ pub fn stats_json(vol: &Volume, devices: &Devices, final_figures: bool) -> serde
     if let Some(w) = vol.write_stats() {
         j["write"] = serde_json::json!({
             "commits": w.commits,
+            "background_commits": w.background_commits,
             "journal_blocks_logged": w.journal_blocks_logged,
             "forced_checkpoints": w.checkpoints,
             "blocks_written_home": w.blocks_written_home,

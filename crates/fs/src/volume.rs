@@ -94,7 +94,9 @@ pub struct Volume {
     /// The jbd2 journal of a read-write volume. Its own lock, not the write
     /// lock: in lazy mode, readers look up the newest copy of a block in its
     /// jmap (shared), while a commit or a tail move excludes them.
-    pub(crate) jbd2: Option<RwLock<crate::write::Jbd2>>,
+    pub(crate) jbd2: Option<Arc<RwLock<crate::write::Jbd2>>>,
+    /// The commit thread (read-write volumes with a journal).
+    pub(crate) committer: Option<crate::write::committer::Committer>,
     /// Present on read-write volumes: the write lock and what it guards.
     pub(crate) write: Option<parking_lot::Mutex<crate::write::WriteState>>,
     /// References the kernel holds per inode (open handles; with kernel-side
@@ -157,6 +159,7 @@ impl Volume {
             itb_per_group,
             journal: None,
             jbd2: None,
+            committer: None,
             write: None,
             open_files: Default::default(),
             stepahead,

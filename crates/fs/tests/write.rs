@@ -852,3 +852,66 @@ fn a_create_never_trusts_a_stale_negative_lookup() {
     drop(vol);
     common::e2fsck_clean(&img);
 }
+
+/// Transactions that reach the size limit commit on the commit thread while
+/// operations go on changing the blocks they hold (each change copies the
+/// committing version first). With a small journal that happens dozens of
+/// times here, in both journal modes; the volume must then read back as
+/// written, pass e2fsck, and the kernel must see the same files.
+#[test]
+fn commits_on_the_commit_thread_keep_every_change() {
+    let Some((work, empty)) = common::setup_empty() else { return };
+    for lazy in [false, true] {
+        let img = common::make_image(work.path(), "bg.img", 64, &["-b", "1024", "-J", "size=1"], &empty);
+        let hour = std::time::Duration::from_secs(3600);
+        let opts = VolumeOptions { read_only: false, lazy, commit_interval: hour, dirty_expire: hour, ..Default::default() };
+        let vol = Volume::open(Arc::new(FileDevice::open(&img, true).unwrap()), opts).unwrap();
+        let mut model = BTreeMap::new();
+        let mut dirs = vec![(ROOT_INO, String::new())];
+        for i in 0..4000usize {
+            let (parent, ppath) = dirs[i % dirs.len()].clone();
+            let path = format!("{}{}", if ppath.is_empty() { String::new() } else { format!("{ppath}/") }, format!("n{i}"));
+            if i % 50 == 0 {
+                let d = vol.create(parent, format!("n{i}").as_bytes(), CreateKind::Dir, 0o755, 0, 0).unwrap();
+                dirs.push((d.ino, path.clone()));
+                model.insert(path, Node::Dir);
+                continue;
+            }
+            let f = vol.create(parent, format!("n{i}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap();
+            let data = pattern(100 + (i * 37) % 3000, i as u8);
+            vol.write(f.ino, 0, &data).unwrap();
+            // Rewrite an older file now and then: its blocks may be in the committing transaction.
+            if i % 7 == 0 && i > 100 {
+                let old = format!("n{}", i - 100);
+                if let Some((k, Node::File(d))) = model.iter_mut().find(|(k, _)| k.ends_with(&format!("/{old}")) || **k == old) {
+                    let ino = resolve(&vol, k);
+                    let more = pattern(500, i as u8 ^ 0x55);
+                    vol.write(ino, d.len() as u64, &more).unwrap();
+                    d.extend_from_slice(&more);
+                }
+            }
+            model.insert(path, Node::File(data));
+        }
+        let stats = vol.write_stats().unwrap();
+        eprintln!("lazy={lazy}: {} commits, {} on the commit thread, {} forced checkpoints", stats.commits, stats.background_commits, stats.checkpoints);
+        assert!(stats.background_commits >= 10, "lazy={lazy}: only {} of {} commits on the commit thread", stats.background_commits, stats.commits);
+        check(&vol, &model);
+        if lazy {
+            vol.shutdown().unwrap();
+            drop(vol);
+            common::e2fsck_clean_after_replay(&img);
+        } else {
+            unmount_and_verify(vol, &img, &model);
+        }
+        common::with_kernel_mount(&img, |mnt| {
+            for (path, node) in &model {
+                let p = mnt.join(path);
+                match node {
+                    Node::File(d) => assert!(std::fs::read(&p).unwrap() == *d, "kernel: {path} differs"),
+                    Node::Dir => assert!(p.is_dir(), "kernel: {path}"),
+                    Node::Link(_) => unreachable!(),
+                }
+            }
+        });
+    }
+}

@@ -97,13 +97,19 @@ impl Transaction {
     /// Journal blocks the commit will take: revoke blocks, descriptors, the
     /// copies and the commit block (0 for an empty transaction).
     pub fn journal_blocks(&self, layout: &Layout) -> u64 {
-        if self.is_empty() {
+        Self::journal_blocks_for(layout, self.blocks.len(), self.revoked.len())
+    }
+
+    /// Journal blocks a transaction of `blocks` copies and `revoked` revokes
+    /// will take (for a caller that holds them elsewhere until the commit).
+    pub fn journal_blocks_for(layout: &Layout, blocks: usize, revoked: usize) -> u64 {
+        if blocks == 0 && revoked == 0 {
             return 0;
         }
-        let n = self.blocks.len() as u64;
+        let n = blocks as u64;
         let per_desc = tags_per_descriptor(layout) as u64;
         let per_revoke = RevokeBlock::capacity(layout) as u64;
-        n.div_ceil(per_desc) + n + (self.revoked.len() as u64).div_ceil(per_revoke) + 1
+        n.div_ceil(per_desc) + n + (revoked as u64).div_ceil(per_revoke) + 1
     }
 
     /// Whether this transaction reached `max_blocks` (e.g.

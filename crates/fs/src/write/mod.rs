@@ -13,6 +13,7 @@
 
 mod alloc;
 mod cleaner;
+pub(crate) mod committer;
 mod dirops;
 mod extents;
 pub(crate) mod iflags;
@@ -103,6 +104,14 @@ pub struct WriteState {
     pub(crate) edge_blocks: [Vec<u8>; 2],
     /// Groups whose descriptors changed since the last commit (`set_group`).
     pub(crate) dirty_groups: BTreeMap<u32, DirtyGroup>,
+    /// The transaction on the commit thread, until it is finished here.
+    pub(crate) committing: Option<committer::Committing>,
+    /// The running transaction commits once it holds this many blocks: half
+    /// of what the journal accepts (jbd2 commits at the limit; half leaves
+    /// room for the operation about to start, and operations are atomic: a
+    /// commit never splits one). Kept here so that no request takes the
+    /// journal's lock for it while a commit holds that lock.
+    pub(crate) commit_limit: u64,
 }
 
 /// Changes applied when the running transaction commits, not before.
@@ -125,6 +134,8 @@ pub enum Deferred {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WriteStats {
     pub commits: u64,
+    /// Of `commits`, those the commit thread made while operations went on.
+    pub background_commits: u64,
     /// Journal blocks written: descriptors, copies, revokes, commit blocks.
     pub journal_blocks_logged: u64,
     /// Checkpoints forced by a full journal (a commit waited for write-back).
@@ -154,6 +165,8 @@ impl WriteState {
             sync_wanted: false,
             dirty_groups: BTreeMap::new(),
             edge_blocks: Default::default(),
+            committing: None,
+            commit_limit: 4096,
         }
     }
 }
@@ -215,6 +228,7 @@ impl Volume {
         if let Some(why) = &ws.failed {
             return Err(read_only_after(why));
         }
+        self.finish_commit(ws)?;
         let r = self.commit_running(ws);
         r.map_err(|e| {
             ws.failed.get_or_insert_with(|| format!("commit failed: {e}"));
@@ -271,15 +285,37 @@ impl Volume {
         for blk in forgotten {
             ws.unwritten.remove(&blk);
         }
+        self.committed_blocks(ws, &txn, now);
+        Ok(())
+    }
+
+    /// `txn`'s blocks are committed: in lazy mode the journal copy is each
+    /// block's home now, so the cached copy is clean; in ordered mode each
+    /// waits to be written home.
+    fn committed_blocks(&self, ws: &mut WriteState, txn: &Txn, now: std::time::Instant) {
         for (blk, data) in txn.blocks() {
             if self.opts.lazy {
-                // The journal copy is the block's home now: the cached copy is clean.
                 self.cache.unpin(blk, data);
             } else {
                 ws.unwritten.insert(blk, Unwritten { data: data.clone(), since: now });
             }
         }
-        Ok(())
+    }
+
+    /// Record a commit the commit thread made (see `committer`): as the end
+    /// of `log_transaction` and `commit_user_changes` do for one made here.
+    pub(crate) fn committed(&self, ws: &mut WriteState, info: Option<journal::CommitInfo>, txn: &Txn, since: std::time::Instant) {
+        ws.stats.commits += 1;
+        ws.stats.journal_blocks_logged += info.as_ref().map_or(0, |i| i.journal_blocks);
+        if self.opts.lazy {
+            if let Some(j) = self.jbd2.as_ref() {
+                cleaner::prune_ages(ws, &j.read());
+            }
+            if let Some(i) = &info {
+                ws.ages.push_back((i.sequence, since));
+            }
+        }
+        self.committed_blocks(ws, txn, since);
     }
 
     /// Commit `t` to the journal, making room first if it does not fit.
@@ -317,6 +353,7 @@ impl Volume {
     /// In lazy mode the copies come from the log (nothing is pending in memory):
     /// the journal is full, so the oldest blocks migrate home.
     pub(crate) fn checkpoint(&self, ws: &mut WriteState, goal: journal::CheckpointGoal) -> Result<()> {
+        self.finish_commit(ws)?;
         let Some(jbd2) = self.jbd2.as_ref() else { return Ok(()) };
         let mut j = jbd2.write();
         ws.stats.checkpoints += 1;
@@ -383,6 +420,7 @@ impl Volume {
         if let Some(why) = &ws.failed {
             return Err(read_only_after(why));
         }
+        self.finish_commit(ws)?;
         let r = self.write_back_due(ws, older_than);
         r.map_err(|e| self.fail_on_io(ws, e))
     }
@@ -434,8 +472,14 @@ impl Volume {
         if ws.failed.is_some() {
             return Ok(()); // read-only since a device error, reported then
         }
+        self.finish_commit_if_done(&mut ws)?;
         if ws.running_since.is_some_and(|t| t.elapsed() >= self.opts.commit_interval) {
-            self.commit(&mut ws)?;
+            self.commit_soon(&mut ws)?;
+        }
+        if ws.committing.is_some() {
+            // Write-back and idle work would wait for that commit holding the
+            // write lock; they can wait for the next tick instead.
+            return Ok(());
         }
         if let Some(cutoff) = std::time::Instant::now().checked_sub(self.opts.dirty_expire) {
             self.write_back(&mut ws, Some(cutoff))?;

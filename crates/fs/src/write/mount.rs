@@ -57,7 +57,10 @@ impl Volume {
                 }
                 Err(e) => return Err(super::journal_err(e)),
             }
-            self.jbd2 = Some(parking_lot::RwLock::new(j));
+            ws.commit_limit = (j.max_transaction_blocks() / 2).max(16);
+            let j = Arc::new(parking_lot::RwLock::new(j));
+            self.committer = Some(super::committer::Committer::start(j.clone(), self.block_size(), self.opts.lazy)?);
+            self.jbd2 = Some(j);
             // As the kernel does: the flag says the journal may hold committed
             // transactions; stock tools replay it after a crash.
             ws.sb.f.feature_incompat |= feature::incompat::RECOVER;

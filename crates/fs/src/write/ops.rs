@@ -155,19 +155,18 @@ fn lock_spinning(m: &parking_lot::Mutex<WriteState>) -> parking_lot::MutexGuard<
 }
 
 impl Volume {
-    /// Take the write lock; first commit the running transaction if it has
-    /// grown to half of what the journal accepts (jbd2 commits at the limit;
-    /// half leaves room for the operation about to start, and operations are
-    /// atomic: a commit never splits one).
+    /// Take the write lock; first finish a commit the commit thread has
+    /// ended, and start committing the running transaction if it has grown
+    /// to `WriteState::commit_limit`.
     pub(crate) fn writer(&self) -> Result<parking_lot::MutexGuard<'_, WriteState>> {
         let mut ws = self.write.as_ref().map(lock_spinning).ok_or(FsError::ReadOnly)?;
         if ws.failed.is_some() {
             return Err(FsError::ReadOnly);
         }
-        let limit = self.jbd2.as_ref().map_or(4096, |j| (j.read().max_transaction_blocks() / 2).max(16));
+        self.finish_commit_if_done(&mut ws)?;
         // Deferred frees add bitmap blocks at commit, changed groups their descriptor blocks: count them too.
-        if (ws.running.len() + ws.deferred.len() + ws.dirty_groups.len()) as u64 >= limit {
-            self.commit(&mut ws)?;
+        if (ws.running.len() + ws.deferred.len() + ws.dirty_groups.len()) as u64 >= ws.commit_limit {
+            self.commit_soon(&mut ws)?;
         }
         Ok(ws)
     }
