@@ -57,6 +57,9 @@ impl Volume {
     /// that it can carry their age: see `WriteState::ages`). Returns the
     /// blocks moved.
     pub(crate) fn commit_cleaning(&self, ws: &mut WriteState) -> Result<usize> {
+        // Its callers finished any commit on the commit thread; the age
+        // bookkeeping below relies on that.
+        debug_assert!(ws.committing.is_none());
         let Some(jbd2) = self.jbd2.as_ref() else { return Ok(0) };
         let policy = self.opts.cleaner;
         let (victims, changed) = {
@@ -114,6 +117,7 @@ impl Volume {
     /// transaction per call, so that the locks are let go between ticks.
     /// Returns whether anything was migrated.
     pub(crate) fn migrate_cold_home(&self, ws: &mut WriteState, cold_age: Duration) -> Result<bool> {
+        self.finish_commit(ws)?;
         let Some(jbd2) = self.jbd2.as_ref() else { return Ok(false) };
         let mut j = jbd2.write();
         prune_ages(ws, &j);

@@ -104,6 +104,8 @@ pub struct WriteState {
     pub(crate) edge_blocks: [Vec<u8>; 2],
     /// Groups whose descriptors changed since the last commit (`set_group`).
     pub(crate) dirty_groups: BTreeMap<u32, DirtyGroup>,
+    /// Per group: where the inode allocator looks for a free bit first.
+    pub(crate) inode_hints: crate::intmap::IntMap<u32, usize>,
     /// The transaction on the commit thread, until it is finished here.
     pub(crate) committing: Option<committer::Committing>,
     /// The running transaction commits once it holds this many blocks: half
@@ -167,6 +169,7 @@ impl WriteState {
             edge_blocks: Default::default(),
             committing: None,
             commit_limit: 4096,
+            inode_hints: Default::default(),
         }
     }
 }
