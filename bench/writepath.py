@@ -18,7 +18,8 @@ process's exit, `ext4lazy umount` (returns once the daemon has committed everyth
 mode, and exited).  Best of --runs, the systems' runs interleaved (run 1 of every system, then run 2, ...) so
 that load from elsewhere on a shared machine falls on all of them alike; the 1-minute load average is recorded
 as each run starts.  `e2fsck -fn` and an inode count check afterwards (untimed; --no-fsck skips them).  A lazy volume is left needing recovery by design (its metadata lives in the journal), so for
-ext4lazy-lazy the check first replays the journal with `e2fsck -fy -E journal_only IMG` (exit 0 or 1 is fine);
+ext4lazy-lazy the check first replays the journal with `e2fsck -y -E journal_only IMG` (exit 0 or 1 is fine;
+no -f there, which would add a full check whose repairs the -fn after it would miss);
 an ordered or kernel volume that needs recovery after its unmount is an error.
 
 Workloads (the paper's Filebench microbenchmarks scaled down; --workers processes, the paper's 8 threads):
@@ -253,17 +254,17 @@ class RunError(Exception):
 
 
 def fsck(img, lazy=False):
-    """`e2fsck -fn`, after replaying the journal with `e2fsck -fy -E journal_only` if the volume is lazy (a lazy
+    """`e2fsck -fn`, after replaying the journal with `e2fsck -y -E journal_only` if the volume is lazy (a lazy
     volume needs recovery after a clean unmount by design; any other volume must not)."""
     out = {"needs_recovery": "needs_recovery" in images.features(images.fs_info(img))}
     if lazy:
         t = time.monotonic()
-        p = subprocess.run(["e2fsck", "-fy", "-E", "journal_only", img], capture_output=True, text=True,
+        p = subprocess.run(["e2fsck", "-y", "-E", "journal_only", img], capture_output=True, text=True,
                            timeout=3600, errors="replace")
         out["replay"] = {"rc": p.returncode, "seconds": round(time.monotonic() - t, 2)}
         if p.returncode not in (0, 1):
             return dict(out, rc=p.returncode, clean=False, inodes_used=None,
-                        tail="e2fsck -fy -E journal_only: " + (p.stdout + p.stderr).strip()[-1500:])
+                        tail="e2fsck -y -E journal_only: " + (p.stdout + p.stderr).strip()[-1500:])
     elif out["needs_recovery"]:
         return dict(out, rc=None, clean=False, inodes_used=None,
                     tail="the volume needs journal recovery after a clean unmount")

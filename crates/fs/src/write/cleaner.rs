@@ -57,8 +57,8 @@ impl Volume {
     /// that it can carry their age: see `WriteState::ages`). Returns the
     /// blocks moved.
     pub(crate) fn commit_cleaning(&self, ws: &mut WriteState) -> Result<usize> {
-        // Its callers finished any commit on the commit thread; the age
-        // bookkeeping below relies on that.
+        // Its callers finished any commit on the commit thread: the cache
+        // holds no version newer than committed but the running transaction's.
         debug_assert!(ws.committing.is_none());
         let Some(jbd2) = self.jbd2.as_ref() else { return Ok(0) };
         let policy = self.opts.cleaner;
@@ -84,6 +84,16 @@ impl Volume {
             let mut changed = Some(None::<Instant>);
             for t in j.live_transactions() {
                 if victims.len() >= limit || freed >= excess {
+                    break;
+                }
+                // A victim's contents come from the cache, which must then
+                // hold its committed version. A block the running transaction
+                // changed (or freed) holds uncommitted changes there; its next
+                // copy comes with the next commit, which also frees this
+                // transaction's copy. The tail cannot pass this transaction
+                // before then, so this step stops here. (Cleaning runs after
+                // a commit on the commit thread too, with operations since.)
+                if j.live_blocks(t.sequence).any(|b| ws.running.touches(b)) {
                     break;
                 }
                 let before = victims.len();

@@ -157,6 +157,15 @@ impl Volume {
     /// freed (their reuse waits for the commit). A journal short of space is
     /// checkpointed here first (that needs the write lock's lists).
     pub(crate) fn commit_soon(&self, ws: &mut WriteState) -> Result<()> {
+        // As a synchronous commit: any failure on the way turns the volume read-only.
+        let r = self.hand_over(ws);
+        r.map_err(|e| {
+            ws.failed.get_or_insert_with(|| format!("commit failed: {e}"));
+            e
+        })
+    }
+
+    fn hand_over(&self, ws: &mut WriteState) -> Result<()> {
         self.finish_commit(ws)?;
         let (Some(committer), Some(jbd2)) = (self.committer.as_ref(), self.jbd2.as_ref()) else { return self.commit(ws) };
         if !ws.deferred.is_empty() || ws.undo.is_some() || ws.failed.is_some() {
@@ -194,19 +203,18 @@ impl Volume {
     pub(crate) fn finish_commit(&self, ws: &mut WriteState) -> Result<()> {
         let Some(Committing { txn, since }) = ws.committing.take() else { return Ok(()) };
         let committer = self.committer.as_ref().expect("a transaction is committing only through the commit thread");
-        let info = match committer.wait() {
-            Ok(info) => info,
-            Err(e) => {
-                ws.failed.get_or_insert_with(|| format!("commit failed: {e}"));
-                return Err(e);
+        let r = committer.wait().and_then(|info| {
+            self.committed(ws, info, &txn, since);
+            ws.stats.background_commits += 1;
+            if self.opts.lazy {
+                self.commit_cleaning(ws)?;
             }
-        };
-        self.committed(ws, info, &txn, since);
-        ws.stats.background_commits += 1;
-        if self.opts.lazy {
-            self.commit_cleaning(ws)?;
-        }
-        Ok(())
+            Ok(())
+        });
+        r.map_err(|e| {
+            ws.failed.get_or_insert_with(|| format!("commit failed: {e}"));
+            e
+        })
     }
 
     /// Finish the transaction on the commit thread if its commit has ended

@@ -231,8 +231,7 @@ impl Volume {
         if let Some(why) = &ws.failed {
             return Err(read_only_after(why));
         }
-        self.finish_commit(ws)?;
-        let r = self.commit_running(ws);
+        let r = self.finish_commit(ws).and_then(|()| self.commit_running(ws));
         r.map_err(|e| {
             ws.failed.get_or_insert_with(|| format!("commit failed: {e}"));
             e

@@ -160,6 +160,11 @@ impl Volume {
     /// to `WriteState::commit_limit`.
     pub(crate) fn writer(&self) -> Result<parking_lot::MutexGuard<'_, WriteState>> {
         let mut ws = self.write.as_ref().map(lock_spinning).ok_or(FsError::ReadOnly)?;
+        if ws.undo.is_some() {
+            // An operation panicked halfway: its changes are in memory and must
+            // never be committed (not even by the cleaner after a finished commit).
+            ws.failed.get_or_insert_with(|| "an operation stopped halfway (panic)".into());
+        }
         if ws.failed.is_some() {
             return Err(FsError::ReadOnly);
         }

@@ -58,6 +58,11 @@ impl Txn {
         }
     }
 
+    /// Whether this transaction changed or freed `blk`.
+    pub fn touches(&self, blk: u64) -> bool {
+        self.blocks.contains_key(&blk) || self.revoked.contains(&blk)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.blocks.is_empty() && self.revoked.is_empty()
     }

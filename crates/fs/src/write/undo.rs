@@ -86,6 +86,9 @@ impl Volume {
         }
         ws.sb = u.sb.clone();
         ws.deferred.truncate(u.deferred);
+        // The operation may have moved a group's hint past an inode it no
+        // longer holds: start over from each group's first free inode.
+        ws.inode_hints.clear();
         u.recycle(ws);
     }
 
@@ -93,13 +96,8 @@ impl Volume {
     /// A full disk with blocks freed by the running transaction is retried once
     /// after committing it (those blocks may be reused only then).
     pub(crate) fn atomic<T>(&self, mut op: impl FnMut(&mut WriteState) -> Result<T>) -> Result<T> {
+        // (`writer` refuses if an operation panicked halfway before.)
         let mut ws = self.writer()?;
-        if ws.undo.is_some() {
-            // An operation panicked halfway: its changes are in memory and must
-            // never be committed.
-            ws.failed.get_or_insert_with(|| "an operation stopped halfway (panic)".into());
-            return Err(FsError::ReadOnly);
-        }
         let mut retried = false;
         loop {
             ws.undo = Some(Undo::begin(&mut ws));
