@@ -57,6 +57,7 @@ pub fn journal_keys(vol: &Volume) -> serde_json::Map<String, serde_json::Value> 
         "jmap_entries": j.jmap_entries,
         "jmap_bytes": j.jmap_bytes,
         "cleaner_blocks_moved": w.cleaner_blocks_moved,
+        "cleaner_steps_cut_short": w.cleaner_steps_cut_short,
         "blocks_migrated_home": w.blocks_migrated_home,
     });
     match v {

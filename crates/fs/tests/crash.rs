@@ -516,9 +516,12 @@ fn a_freed_block_survives_until_its_free_commits() {
 /// be logged with half an operation's changes. (A review found it logging
 /// such blocks: a crash after the cleaning commit replayed a directory entry
 /// whose inode was never allocated.) Hot setattrs and creates in cold
-/// directories through a 1 MiB log make the cleaner move blocks often; every
-/// flush during an operation that moved blocks is a crash point, and each
-/// image, its journal replayed, must pass `e2fsck -fn`.
+/// directories through a 1 MiB log make the cleaner move blocks often. The
+/// creates come right after a tick hands a transaction to the thread, and the
+/// next tick waits for that commit and cleans with the creates running,
+/// whatever the device's speed. Every flush during an operation that moved
+/// blocks is a crash point, and each image, its journal replayed, must pass
+/// `e2fsck -fn`.
 #[test]
 fn lazy_cleaning_moves_only_committed_blocks() {
     let Some((work, empty)) = common::setup_empty() else { return };
@@ -535,16 +538,18 @@ fn lazy_cleaning_moves_only_committed_blocks() {
     let mut cleaning_ops = Vec::new();
     for i in 0..6000usize {
         let (before, moved) = (dev.event_count(), vol.write_stats().unwrap().cleaner_blocks_moved);
-        if i % 10 >= 8 {
-            let k = (i.wrapping_mul(2654435761) >> 7) % cold.len();
-            vol.create(cold[k], format!("f{i}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap();
-        } else {
-            vol.setattr(hot[i % hot.len()], &SetAttr { mode: Some(0o600 | (i as u16 & 0o77)), ..Default::default() }).unwrap();
-        }
-        if i % 10 == 9 {
-            // Let the commit thread finish, so the next operation's writer() finishes and cleans.
-            std::thread::sleep(Duration::from_millis(2));
-            vol.background_tick().unwrap();
+        // Per ten: a tick (hands the running transaction over: every tick
+        // commits), two creates, a tick (waits for that commit, cleans with
+        // the creates running, hands them over), seven setattrs.
+        match i % 10 {
+            0 | 3 => vol.background_tick().unwrap(),
+            1 | 2 => {
+                let k = (i.wrapping_mul(2654435761) >> 7) % cold.len();
+                vol.create(cold[k], format!("f{i}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap();
+            }
+            _ => {
+                vol.setattr(hot[i % hot.len()], &SetAttr { mode: Some(0o600 | (i as u16 & 0o77)), ..Default::default() }).unwrap();
+            }
         }
         if vol.write_stats().unwrap().cleaner_blocks_moved > moved {
             cleaning_ops.push(before..dev.event_count());
@@ -556,6 +561,7 @@ fn lazy_cleaning_moves_only_committed_blocks() {
     let cuts: Vec<usize> = cleaning_ops.iter().flat_map(|r| r.clone()).filter(|&e| matches!(events[e], Event::Flush)).map(|e| e + 1).collect();
     eprintln!("{stats:?}: {} operations cleaned, {} crash points", cleaning_ops.len(), cuts.len());
     assert!(stats.background_commits > 50 && cleaning_ops.len() > 5, "the workload must clean after commits on the commit thread");
+    assert!(stats.cleaner_steps_cut_short > 0, "no cleaning step met a block of the running transaction: the case under test did not arise");
     let cut_img = work.path().join("clean-cut.img");
     // Spread over the run, at most 120 images (two e2fsck runs each).
     let step = cuts.len().div_ceil(120).max(1);

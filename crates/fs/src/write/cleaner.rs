@@ -94,6 +94,7 @@ impl Volume {
                 // before then, so this step stops here. (Cleaning runs after
                 // a commit on the commit thread too, with operations since.)
                 if j.live_blocks(t.sequence).any(|b| ws.running.touches(b)) {
+                    ws.stats.cleaner_steps_cut_short += 1;
                     break;
                 }
                 let before = victims.len();

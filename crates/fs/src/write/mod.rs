@@ -146,6 +146,9 @@ pub struct WriteStats {
     pub blocks_written_home: u64,
     /// Lazy mode: live blocks the cleaner logged again to free the log's tail.
     pub cleaner_blocks_moved: u64,
+    /// Lazy mode: cleaning steps that stopped at a transaction holding a
+    /// block the running transaction changed (see `commit_cleaning`).
+    pub cleaner_steps_cut_short: u64,
     /// Lazy mode: blocks written home from their journal copies (a full log, idle migration).
     pub blocks_migrated_home: u64,
 }
