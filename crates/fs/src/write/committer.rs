@@ -17,7 +17,7 @@
 //! synchronous commit does at once. A transaction that frees blocks commits
 //! synchronously: freed blocks may be reused only once the free is durable.
 
-use super::{journal_err, Jbd2, Txn, WriteState};
+use super::{commit_failed, commit_locked, journal_transaction, Jbd2, Txn, WriteState};
 use crate::cache::Block;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
@@ -133,22 +133,8 @@ fn run(shared: &Shared, jbd2: &RwLock<Jbd2>, block_size: u32, lazy: bool) {
 }
 
 fn write_job(jbd2: &RwLock<Jbd2>, block_size: u32, lazy: bool, job: &Job) -> Result<Option<journal::CommitInfo>> {
-    let mut t = journal::Transaction::new(block_size);
-    for (blk, data) in &job.blocks {
-        t.log(*blk, data).map_err(journal_err)?;
-    }
-    for &blk in &job.revoked {
-        t.revoke(blk);
-    }
-    // jbd2 ordering, as in a synchronous commit: copies, flush (which also
-    // makes earlier data writes durable: ordered mode), commit block, flush.
-    let mut j = jbd2.write();
-    let info = j.commit(&t).map_err(journal_err)?;
-    if lazy {
-        // Transactions whose blocks all moved on free their space now.
-        j.advance_tail().map_err(journal_err)?;
-    }
-    Ok(info)
+    let t = journal_transaction(block_size, job.blocks.iter().map(|(b, d)| (*b, d)), job.revoked.iter().copied())?;
+    commit_locked(&mut jbd2.write(), &t, lazy)
 }
 
 impl Volume {
@@ -159,10 +145,7 @@ impl Volume {
     pub(crate) fn commit_soon(&self, ws: &mut WriteState) -> Result<()> {
         // As a synchronous commit: any failure on the way turns the volume read-only.
         let r = self.hand_over(ws);
-        r.map_err(|e| {
-            ws.failed.get_or_insert_with(|| format!("commit failed: {e}"));
-            e
-        })
+        r.map_err(|e| commit_failed(ws, e))
     }
 
     fn hand_over(&self, ws: &mut WriteState) -> Result<()> {
@@ -176,19 +159,10 @@ impl Volume {
         }
         self.write_dirty_groups(ws)?;
         self.write_super(ws)?;
-        let (need, space, max) = {
-            let j = jbd2.read();
-            let need = journal::Transaction::journal_blocks_for(j.layout(), ws.running.len(), ws.running.revoked().count());
-            (need, j.space_left(), j.max_transaction_blocks())
-        };
-        if need > max {
-            return self.commit(ws); // which fails, as it should
-        }
-        if need > space {
-            // Room first, here: the checkpoint writes home what the write
-            // lock's lists hold (ordered), or migrates the oldest copies (lazy).
-            self.checkpoint(ws, journal::CheckpointGoal::Space(need))?;
-        }
+        let need = journal::Transaction::journal_blocks_for(jbd2.read().layout(), ws.running.len(), ws.running.revoked().count());
+        // Room first, here: the checkpoint writes home what the write lock's
+        // lists hold (ordered), or migrates the oldest copies (lazy).
+        self.make_room(ws, need)?;
         let txn = std::mem::take(&mut ws.running);
         ws.running_since = None;
         let job = Job { blocks: txn.blocks().map(|(b, d)| (b, d.clone())).collect(), revoked: txn.revoked().collect() };
@@ -211,10 +185,7 @@ impl Volume {
             }
             Ok(())
         });
-        r.map_err(|e| {
-            ws.failed.get_or_insert_with(|| format!("commit failed: {e}"));
-            e
-        })
+        r.map_err(|e| commit_failed(ws, e))
     }
 
     /// Finish the transaction on the commit thread if its commit has ended

@@ -177,6 +177,47 @@ impl WriteState {
     }
 }
 
+/// A commit (or the work around it) failed: the volume turns read-only, as
+/// the changes in memory will never be committed. Returns the error.
+pub(crate) fn commit_failed(ws: &mut WriteState, e: FsError) -> FsError {
+    ws.failed.get_or_insert_with(|| format!("commit failed: {e}"));
+    e
+}
+
+/// The journal's transaction for `blocks` (their newest contents) and `revoked`.
+pub(crate) fn journal_transaction<'a>(
+    block_size: u32,
+    blocks: impl IntoIterator<Item = (u64, &'a Block)>,
+    revoked: impl IntoIterator<Item = u64>,
+) -> Result<journal::Transaction> {
+    let mut t = journal::Transaction::new(block_size);
+    for (blk, data) in blocks {
+        t.log(blk, data).map_err(journal_err)?;
+    }
+    for blk in revoked {
+        t.revoke(blk);
+    }
+    Ok(t)
+}
+
+/// Commit `t` under the journal's lock. jbd2 ordering: copies, flush (which
+/// also makes earlier data writes durable: ordered mode), commit block,
+/// flush. In lazy mode, transactions whose blocks all moved on then free
+/// their space.
+pub(crate) fn commit_locked(j: &mut Jbd2, t: &journal::Transaction, lazy: bool) -> Result<Option<journal::CommitInfo>> {
+    let info = j.commit(t).map_err(journal_err)?;
+    if lazy {
+        j.advance_tail().map_err(journal_err)?;
+    }
+    Ok(info)
+}
+
+/// Count a commit in the stats.
+fn count_commit(ws: &mut WriteState, info: Option<&journal::CommitInfo>) {
+    ws.stats.commits += 1;
+    ws.stats.journal_blocks_logged += info.map_or(0, |i| i.journal_blocks);
+}
+
 /// Current time as ext4 stores it.
 pub fn now() -> Timestamp {
     let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
@@ -235,10 +276,7 @@ impl Volume {
             return Err(read_only_after(why));
         }
         let r = self.finish_commit(ws).and_then(|()| self.commit_running(ws));
-        r.map_err(|e| {
-            ws.failed.get_or_insert_with(|| format!("commit failed: {e}"));
-            e
-        })
+        r.map_err(|e| commit_failed(ws, e))
     }
 
     fn commit_running(&self, ws: &mut WriteState) -> Result<()> {
@@ -272,13 +310,7 @@ impl Volume {
             }
             return self.write_back(ws, None);
         }
-        let mut t = journal::Transaction::new(self.block_size());
-        for (blk, data) in txn.blocks() {
-            t.log(blk, data).map_err(journal_err)?;
-        }
-        for blk in txn.revoked() {
-            t.revoke(blk);
-        }
+        let t = journal_transaction(self.block_size(), txn.blocks(), txn.revoked())?;
         if let Some(seq) = self.log_transaction(ws, &t)? {
             if self.opts.lazy {
                 ws.ages.push_back((seq, now));
@@ -310,8 +342,7 @@ impl Volume {
     /// Record a commit the commit thread made (see `committer`): as the end
     /// of `log_transaction` and `commit_user_changes` do for one made here.
     pub(crate) fn committed(&self, ws: &mut WriteState, info: Option<journal::CommitInfo>, txn: &Txn, since: std::time::Instant) {
-        ws.stats.commits += 1;
-        ws.stats.journal_blocks_logged += info.as_ref().map_or(0, |i| i.journal_blocks);
+        count_commit(ws, info.as_ref());
         if self.opts.lazy {
             if let Some(j) = self.jbd2.as_ref() {
                 cleaner::prune_ages(ws, &j.read());
@@ -327,9 +358,27 @@ impl Volume {
     /// Returns its sequence number (None if it was empty).
     pub(crate) fn log_transaction(&self, ws: &mut WriteState, t: &journal::Transaction) -> Result<Option<u32>> {
         let Some(jbd2) = self.jbd2.as_ref() else { return Ok(None) };
-        let (need, space, max) = {
+        let need = t.journal_blocks(jbd2.read().layout());
+        self.make_room(ws, need)?;
+        let info = {
+            let mut j = jbd2.write();
+            let info = commit_locked(&mut j, t, self.opts.lazy)?;
+            if self.opts.lazy {
+                cleaner::prune_ages(ws, &j);
+            }
+            info
+        };
+        count_commit(ws, info.as_ref());
+        Ok(info.map(|i| i.sequence))
+    }
+
+    /// Before a commit of `need` journal blocks: refuse one the journal can
+    /// never take, checkpoint if it does not fit now.
+    pub(crate) fn make_room(&self, ws: &mut WriteState, need: u64) -> Result<()> {
+        let Some(jbd2) = self.jbd2.as_ref() else { return Ok(()) };
+        let (space, max) = {
             let j = jbd2.read();
-            (t.journal_blocks(j.layout()), j.space_left(), j.max_transaction_blocks())
+            (j.space_left(), j.max_transaction_blocks())
         };
         if need > max {
             return Err(FsError::Unsupported(format!("transaction of {need} journal blocks exceeds the journal's limit of {max}")));
@@ -337,21 +386,7 @@ impl Volume {
         if need > space {
             self.checkpoint(ws, journal::CheckpointGoal::Space(need))?;
         }
-        // jbd2 ordering: copies, flush (which also makes earlier data writes
-        // durable: ordered mode), commit block, flush.
-        let info = {
-            let mut j = jbd2.write();
-            let info = j.commit(t).map_err(journal_err)?;
-            if self.opts.lazy {
-                // Transactions whose blocks all moved on free their space now.
-                j.advance_tail().map_err(journal_err)?;
-                cleaner::prune_ages(ws, &j);
-            }
-            info
-        };
-        ws.stats.commits += 1;
-        ws.stats.journal_blocks_logged += info.as_ref().map_or(0, |i| i.journal_blocks);
-        Ok(info.map(|i| i.sequence))
+        Ok(())
     }
 
     /// Write committed blocks home as the journal's checkpoint asks, and move its tail.
