@@ -45,7 +45,8 @@ impl Volume {
             return Ok(Mapping::Hole { len: max });
         }
         let ino = u64::from(inode.ino);
-        let seed = self.sb.has_metadata_csum().then(|| Inode::csum_seed(&self.sb, inode.ino, inode.base.generation));
+        // Only blocks below the root are checksummed: most files never need the seed.
+        let seed = || self.sb.has_metadata_csum().then(|| Inode::csum_seed(&self.sb, inode.ino, inode.base.generation));
         let mut node = ExtentNode::parse(&inode.base.block, Location::Inode(ino))?;
         // Where the subtree we are in stops covering logical blocks.
         let mut boundary = EXTENT_LBLK_END;
@@ -79,7 +80,7 @@ impl Volume {
                     let child_blk = index[i - 1].leaf;
                     let at = Location::Block(child_blk);
                     let data = self.meta(child_blk)?;
-                    if let Some(seed) = seed {
+                    if let Some(seed) = seed() {
                         extent::verify_block_checksum(&data, seed, at)?;
                     }
                     let child = ExtentNode::parse(&data, at)?;

@@ -12,7 +12,6 @@ use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use ondisk::bitmap::{self, Kind};
 use ondisk::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
-use std::sync::Arc;
 
 impl Volume {
     pub(crate) fn group_first_block(&self, g: u32) -> u64 {
@@ -47,7 +46,7 @@ impl Volume {
                 continue;
             }
             let mut block = self.inode_bitmap(g)?;
-            let bits = Arc::make_mut(&mut block);
+            let bits = ws.spare.make_mut(&mut block);
             if gd.has_flag(BG_INODE_UNINIT) {
                 // Bits past the group's inodes are padding, always set.
                 for b in ipg as usize..bits.len() * 8 {
@@ -133,7 +132,7 @@ impl Volume {
         let idx = ((ino - 1) % ipg) as usize;
         let mut gd = self.group(g);
         let mut block = self.inode_bitmap(g)?;
-        let bits = Arc::make_mut(&mut block);
+        let bits = ws.spare.make_mut(&mut block);
         debug_assert!(bitmap::test(bits, idx), "freeing free inode {ino}");
         bitmap::clear(bits, idx);
         if let Some(h) = ws.inode_hints.get_mut(&g) {
@@ -170,9 +169,21 @@ impl Volume {
             let limit = self.group_blocks(g) as usize;
             let from = if i == 0 { (goal - self.group_first_block(g)) as usize } else { 0 };
             let mut block = self.block_bitmap(g)?;
-            let Some(at) = bitmap::find_zero(&block, from, limit) else { continue };
+            // A new file's goal is its group's start: the search would read
+            // every bitmap word of the files before it (~270 a file in an
+            // untar). Every bit below the hint is set, so the first free block
+            // from `from` is the first from the hint; the search below it only
+            // runs if that ever did not hold.
+            let hint = ws.block_hints.get(&g).copied().unwrap_or(0);
+            let start = hint.max(from);
+            let found = bitmap::find_zero(&block, start, limit).or_else(|| bitmap::find_zero(&block, from, start));
+            let Some(at) = found else { continue };
             let run = bitmap::zero_run(&block, at, limit, max.min(u64::from(u32::MAX)) as usize);
-            let bits = Arc::make_mut(&mut block);
+            if from <= hint && at >= start {
+                // Found from the hint: the bits from it to the run were set.
+                ws.block_hints.insert(g, at + run);
+            }
+            let bits = ws.spare.make_mut(&mut block);
             for b in at..at + run {
                 bitmap::set(bits, b);
             }
@@ -226,10 +237,13 @@ impl Volume {
             let gend = (gfirst + self.group_blocks(g)).min(end);
             let mut gd = self.group(g);
             let mut block = self.block_bitmap(g)?;
-            let bits = Arc::make_mut(&mut block);
+            let bits = ws.spare.make_mut(&mut block);
             for x in b..gend {
                 debug_assert!(bitmap::test(bits, (x - gfirst) as usize), "freeing free block {x}");
                 bitmap::clear(bits, (x - gfirst) as usize);
+            }
+            if let Some(h) = ws.block_hints.get_mut(&g) {
+                *h = (*h).min((b - gfirst) as usize);
             }
             gd.lo.flags &= !BG_BLOCK_UNINIT;
             let free = gd.free_blocks_count() + (gend - b) as u32;

@@ -15,7 +15,6 @@ use ondisk::htree::{self, DxEntry, DxNode};
 use ondisk::inode::{flags, Inode};
 use ondisk::superblock::feature;
 use ondisk::Location;
-use std::sync::Arc;
 
 /// One parsed live entry of a leaf block, with its hash when the directory is hashed.
 struct Rec {
@@ -89,8 +88,9 @@ impl Volume {
         for lblk in 0..nblocks {
             let pblk = self.dir_pblk(dir, lblk)?;
             let mut data = self.meta(pblk)?;
-            if self.insert_into_leaf(Arc::make_mut(&mut data), ino, ft, name)? {
-                self.finish_leaf(dir, Arc::make_mut(&mut data));
+            let bytes = ws.spare.make_mut(&mut data);
+            if self.insert_into_leaf(bytes, ino, ft, name)? {
+                self.finish_leaf(dir, bytes);
                 self.install(ws, pblk, data);
                 self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: name.to_vec(), child: ino, lblk });
                 return Ok(());
@@ -243,8 +243,9 @@ impl Volume {
         let leaf_lblk = u64::from(parent.entries[*pos].block);
         let leaf_pblk = self.dir_pblk(dir, leaf_lblk)?;
         let mut data = self.meta(leaf_pblk)?;
-        if self.insert_into_leaf(Arc::make_mut(&mut data), ino, ft, name)? {
-            self.finish_leaf(dir, Arc::make_mut(&mut data));
+        let bytes = ws.spare.make_mut(&mut data);
+        if self.insert_into_leaf(bytes, ino, ft, name)? {
+            self.finish_leaf(dir, bytes);
             self.install(ws, leaf_pblk, data);
             self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: name.to_vec(), child: ino, lblk: leaf_lblk });
             return Ok(());

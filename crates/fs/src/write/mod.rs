@@ -20,6 +20,7 @@ pub(crate) mod iflags;
 mod inline;
 mod mount;
 mod ops;
+mod spare;
 mod txn;
 mod undo;
 mod xattrops;
@@ -100,12 +101,16 @@ pub struct WriteState {
     /// The running operation changed an inode with the sync (or dirsync)
     /// flag: commit before returning.
     pub(crate) sync_wanted: bool,
+    /// Old block versions to copy the next changes into.
+    pub(crate) spare: spare::SpareBlocks,
     /// Scratch blocks for the partial first and last block of a data write.
     pub(crate) edge_blocks: [Vec<u8>; 2],
     /// Groups whose descriptors changed since the last commit (`set_group`).
     pub(crate) dirty_groups: BTreeMap<u32, DirtyGroup>,
     /// Per group: where the inode allocator looks for a free bit first.
     pub(crate) inode_hints: crate::intmap::IntMap<u32, usize>,
+    /// Per group: every block bit below this one is set (`alloc_blocks`).
+    pub(crate) block_hints: crate::intmap::IntMap<u32, usize>,
     /// The transaction on the commit thread, until it is finished here.
     pub(crate) committing: Option<committer::Committing>,
     /// The running transaction commits once it holds this many blocks: half
@@ -170,9 +175,11 @@ impl WriteState {
             sync_wanted: false,
             dirty_groups: BTreeMap::new(),
             edge_blocks: Default::default(),
+            spare: Default::default(),
             committing: None,
             commit_limit: 4096,
             inode_hints: Default::default(),
+            block_hints: Default::default(),
         }
     }
 }
@@ -228,8 +235,8 @@ impl Volume {
     /// Copy block `blk`, let `f` change it, and record the new version.
     pub(crate) fn modify(&self, ws: &mut WriteState, blk: u64, f: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<()> {
         let mut data = self.meta(blk)?;
-        // The cache shares the block, so this copies it once, straight into a new block.
-        f(Arc::make_mut(&mut data))?;
+        // The cache shares the block, so this copies it once, into a spare.
+        f(ws.spare.make_mut(&mut data))?;
         self.install(ws, blk, data);
         Ok(())
     }

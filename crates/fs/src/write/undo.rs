@@ -44,9 +44,15 @@ impl Undo {
         Undo { sb: ws.sb.clone(), blocks, groups, deferred: ws.deferred.len() }
     }
 
-    /// Keep the maps (emptied) for the next operation.
+    /// Keep the maps (emptied) for the next operation, and the old block
+    /// versions nothing else holds any more as spares.
     fn recycle(mut self, ws: &mut WriteState) {
-        self.blocks.clear();
+        for (_, (cached, slot)) in self.blocks.drain() {
+            drop(slot);
+            if let Some(p) = cached {
+                ws.spare.give_back(p.data);
+            }
+        }
         self.groups.clear();
         ws.undo_spare = Some((self.blocks, self.groups));
     }
@@ -86,9 +92,10 @@ impl Volume {
         }
         ws.sb = u.sb.clone();
         ws.deferred.truncate(u.deferred);
-        // The operation may have moved a group's hint past an inode it no
-        // longer holds: start over from each group's first free inode.
+        // The operation may have moved a group's hints past an inode or a
+        // block it no longer holds: start over from each group's start.
         ws.inode_hints.clear();
+        ws.block_hints.clear();
         u.recycle(ws);
     }
 
