@@ -88,14 +88,18 @@ impl Volume {
                     Some(d) => ws.dirty_groups.insert(g, d),
                     None => ws.dirty_groups.remove(&g),
                 };
+                // The operation may have moved this group's hints past an
+                // inode or a block it no longer holds: start over from the
+                // group's start. (Every allocation and free changes its
+                // group's descriptor, so other groups' hints still hold, and
+                // an operation that failed before allocating, EEXIST say,
+                // costs none.)
+                ws.inode_hints.remove(&g);
+                ws.block_hints.remove(&g);
             }
         }
         ws.sb = u.sb.clone();
         ws.deferred.truncate(u.deferred);
-        // The operation may have moved a group's hints past an inode or a
-        // block it no longer holds: start over from each group's start.
-        ws.inode_hints.clear();
-        ws.block_hints.clear();
         u.recycle(ws);
     }
 
