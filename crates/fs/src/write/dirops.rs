@@ -74,6 +74,20 @@ impl Volume {
         Ok(true)
     }
 
+    /// Add the entry to `dir`'s leaf block at `(lblk, pblk)` if it has room
+    /// (true), as a new version of the block; a full leaf stays as it was.
+    fn insert_into_leaf_block(&self, ws: &mut WriteState, dir: &Inode, (lblk, pblk): (u64, u64), ino: u32, ft: u8, name: &[u8]) -> Result<bool> {
+        let mut data = self.meta(pblk)?;
+        let bytes = ws.spare.make_mut(&mut data);
+        if !self.insert_into_leaf(bytes, ino, ft, name)? {
+            return Ok(false);
+        }
+        self.finish_leaf(dir, bytes);
+        self.install(ws, pblk, data);
+        self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: name.to_vec(), child: ino, lblk });
+        Ok(true)
+    }
+
     /// Add `name` -> `ino` to `dir` (the caller checked it is not there).
     pub(crate) fn add_entry(&self, ws: &mut WriteState, dir: &mut Inode, name: &[u8], ino: u32, ft: u8) -> Result<()> {
         if name.len() > odir::MAX_NAME_LEN {
@@ -87,12 +101,7 @@ impl Volume {
         let nblocks = self.dir_blocks(dir);
         for lblk in 0..nblocks {
             let pblk = self.dir_pblk(dir, lblk)?;
-            let mut data = self.meta(pblk)?;
-            let bytes = ws.spare.make_mut(&mut data);
-            if self.insert_into_leaf(bytes, ino, ft, name)? {
-                self.finish_leaf(dir, bytes);
-                self.install(ws, pblk, data);
-                self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: name.to_vec(), child: ino, lblk });
+            if self.insert_into_leaf_block(ws, dir, (lblk, pblk), ino, ft, name)? {
                 return Ok(());
             }
         }
@@ -242,16 +251,11 @@ impl Volume {
         let (_, parent, pos) = path.last().expect("root");
         let leaf_lblk = u64::from(parent.entries[*pos].block);
         let leaf_pblk = self.dir_pblk(dir, leaf_lblk)?;
-        let mut data = self.meta(leaf_pblk)?;
-        let bytes = ws.spare.make_mut(&mut data);
-        if self.insert_into_leaf(bytes, ino, ft, name)? {
-            self.finish_leaf(dir, bytes);
-            self.install(ws, leaf_pblk, data);
-            self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: name.to_vec(), child: ino, lblk: leaf_lblk });
+        if self.insert_into_leaf_block(ws, dir, (leaf_lblk, leaf_pblk), ino, ft, name)? {
             return Ok(());
         }
         // Split the full leaf by hash into itself and a new block.
-        let mut recs = self.leaf_records(&data, version)?;
+        let mut recs = self.leaf_records(&self.meta(leaf_pblk)?, version)?;
         recs.push(Rec { ino, ft, name: name.to_vec(), hash: h.major });
         recs.sort_by_key(|r| r.hash);
         let split = split_point(&recs);
