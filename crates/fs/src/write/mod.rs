@@ -15,6 +15,7 @@ mod alloc;
 mod cleaner;
 pub(crate) mod committer;
 mod dirops;
+mod extent_tree;
 mod extents;
 pub(crate) mod iflags;
 mod inline;
