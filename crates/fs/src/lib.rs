@@ -28,6 +28,7 @@ pub use attr::Stat;
 pub use bmap::Mapping;
 pub use dir::{DirEntry, DirEntryRef};
 pub use error::{FsError, Result};
+pub use file::Seek;
 pub use journal_glue::{JournalInfo, JournalStats};
 pub use ondisk::inode::{Inode, Timestamp, ROOT_INO};
 pub use statfs::StatFs;

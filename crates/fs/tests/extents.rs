@@ -16,7 +16,8 @@ mod common;
 
 use blockdev::FileDevice;
 use fs::{CreateKind, Falloc, SetAttr, Volume, VolumeOptions, ROOT_INO};
-use std::io::Read;
+use std::io::{Read, Seek};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -82,6 +83,22 @@ impl Model {
         self.size = size;
     }
 
+    /// The byte ranges SEEK_DATA finds: the runs of written blocks.
+    fn data_ranges(&self) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (b, &g) in self.gens.iter().enumerate() {
+            let (lo, hi) = (b as u64 * self.bs, ((b as u64 + 1) * self.bs).min(self.size));
+            if g == 0 || lo >= hi {
+                continue;
+            }
+            match out.last_mut() {
+                Some(r) if r.1 == lo => r.1 = hi,
+                _ => out.push((lo, hi)),
+            }
+        }
+        out
+    }
+
     /// Check `read(offset, len)` against the model over the whole size.
     fn verify(&self, what: &str, mut read: impl FnMut(u64, &mut [u8])) {
         let bs = self.bs as usize;
@@ -128,6 +145,8 @@ impl Case<'_> {
             assert_eq!(data.len(), buf.len(), "{phase}: short read at {off}");
             buf.copy_from_slice(&data);
         });
+        let seek = |at, data| vol.seek(&inode, at, if data { fs::Seek::Data } else { fs::Seek::Hole }).unwrap();
+        assert!(seek_map(model.size, seek) == model.data_ranges(), "{phase}: ext4lazy's SEEK_DATA/SEEK_HOLE map");
         vol.shutdown().unwrap();
         drop(vol);
         if self.lazy {
@@ -138,12 +157,36 @@ impl Case<'_> {
         let mounted = common::with_kernel_mount(self.img, |mnt| {
             let mut f = std::fs::File::open(mnt.join("frag")).unwrap();
             assert_eq!(f.metadata().unwrap().len(), model.size, "{phase}: kernel's size");
+            let fd = f.as_raw_fd();
+            let seek = |at: u64, data: bool| {
+                // SAFETY: lseek on a descriptor this closure's owner keeps open.
+                let r = unsafe { libc::lseek(fd, at as i64, if data { libc::SEEK_DATA } else { libc::SEEK_HOLE }) };
+                (r >= 0).then_some(r as u64)
+            };
+            // Before the reads: the kernel counts cached pages of unwritten extents as data.
+            assert!(seek_map(model.size, seek) == model.data_ranges(), "{phase}: the kernel's SEEK_DATA/SEEK_HOLE map");
+            f.rewind().unwrap();
             model.verify(&format!("{phase}: kernel"), |_, buf| f.read_exact(buf).unwrap());
         });
         assert!(mounted, "the kernel must be able to mount the image");
         eprintln!("{phase}: depth {} with {} extents", shape.0, shape.1);
         shape
     }
+}
+
+/// The data ranges lseek(2) reports, alternating SEEK_DATA and SEEK_HOLE
+/// from the start (`seek` gives None for ENXIO).
+fn seek_map(size: u64, mut seek: impl FnMut(u64, bool) -> Option<u64>) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < size {
+        let Some(data) = seek(at, true) else { break };
+        let hole = seek(data, false).expect("a hole follows data (the end of the file at least)");
+        assert!(hole > data, "SEEK_HOLE from data at {data} gave {hole}");
+        out.push((data, hole));
+        at = hole;
+    }
+    out
 }
 
 /// Write `blocks` (each with generation `gen`) in the order given.

@@ -94,7 +94,18 @@ impl fusewire::Handler for Ext4Fuse {
                 let data = self.flag_ioctl(req, ino, cmd, in_data)?;
                 reply::ioctl(out, 0, &data);
             }
-            Op::Lseek { .. } | Op::Unsupported(_) => return Err(Errno::ENOSYS),
+            Op::Lseek { offset, whence } => {
+                // The kernel answers SEEK_SET/CUR/END itself; only these two come here.
+                let what = match whence as i32 {
+                    libc::SEEK_DATA => fs::Seek::Data,
+                    libc::SEEK_HOLE => fs::Seek::Hole,
+                    _ => return Err(Errno::EINVAL),
+                };
+                let i = self.inode(ino)?;
+                let to = self.vol.seek(&i, offset, what).map_err(|e| errno(&e))?.ok_or(Errno(libc::ENXIO))?;
+                reply::lseek(out, to);
+            }
+            Op::Unsupported(_) => return Err(Errno::ENOSYS),
             op => self.modify(req, op, out)?,
         }
         Ok(())
