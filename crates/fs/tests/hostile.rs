@@ -155,3 +155,29 @@ fn bitmaps_match_descriptors_on_real_images() {
         }
     }
 }
+
+/// A directory whose size claims 2^40 bytes but maps one block: lookups and
+/// listings must walk the blocks it maps, not the 2^28 its size implies
+/// (each lookup took minutes; the kernel answers at once).
+#[test]
+fn a_directory_with_a_huge_size_answers_at_once() {
+    let Some((work, src)) = common::setup() else { return };
+    let img = common::make_image(work.path(), "hugedir.img", 16, &[], &src);
+    let out = std::process::Command::new("debugfs").args(["-w", "-R", "sif /a/b size 0x10000000000"]).arg(&img).output().unwrap();
+    assert!(out.status.success(), "debugfs: {}", String::from_utf8_lossy(&out.stderr));
+    let vol = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
+    let a = vol.lookup(&vol.inode(fs::ROOT_INO).unwrap(), b"a").unwrap().unwrap().0;
+    let b = vol.inode(vol.lookup(&vol.inode(a).unwrap(), b"b").unwrap().unwrap().0).unwrap();
+    assert_eq!(b.size(), 1 << 40);
+    let start = Instant::now();
+    assert!(vol.lookup(&b, b"big.bin").unwrap().is_some());
+    assert!(vol.lookup(&b, b"no-such-name").unwrap().is_none());
+    let mut names = 0;
+    vol.read_dir(&b, 0, &mut |_| {
+        names += 1;
+        true
+    })
+    .unwrap();
+    assert_eq!(names, 4, ". .. c big.bin");
+    assert!(start.elapsed() < Duration::from_secs(1), "took {:?}", start.elapsed());
+}
