@@ -13,6 +13,7 @@ pub mod cache;
 mod dir;
 mod error;
 mod file;
+pub mod inject;
 mod inode_cache;
 mod intmap;
 mod journal_glue;
