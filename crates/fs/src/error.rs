@@ -34,6 +34,9 @@ pub enum FsError {
     InvalidMove,
     /// Permission denied (EACCES), e.g. a default ACL on a file.
     AccessDenied,
+    /// The volume cannot be mounted: the kernel's reason for refusing it,
+    /// and what was found.
+    Refused { reason: &'static str, found: String },
 }
 
 impl FsError {
@@ -58,6 +61,7 @@ impl FsError {
             FsError::NotPermitted => libc::EPERM,
             FsError::InvalidMove => libc::EINVAL,
             FsError::AccessDenied => libc::EACCES,
+            FsError::Refused { .. } => libc::EUCLEAN,
         }
     }
 
@@ -93,6 +97,7 @@ impl fmt::Display for FsError {
             FsError::NotPermitted => write!(f, "operation not permitted"),
             FsError::InvalidMove => write!(f, "cannot move a directory into itself"),
             FsError::AccessDenied => write!(f, "permission denied"),
+            FsError::Refused { reason, found } => write!(f, "{reason} ({found})"),
         }
     }
 }

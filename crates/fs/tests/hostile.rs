@@ -181,3 +181,44 @@ fn a_directory_with_a_huge_size_answers_at_once() {
     assert_eq!(names, 4, ". .. c big.bin");
     assert!(start.elapsed() < Duration::from_secs(1), "took {:?}", start.elapsed());
 }
+
+/// A root inode that fails its checksum, or is no directory, makes the
+/// kernel refuse the mount ("get root inode failed", "corrupt root inode"):
+/// so does ext4lazy, with the same reason, instead of mounting a volume
+/// where even `stat` of the mount point fails.
+#[test]
+fn a_corrupt_root_inode_is_refused_at_mount() {
+    let Some((work, src)) = common::setup() else { return };
+    let img = common::make_image(work.path(), "root.img", 16, &[], &src);
+    let pristine = std::fs::read(&img).unwrap();
+    let (blk, off, bs) = {
+        let vol = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
+        let (blk, off) = vol.inode_location(fs::ROOT_INO);
+        (blk, off, vol.block_size() as usize)
+    };
+    let open = |img: &std::path::Path| Volume::open(Arc::new(FileDevice::open(img, false).unwrap()), VolumeOptions::default());
+    let kernel_refuses = |img: &std::path::Path| {
+        let mnt = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount").args(["-t", "ext4", "-o", "ro,loop"]).arg(img).arg(mnt.path()).output().unwrap();
+        if out.status.success() {
+            std::process::Command::new("umount").arg(mnt.path()).status().unwrap();
+        }
+        !out.status.success()
+    };
+
+    // A flipped bit in i_mtime: the record's checksum no longer matches.
+    let mut bytes = pristine.clone();
+    bytes[blk as usize * bs + off + 0x10] ^= 0x40;
+    std::fs::write(&img, &bytes).unwrap();
+    let Err(e) = open(&img) else { panic!("a root inode with a bad checksum was mounted") };
+    assert!(e.to_string().contains("get root inode failed"), "{e}");
+    assert!(kernel_refuses(&img), "the kernel mounted it: the oracle disagrees");
+
+    // A root that is a regular file.
+    std::fs::write(&img, &pristine).unwrap();
+    let out = std::process::Command::new("debugfs").args(["-w", "-R", "sif <2> mode 0100644"]).arg(&img).output().unwrap();
+    assert!(out.status.success());
+    let Err(e) = open(&img) else { panic!("a root inode that is not a directory was mounted") };
+    assert!(e.to_string().contains("corrupt root inode"), "{e}");
+    assert!(kernel_refuses(&img), "the kernel mounted it: the oracle disagrees");
+}
