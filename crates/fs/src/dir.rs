@@ -88,6 +88,11 @@ impl Volume {
     /// `seen` records what was read (a lookup's, for the negative-lookup memo).
     fn dir_block(&self, dir: &Inode, lblk: u64, seed: Option<u32>, seen: &mut Seen) -> Result<Option<crate::cache::Block>> {
         let nblocks = self.dir_blocks(dir);
+        if lblk >= nblocks {
+            // Past the size (an htree root in a directory smaller than a block, say): nothing there.
+            seen.note_partial();
+            return Ok(None);
+        }
         match self.map_block(dir, lblk, nblocks - lblk)? {
             Mapping::Hole { .. } => {
                 seen.note_partial();

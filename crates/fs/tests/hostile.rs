@@ -222,3 +222,33 @@ fn a_corrupt_root_inode_is_refused_at_mount() {
     assert!(e.to_string().contains("corrupt root inode"), "{e}");
     assert!(kernel_refuses(&img), "the kernel mounted it: the oracle disagrees");
 }
+
+/// An htree directory whose size is less than a block: its index root lies
+/// past its size. Lookups and listings must fail or find nothing, not
+/// panic (a zero-length map request once reached `clamp(1, 0)`).
+#[test]
+fn an_htree_directory_smaller_than_a_block_is_an_error_not_a_panic() {
+    let Some((work, src)) = common::setup() else { return };
+    let img = common::make_image(work.path(), "tiny-htree.img", 16, &[], &src);
+    // mkfs -d writes linear directories: mark this one hashed, then shrink it.
+    let flags = common::debugfs_flags(&img, "/a/b/c") | ondisk::inode::flags::INDEX;
+    for cmd in [format!("sif /a/b/c flags {flags:#x}"), "sif /a/b/c size 100".to_string()] {
+        let out = std::process::Command::new("debugfs").args(["-w", "-R", &cmd]).arg(&img).output().unwrap();
+        assert!(out.status.success(), "debugfs: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let vol = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
+    let resolve = |path: &[&str]| {
+        let mut ino = fs::ROOT_INO;
+        for p in path {
+            ino = vol.lookup(&vol.inode(ino).unwrap(), p.as_bytes()).unwrap().unwrap().0;
+        }
+        vol.inode(ino).unwrap()
+    };
+    let c = resolve(&["a", "b", "c"]);
+    assert!(c.has_flag(ondisk::inode::flags::INDEX), "the fixture's directory must be hashed");
+    let found = vol.lookup(&c, b"file-0001");
+    assert!(!matches!(found, Ok(Some(_))), "found an entry past the directory's size: {found:?}");
+    let _ = vol.read_dir(&c, 0, &mut |_| true);
+    // The request that used to panic: a zero-length map of a hole.
+    assert!(matches!(vol.map_block(&c, 1 << 20, 0), Ok(fs::Mapping::Hole { .. })));
+}
