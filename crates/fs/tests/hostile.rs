@@ -252,3 +252,42 @@ fn an_htree_directory_smaller_than_a_block_is_an_error_not_a_panic() {
     // The request that used to panic: a zero-length map of a hole.
     assert!(matches!(vol.map_block(&c, 1 << 20, 0), Ok(fs::Mapping::Hole { .. })));
 }
+
+/// A block-mapped journal whose indirect blocks share one block, or whose
+/// size claims far more than the volume holds: the mount must refuse it at
+/// once, not walk (and allocate for) millions of runs first.
+#[test]
+fn a_journal_with_shared_indirect_blocks_is_refused_at_once() {
+    let Some((work, src)) = common::setup() else { return };
+    let img = common::make_image(work.path(), "ext3-journal.img", 16, &["-t", "ext3", "-b", "1024", "-J", "size=1"], &src);
+    let pristine = std::fs::read(&img).unwrap();
+    let open = |img: &std::path::Path| Volume::open(Arc::new(FileDevice::open(img, false).unwrap()), VolumeOptions::default());
+    let (dind, bs) = {
+        let vol = open(&img).unwrap();
+        let j = vol.inode(8).unwrap();
+        (u64::from(ondisk::bytes::le32(&j.base.block, 13 * 4)), vol.block_size() as usize)
+    };
+    assert_ne!(dind, 0, "a 1024-block journal on 1 KiB blocks needs its double indirect block");
+
+    // Every entry of the double indirect block names its first indirect block.
+    let mut bytes = pristine.clone();
+    let at = dind as usize * bs;
+    let first = bytes[at..at + 4].to_vec();
+    for i in 1..bs / 4 {
+        bytes[at + 4 * i..at + 4 * i + 4].copy_from_slice(&first);
+    }
+    std::fs::write(&img, &bytes).unwrap();
+    let start = Instant::now();
+    let Err(e) = open(&img) else { panic!("a journal mapping one block twice was mounted") };
+    assert!(e.to_string().contains("journal block mapped twice"), "{e}");
+    assert!(start.elapsed() < Duration::from_secs(1));
+
+    // A journal inode claiming 2^40 bytes.
+    std::fs::write(&img, &pristine).unwrap();
+    let out = std::process::Command::new("debugfs").args(["-w", "-R", "sif <8> size 0x10000000000"]).arg(&img).output().unwrap();
+    assert!(out.status.success());
+    let start = Instant::now();
+    let Err(e) = open(&img) else { panic!("a journal larger than the volume was mounted") };
+    assert!(e.to_string().contains("journal larger than the volume"), "{e}");
+    assert!(start.elapsed() < Duration::from_secs(1));
+}
