@@ -47,13 +47,8 @@ impl Volume {
                 bitmap::set(&mut bits, (b - first) as usize);
             }
         };
-        if ondisk::group_desc::group_has_super(&self.sb, g) {
-            let per_block = u64::from(self.block_size()) / self.sb.desc_size() as u64;
-            let gdt = u64::from(self.group_count()).div_ceil(per_block);
-            let reserved = u64::from(self.sb.f.reserved_gdt_blocks);
-            for b in first..first + 1 + gdt + reserved {
-                mark(b);
-            }
+        for b in first..first + self.base_meta_blocks(g) {
+            mark(b);
         }
         for gd in self.groups.read().iter() {
             mark(gd.block_bitmap());

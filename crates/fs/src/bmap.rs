@@ -81,6 +81,7 @@ impl Volume {
                     }
                     let child_blk = index[i - 1].leaf;
                     let at = Location::Block(child_blk);
+                    self.check_owned(child_blk, 1, inode.ino, "extent node")?;
                     let data = self.meta(child_blk)?;
                     if let Some(seed) = seed() {
                         extent::verify_block_checksum(&data, seed, at)?;
@@ -110,7 +111,7 @@ impl Volume {
                 Corruption::BadField { field: "physical block", value: pblk },
             )));
         }
-        Ok(())
+        self.check_owned(pblk, len, inode.ino, "block map")
     }
 
     /// ext2/ext3 block map: 12 direct pointers, then single, double and triple indirect blocks.
@@ -137,7 +138,7 @@ impl Volume {
             if blk == 0 {
                 return Ok(Mapping::Hole { len: (span - rel % span).min(max) });
             }
-            self.check_block(blk, "indirect block")?;
+            self.check_owned(blk, 1, inode.ino, "indirect block")?;
             let data = self.meta(blk)?;
             let idx = (rel / span) as usize;
             blk = u64::from(le32(&data, idx * 4));
@@ -146,7 +147,7 @@ impl Volume {
         if blk == 0 {
             return Ok(Mapping::Hole { len: (per - rel).min(max) });
         }
-        self.check_block(blk, "indirect block")?;
+        self.check_owned(blk, 1, inode.ino, "indirect block")?;
         let data = self.meta(blk)?;
         self.scan_pointers(inode, &data, rel as usize, max)
     }

@@ -13,6 +13,7 @@ pub mod cache;
 mod dir;
 mod error;
 mod file;
+mod system_zone;
 pub mod inject;
 mod inode_cache;
 mod intmap;

@@ -111,6 +111,8 @@ pub struct Volume {
     /// Between readers of a file's data and the operations that change its
     /// block map (the kernel's i_data_sem), by inode number: see [`Volume::data_lock`].
     data_locks: Box<[RwLock<()>]>,
+    /// Where the file system's own structures are: no file may map them.
+    pub(crate) system_zone: crate::system_zone::SystemZone,
 }
 
 /// Shards of [`Volume::data_lock`]: two files share one with odds 1 in 256.
@@ -172,9 +174,11 @@ impl Volume {
             translation: Default::default(),
             reads_in_flight: Default::default(),
             data_locks: (0..DATA_LOCK_SHARDS).map(|_| RwLock::new(())).collect(),
+            system_zone: Default::default(),
         };
         *vol.groups.get_mut() = vol.read_group_descriptors()?;
         vol.journal = crate::journal_glue::open_journal(&mut vol)?;
+        vol.system_zone = vol.build_system_zone();
         vol.check_root()?;
         if !vol.opts.read_only {
             vol.start_writing()?;

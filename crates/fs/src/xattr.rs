@@ -17,7 +17,7 @@ impl Volume {
         let mut all = xattr::parse_inode_area(inode.inline_xattr_area(), Location::Inode(u64::from(inode.ino)))?;
         let blk = inode.file_acl();
         if blk != 0 {
-            self.check_block(blk, "xattr block")?;
+            self.check_owned(blk, 1, 0, "xattr block")?;
             let data = self.meta(blk)?;
             let seed = self.sb.has_metadata_csum().then(|| self.sb.csum_seed());
             all.extend(xattr::parse_block(&data, blk, seed)?);

@@ -181,6 +181,9 @@ impl Volume {
             debug_assert_eq!(found, bitmap::find_zero(&block, from, limit), "the hint changed the block found");
             let Some(at) = found else { continue };
             let run = bitmap::zero_run(&block, at, limit, max.min(u64::from(u32::MAX)) as usize);
+            // A bitmap that shows the group's own metadata free is damaged: the
+            // kernel refuses such an allocation too ("overlap fs metadata").
+            self.check_owned(self.group_first_block(g) + at as u64, run as u64, 0, "block bitmap")?;
             if from <= hint && at >= start {
                 // Found from the hint: the bits from it to the run were set.
                 ws.block_hints.insert(g, at + run);
@@ -208,8 +211,7 @@ impl Volume {
         // A damaged map or bitmap must fail this operation, not the commit
         // that applies the free: check the range, the bitmaps' checksums, and
         // that every block is in use.
-        self.check_block(start, "freed block range")?;
-        self.check_block(start + len.max(1) - 1, "freed block range")?;
+        self.check_owned(start, len, 0, "freed block range")?;
         let mut b = start;
         while b < start + len {
             let g = self.block_group_of(b);

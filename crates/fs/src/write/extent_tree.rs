@@ -133,7 +133,7 @@ impl Volume {
 
     /// Read and check the node in block `blk`, which must be at `depth`.
     fn read_node(&self, inode: &Inode, blk: u64, depth: u16) -> Result<ExtentNode> {
-        self.check_block(blk, "extent tree block")?;
+        self.check_owned(blk, 1, inode.ino, "extent tree block")?;
         let data = self.meta(blk)?;
         if let Some(seed) = self.inode_seed(inode) {
             extent::verify_block_checksum(&data, seed, Location::Block(blk))?;

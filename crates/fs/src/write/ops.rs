@@ -479,7 +479,7 @@ impl Volume {
 
     /// Drop one reference to a shared xattr block; free it with the last.
     pub(crate) fn release_xattr_block(&self, ws: &mut WriteState, blk: u64) -> Result<()> {
-        self.check_block(blk, "xattr block")?;
+        self.check_owned(blk, 1, 0, "xattr block")?;
         let data = self.meta(blk)?;
         let refs = ondisk::bytes::le32(&data, 4);
         if refs <= 1 {
