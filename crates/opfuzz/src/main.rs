@@ -1,0 +1,381 @@
+//! ext4lazy-opfuzz: the differential operation fuzzer (kernel ext4 vs ext4lazy).
+//! `ci` runs the fixed-seed batch, `long` runs for hours, `replay` re-runs a
+//! saved sequence, `run` one profile, `gen` prints a sequence without mounting.
+
+mod driver;
+mod sys;
+
+use clap::{Args, Parser, Subcommand};
+use driver::{Config, Run, Source};
+use opfuzz::gen::{profile, Switches, PROFILES};
+use opfuzz::op::Op;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use sys::Mode;
+
+#[derive(Parser)]
+#[command(name = "ext4lazy-opfuzz", about = "Differential operation fuzzer: the kernel's ext4 vs ext4lazy")]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Args, Clone)]
+struct Common {
+    /// ext4lazy binary [env EXT4LAZY_BIN; default: beside this program, else target/release/ext4lazy]
+    #[arg(long, global = true)]
+    bin: Option<PathBuf>,
+    /// Images and mount points go here.
+    #[arg(long, global = true, default_value = "/var/tmp/ext4lazy-opfuzz")]
+    workdir: PathBuf,
+    /// Replay files of divergences go here [default: WORKDIR/divergences].
+    #[arg(long, global = true)]
+    out: Option<PathBuf>,
+    /// Seconds one op may take on either side before it counts as hung.
+    #[arg(long, global = true, default_value_t = 60)]
+    op_timeout: u64,
+    /// Seconds a whole-tree walk may take.
+    #[arg(long, global = true, default_value_t = 900)]
+    walk_timeout: u64,
+    /// Skip the comparison right after each remount (faster, weaker).
+    #[arg(long, global = true)]
+    no_remount_walk: bool,
+    /// Generate COLLAPSE_RANGE and INSERT_RANGE too (the kernel's FUSE refuses them itself).
+    #[arg(long, global = true)]
+    collapse_insert: bool,
+    /// Never generate this verb (repeatable), e.g. --skip setxattr.
+    #[arg(long, global = true)]
+    skip: Vec<String>,
+    #[arg(long, global = true)]
+    quiet: bool,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// The fixed-seed CI batch: every profile in both journal modes (a few minutes).
+    Ci {
+        /// Only this profile.
+        #[arg(long)]
+        only: Option<String>,
+        /// ordered, lazy or both.
+        #[arg(long, default_value = "both")]
+        mode: String,
+        /// Print the batch's runs and exit.
+        #[arg(long)]
+        list: bool,
+    },
+    /// Run profiles with one seed.
+    Run {
+        /// Profile names, comma-separated, or "all".
+        #[arg(long, default_value = "mixed")]
+        profile: String,
+        #[arg(long, default_value = "both")]
+        mode: String,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, default_value_t = 5000)]
+        ops: u64,
+    },
+    /// Hours of fuzzing: profiles and modes in turn, a new seed for each run.
+    Long {
+        #[arg(long, default_value_t = 1.0)]
+        hours: f64,
+        /// Profile names, comma-separated, or "all".
+        #[arg(long, default_value = "all")]
+        profile: String,
+        #[arg(long, default_value = "both")]
+        mode: String,
+        /// First seed [default: from the clock]; run i uses SEED+i.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Ops per run, as a multiple of the CI batch's count for the profile.
+        #[arg(long, default_value_t = 10)]
+        scale: u64,
+        /// Go on after a divergence (each is still written to a replay file).
+        #[arg(long)]
+        keep_going: bool,
+    },
+    /// Re-run a saved op sequence differentially.
+    Replay {
+        file: PathBuf,
+        /// ordered, lazy or both [default: the file's @mode].
+        #[arg(long)]
+        mode: Option<String>,
+    },
+    /// Print a generated sequence (no mounts).
+    Gen {
+        #[arg(long, default_value = "mixed")]
+        profile: String,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, default_value_t = 100)]
+        ops: u64,
+    },
+    /// List the profiles.
+    Profiles,
+}
+
+/// The CI batch: (profile, seed, ops). Sized so that every profile reaches its
+/// largest shape (depth-3 extent tree, 3-level htree, ...) and the whole batch
+/// takes a few minutes in both modes (docs/TESTING.md has the timings).
+const CI: &[(&str, u64, u64)] = &[
+    ("mixed", 1, 3000),
+    ("extents", 1, 4000),
+    ("deep-extents", 1, 34000),
+    ("htree", 1, 56000),
+    ("inline", 1, 2500),
+    ("xattr", 1, 2500),
+    ("big", 1, 1200),
+    ("enospc", 1, 2500),
+];
+
+fn modes(s: &str) -> Result<Vec<Mode>, String> {
+    match s {
+        "both" => Ok(vec![Mode::Ordered, Mode::Lazy]),
+        m => Mode::parse(m).map(|m| vec![m]).ok_or_else(|| format!("unknown mode {m:?} (ordered, lazy, both)")),
+    }
+}
+
+fn profiles(s: &str) -> Result<Vec<&'static opfuzz::gen::Profile>, String> {
+    if s == "all" {
+        return Ok(PROFILES.iter().collect());
+    }
+    s.split(',').map(|n| profile(n).ok_or_else(|| format!("unknown profile {n:?} (see `profiles`)"))).collect()
+}
+
+fn default_bin() -> PathBuf {
+    if let Some(b) = std::env::var_os("EXT4LAZY_BIN") {
+        return b.into();
+    }
+    if let Ok(me) = std::env::current_exe() {
+        let b = me.with_file_name("ext4lazy");
+        if b.exists() {
+            return b;
+        }
+    }
+    PathBuf::from("target/release/ext4lazy")
+}
+
+fn switches(c: &Common) -> Switches {
+    Switches { fuse_unpassed_falloc: c.collapse_insert, skip: c.skip.iter().cloned().collect() }
+}
+
+/// Run and report; true when nothing diverged.
+fn go(cfg: &Config, run: Run) -> bool {
+    let label = run.label.clone();
+    match driver::run(cfg, run) {
+        Ok(s) => {
+            let enospc = match s.first_enospc {
+                [None, None] => String::new(),
+                [k, e] => format!(", first ENOSPC at op kernel {k:?} ext4lazy {e:?}, {} outcomes tolerated", s.tolerated),
+            };
+            println!(
+                "ok [{label}] {} ops ({} errnos), {} batches, {:.1} s ({:.0} ops/s), {} paths compared, {} generic seek maps{enospc}",
+                s.ops,
+                s.errnos,
+                s.batches,
+                s.secs,
+                s.ops as f64 / s.secs.max(0.001),
+                s.compared_paths,
+                s.generic_seek
+            );
+            true
+        }
+        Err(d) => {
+            println!("DIVERGENCE [{label}] {}", d.what);
+            match d.replay {
+                Some(p) => println!("  replay: ext4lazy-opfuzz replay {}", p.display()),
+                None => println!("  (no replay file)"),
+            }
+            false
+        }
+    }
+}
+
+fn parse_replay(path: &PathBuf) -> Result<(Run, Option<Mode>), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut run = Run {
+        label: String::new(),
+        profile: "replay".into(),
+        mkfs: vec![],
+        size: 256 << 20,
+        mode: Mode::Ordered,
+        seed: 0,
+        batch: usize::MAX,
+        switches: Switches::default(),
+        source: Source::Replay(vec![]),
+    };
+    let mut file_mode = None;
+    let mut ops = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some(h) = line.strip_prefix('@') {
+            let (k, v) = h.split_once(' ').unwrap_or((h, ""));
+            match k {
+                "profile" => run.profile = v.to_string(),
+                "seed" => run.seed = v.parse().map_err(|_| format!("line {}: bad seed", i + 1))?,
+                "mode" => file_mode = Some(Mode::parse(v).ok_or_else(|| format!("line {}: bad mode", i + 1))?),
+                "size" => run.size = v.parse().map_err(|_| format!("line {}: bad size", i + 1))?,
+                "mkfs" => run.mkfs = v.split_whitespace().map(String::from).collect(),
+                _ => return Err(format!("line {}: unknown header @{k}", i + 1)),
+            }
+            continue;
+        }
+        ops.push(line.parse::<Op>().map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?);
+    }
+    run.source = Source::Replay(ops);
+    Ok((run, file_mode))
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let c = &cli.common;
+    let cfg = Config {
+        bin: c.bin.clone().unwrap_or_else(default_bin),
+        workdir: c.workdir.clone(),
+        outdir: c.out.clone().unwrap_or_else(|| c.workdir.join("divergences")),
+        op_timeout: Duration::from_secs(c.op_timeout),
+        walk_timeout: Duration::from_secs(c.walk_timeout),
+        cmd_timeout: Duration::from_secs(c.op_timeout.max(120)),
+        remount_walk: !c.no_remount_walk,
+        quiet: c.quiet,
+    };
+    let needs_mounts = !matches!(cli.cmd, Cmd::Gen { .. } | Cmd::Profiles | Cmd::Ci { list: true, .. });
+    if needs_mounts && !cfg.bin.exists() {
+        eprintln!("ext4lazy-opfuzz: ext4lazy binary {} not found (--bin or EXT4LAZY_BIN)", cfg.bin.display());
+        std::process::exit(2);
+    }
+    let sw = switches(c);
+    let usage = |e: String| -> ! {
+        eprintln!("ext4lazy-opfuzz: {e}");
+        std::process::exit(2)
+    };
+    let ok = match cli.cmd {
+        Cmd::Profiles => {
+            for p in PROFILES {
+                println!("{:<13} {} [mkfs {} ; {} MiB]", p.name, p.what, p.mkfs.join(" "), p.size >> 20);
+            }
+            true
+        }
+        Cmd::Gen { profile: name, seed, ops } => {
+            let p = profile(&name).unwrap_or_else(|| usage(format!("unknown profile {name:?}")));
+            let mut g = opfuzz::gen::Gen::new(p, seed, sw);
+            for _ in 0..ops {
+                let op = g.next_op();
+                println!("{op}");
+                // Without a file system, assume success.
+                g.observe(&op, &opfuzz::apply::Outcome::Ok(op_len_guess(&op)));
+            }
+            true
+        }
+        Cmd::Ci { only, mode, list } => {
+            let ms = modes(&mode).unwrap_or_else(|e| usage(e));
+            if let Some(o) = &only {
+                if !CI.iter().any(|(p, _, _)| p == o) {
+                    usage(format!("unknown profile {o:?}"));
+                }
+            }
+            let t0 = Instant::now();
+            let mut all = true;
+            let mut n = 0;
+            for &(name, seed, ops) in CI.iter().filter(|(p, _, _)| only.as_deref().is_none_or(|o| o == *p)) {
+                for &m in &ms {
+                    let Some(p) = profile(name) else { continue };
+                    if list {
+                        println!("{name} {} seed {seed} ops {ops}", m.name());
+                        continue;
+                    }
+                    n += 1;
+                    all &= go(&cfg, Run::generated(p, m, seed, ops, None, sw.clone()));
+                }
+            }
+            if !list {
+                println!("ci: {n} runs in {:.0} s, {}", t0.elapsed().as_secs_f64(), if all { "no divergence" } else { "DIVERGENCES (above)" });
+            }
+            all
+        }
+        Cmd::Run { profile: names, mode, seed, ops } => {
+            let ps = profiles(&names).unwrap_or_else(|e| usage(e));
+            let ms = modes(&mode).unwrap_or_else(|e| usage(e));
+            let mut all = true;
+            for p in ps {
+                for &m in &ms {
+                    all &= go(&cfg, Run::generated(p, m, seed, ops, None, sw.clone()));
+                }
+            }
+            all
+        }
+        Cmd::Long { hours, profile: names, mode, seed, scale, keep_going } => {
+            let ps = profiles(&names).unwrap_or_else(|e| usage(e));
+            let ms = modes(&mode).unwrap_or_else(|e| usage(e));
+            let base = seed.unwrap_or_else(|| {
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(1)
+            });
+            println!("long run: {hours} h, first seed {base}");
+            let end = Instant::now() + Duration::from_secs_f64(hours * 3600.0);
+            let (mut i, mut bad, mut total_ops) = (0u64, 0u64, 0u64);
+            while Instant::now() < end {
+                let p = ps[(i as usize) % ps.len()];
+                let m = ms[(i as usize / ps.len()) % ms.len()];
+                let ops = CI.iter().find(|(n, _, _)| *n == p.name).map(|c| c.2).unwrap_or(5000) * scale;
+                let run = Run::generated(p, m, base + i, ops, Some(end), sw.clone());
+                match driver::run(&cfg, run) {
+                    Ok(s) => {
+                        total_ops += s.ops;
+                        println!("ok [{}/{}/seed {}] {} ops in {:.0} s; total {total_ops} ops", p.name, m.name(), base + i, s.ops, s.secs);
+                    }
+                    Err(d) => {
+                        bad += 1;
+                        println!("DIVERGENCE [{}/{}/seed {}] {}", p.name, m.name(), base + i, d.what);
+                        if let Some(r) = d.replay {
+                            println!("  replay: ext4lazy-opfuzz replay {}", r.display());
+                        }
+                        if !keep_going {
+                            break;
+                        }
+                    }
+                }
+                i += 1;
+            }
+            println!("long run: {i} runs, {total_ops} ops, {bad} divergences");
+            bad == 0
+        }
+        Cmd::Replay { file, mode } => {
+            let (run, file_mode) = parse_replay(&file).unwrap_or_else(|e| usage(e));
+            let ms = match mode {
+                Some(m) => modes(&m).unwrap_or_else(|e| usage(e)),
+                None => vec![file_mode.unwrap_or(Mode::Ordered)],
+            };
+            let Source::Replay(ops) = run.source else { unreachable!() };
+            let mut all = true;
+            for m in ms {
+                let r = Run {
+                    label: format!("replay {} ({})", file.display(), m.name()),
+                    profile: run.profile.clone(),
+                    mkfs: run.mkfs.clone(),
+                    size: run.size,
+                    mode: m,
+                    seed: run.seed,
+                    batch: usize::MAX,
+                    switches: Switches::default(),
+                    source: Source::Replay(ops.clone()),
+                };
+                all &= go(&cfg, r);
+            }
+            all
+        }
+    };
+    std::process::exit(if ok { 0 } else { 1 });
+}
+
+fn op_len_guess(op: &Op) -> u64 {
+    match op {
+        Op::Write { len, .. } | Op::Append { len, .. } => *len,
+        _ => 0,
+    }
+}
