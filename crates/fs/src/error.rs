@@ -25,6 +25,8 @@ pub enum FsError {
     Loop,
     /// No free blocks or inodes.
     NoSpace,
+    /// Past the largest file ext4 allows (EFBIG).
+    FileTooBig,
     Exists,
     NotEmpty,
     TooManyLinks,
@@ -52,6 +54,7 @@ impl FsError {
             FsError::Unsupported(_) => libc::EOPNOTSUPP,
             FsError::Loop => libc::ELOOP,
             FsError::NoSpace => libc::ENOSPC,
+            FsError::FileTooBig => libc::EFBIG,
             FsError::Exists => libc::EEXIST,
             FsError::NotEmpty => libc::ENOTEMPTY,
             FsError::TooManyLinks => libc::EMLINK,
@@ -87,6 +90,7 @@ impl fmt::Display for FsError {
             FsError::Unsupported(s) => write!(f, "unsupported: {s}"),
             FsError::Loop => write!(f, "too many levels of links"),
             FsError::NoSpace => write!(f, "no space left on device"),
+            FsError::FileTooBig => write!(f, "file too large"),
             FsError::Exists => write!(f, "file exists"),
             FsError::NotEmpty => write!(f, "directory not empty"),
             FsError::TooManyLinks => write!(f, "too many links"),

@@ -652,11 +652,23 @@ impl Volume {
         self.write_inode(ws, &dst_dir)
     }
 
+    /// The largest file size, as the kernel's ext4_max_size for extent-mapped
+    /// files (the only kind written here): 2^32 - 1 blocks.
+    pub fn max_file_size(&self) -> u64 {
+        ((1u64 << 32) - 1) * u64::from(self.block_size())
+    }
+
     /// Write `data` at `offset` of a regular file; returns the bytes written.
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         if data.is_empty() {
             return Ok(0);
         }
+        // As generic_write_check_limits: EFBIG at the limit, a short write across it.
+        let max = self.max_file_size();
+        if offset >= max {
+            return Err(FsError::FileTooBig);
+        }
+        let data = &data[..data.len().min((max - offset).min(usize::MAX as u64) as usize)];
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
             if inode.is_dir() {
@@ -779,7 +791,11 @@ impl Volume {
                 return Err(FsError::Unsupported("fallocate needs an extent-mapped file".into()));
             }
             let bs = u64::from(self.block_size());
-            let end = offset.checked_add(len).filter(|&e| len > 0 && e <= (1u64 << 32) * bs).ok_or_else(|| FsError::Invalid("bad range".into()))?;
+            if len == 0 {
+                return Err(FsError::Invalid("empty range".into()));
+            }
+            // vfs_fallocate: a range past the largest file is EFBIG.
+            let end = offset.checked_add(len).filter(|&e| e <= self.max_file_size()).ok_or(FsError::FileTooBig)?;
             // Whole blocks inside [offset, end), and the blocks it only touches.
             let (first, last) = (offset / bs, (end - 1) / bs);
             let (whole_lo, whole_hi) = (offset.div_ceil(bs), end / bs);
@@ -805,7 +821,9 @@ impl Volume {
             if grows {
                 set_size(&mut inode, end);
             }
-            touch(&mut inode, grows || mode != Falloc::Allocate);
+            // ext4_fallocate calls file_modified(): mtime and ctime change in
+            // every mode, plain preallocation inside the size too.
+            touch(&mut inode, true);
             self.write_inode(ws, &inode)
         })
     }
@@ -857,6 +875,9 @@ impl Volume {
             if let Some(size) = attr.size {
                 if inode.is_dir() {
                     return Err(FsError::IsDir);
+                }
+                if size > self.max_file_size() {
+                    return Err(FsError::FileTooBig); // inode_newsize_ok
                 }
                 self.convert_inline_file(ws, &mut inode)?;
                 self.resize(ws, &mut inode, size)?;
