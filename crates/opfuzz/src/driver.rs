@@ -25,6 +25,8 @@ pub struct Config {
     /// Also compare the trees right after each remount (what reached the disk).
     pub remount_walk: bool,
     pub quiet: bool,
+    /// Print every op with both outcomes.
+    pub verbose: bool,
 }
 
 /// Where the ops come from.
@@ -152,6 +154,9 @@ impl State<'_> {
             Err(why) => return Err(self.diverge(format!("op #{idx} `{op}`: {why}"))),
         };
         self.stats.ops += 1;
+        if self.cfg.verbose {
+            println!("#{idx} {op} -> kernel {k}, ext4lazy {e}");
+        }
         if !k.is_ok() {
             self.stats.errnos += 1;
         }
@@ -161,13 +166,19 @@ impl State<'_> {
             }
         }
         let short = |o: &Outcome| matches!((o, &op), (Outcome::Ok(v), Op::Write { len, .. } | Op::Append { len, .. }) if v < len);
-        if k.errno() == Some(libc::ENOSPC) || e.errno() == Some(libc::ENOSPC) || short(&k) || short(&e) {
-            self.full = true;
+        // "Full" only when a side that ran out is really nearly full: an xattr
+        // too big for its block is ENOSPC too, and must still match exactly.
+        for (o, mnt) in [(&k, &self.sides.kmnt), (&e, &self.sides.emnt)] {
+            if !self.full && (o.errno() == Some(libc::ENOSPC) || short(o)) {
+                let (free, total) = sys::free_bytes(mnt).unwrap_or((0, 1));
+                self.full = free <= total / 10 + op_len(&op);
+            }
         }
+        let space_out = k.errno() == Some(libc::ENOSPC) || e.errno() == Some(libc::ENOSPC) || short(&k) || short(&e);
         let touches_taint = op.paths().iter().any(|p| self.tainted.covers(p) || self.tainted_below(p));
         if k != e {
             // A full volume: allocators differ, so which allocating op fails first may too.
-            let space = k.errno() == Some(libc::ENOSPC) || e.errno() == Some(libc::ENOSPC) || short(&k) || short(&e);
+            let space = space_out;
             if self.full && (touches_taint || (space && allocates(&op))) {
                 if space && !touches_taint {
                     self.check_nearly_full(idx, &op, &k, &e)?;
@@ -179,7 +190,10 @@ impl State<'_> {
             } else {
                 return Err(self.diverge(format!("op #{idx} `{op}`: kernel {k}, ext4lazy {e}")));
             }
-        } else if touches_taint {
+        } else if touches_taint || (self.full && space_out) {
+            // Both said ENOSPC (or wrote short) on a full volume: what the op
+            // did before failing may differ (the kernel's fallocate keeps the
+            // part it allocated; ext4lazy's operations are all or nothing).
             for p in op.paths() {
                 self.tainted.add(p);
             }
@@ -281,6 +295,7 @@ pub fn run(cfg: &Config, mut run: Run) -> Result<Stats, Divergence> {
         kmnt: dir.join("mnt-kernel"),
         emnt: dir.join("mnt-ext4lazy"),
         cmd_timeout: cfg.cmd_timeout,
+        conn: Default::default(),
     };
     let setup = (|| -> Result<(), String> {
         std::fs::create_dir_all(&sides.kmnt).map_err(|e| e.to_string())?;

@@ -20,7 +20,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 pub struct Profile {
     pub name: &'static str,
     pub what: &'static str,
-    /// mkfs.ext4 arguments (besides -F -q, the image and its size).
+    /// mkfs.ext4 arguments (besides -F -q, the image and its size). Always
+    /// with -b: below 512 MiB mke2fs picks 1 KiB blocks on its own.
     pub mkfs: &'static [&'static str],
     /// Image size in bytes.
     pub size: u64,
@@ -35,7 +36,7 @@ pub const PROFILES: &[Profile] = &[
     Profile {
         name: "mixed",
         what: "every operation on a small tree: namespace, data, attributes, xattrs, all rename and fallocate flags",
-        mkfs: &["-I", "256"],
+        mkfs: &["-b", "4096", "-I", "256"],
         size: 256 << 20,
         block: 4096,
         batch: 600,
@@ -44,7 +45,7 @@ pub const PROFILES: &[Profile] = &[
     Profile {
         name: "extents",
         what: "fragmented files (every other block, random order) with extent trees of depth 0, 1, 2; then punch, truncate, rewrite",
-        mkfs: &["-I", "256"],
+        mkfs: &["-b", "4096", "-I", "256"],
         size: 256 << 20,
         block: 4096,
         batch: 1500,
@@ -71,7 +72,7 @@ pub const PROFILES: &[Profile] = &[
     Profile {
         name: "inline",
         what: "inline_data with 1 KiB inodes: small files and directories that outgrow the inode",
-        mkfs: &["-I", "1024", "-O", "inline_data"],
+        mkfs: &["-b", "4096", "-I", "1024", "-O", "inline_data"],
         size: 128 << 20,
         block: 4096,
         batch: 800,
@@ -80,7 +81,7 @@ pub const PROFILES: &[Profile] = &[
     Profile {
         name: "xattr",
         what: "xattrs (user.*, trusted.*) that move from the inode to a block and back; values up to past a block",
-        mkfs: &["-I", "256"],
+        mkfs: &["-b", "4096", "-I", "256"],
         size: 128 << 20,
         block: 4096,
         batch: 800,
@@ -89,7 +90,7 @@ pub const PROFILES: &[Profile] = &[
     Profile {
         name: "big",
         what: "sparse files of 4 GiB and more: writes, truncates and fallocates around 4 GiB boundaries, up to the 16 TiB limit",
-        mkfs: &["-I", "256"],
+        mkfs: &["-b", "4096", "-I", "256"],
         size: 256 << 20,
         block: 4096,
         batch: 400,

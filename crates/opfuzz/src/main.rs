@@ -50,6 +50,9 @@ struct Common {
     skip: Vec<String>,
     #[arg(long, global = true)]
     quiet: bool,
+    /// Print every op with both outcomes.
+    #[arg(long, global = true)]
+    verbose: bool,
 }
 
 #[derive(Subcommand)]
@@ -244,6 +247,7 @@ fn main() {
         cmd_timeout: Duration::from_secs(c.op_timeout.max(120)),
         remount_walk: !c.no_remount_walk,
         quiet: c.quiet,
+        verbose: c.verbose,
     };
     let needs_mounts = !matches!(cli.cmd, Cmd::Gen { .. } | Cmd::Profiles | Cmd::Ci { list: true, .. });
     if needs_mounts && !cfg.bin.exists() {

@@ -102,18 +102,24 @@ pub fn in_mounts(mnt: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Abort the FUSE connection mounted at `mnt` (unsticks every waiter with ENOTCONN).
-pub fn abort_fuse(mnt: &Path) {
+/// The FUSE connection number of the mount at `mnt` (its st_dev minor).
+pub fn fuse_conn(mnt: &Path) -> Option<u32> {
     let m = mnt.to_string_lossy();
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return };
-    for l in info.lines() {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|l| {
         let f: Vec<&str> = l.split(' ').collect();
-        if f.get(4) == Some(&&*m) {
-            if let Some(minor) = f.get(2).and_then(|d| d.split(':').nth(1)) {
-                let _ = std::fs::write(format!("/sys/fs/fuse/connections/{minor}/abort"), "1");
-            }
-        }
+        (f.get(4) == Some(&&*m)).then(|| f.get(2).and_then(|d| d.split(':').nth(1)).and_then(|n| n.parse().ok())).flatten()
+    })
+}
+
+/// Abort FUSE connection `conn` (unsticks every waiter with ENOTCONN). The
+/// control file system is mounted first where nobody has.
+pub fn abort_fuse(conn: u32) {
+    let dir = Path::new("/sys/fs/fuse/connections");
+    if !dir.join(conn.to_string()).exists() {
+        let _ = run_cmd(Command::new("mount").args(["-t", "fusectl", "none"]).arg(dir), Duration::from_secs(10));
     }
+    let _ = std::fs::write(dir.join(format!("{conn}/abort")), "1");
 }
 
 /// Both sides of one run: images, mount points, the ext4lazy binary.
@@ -125,6 +131,8 @@ pub struct Sides {
     pub kmnt: PathBuf,
     pub emnt: PathBuf,
     pub cmd_timeout: Duration,
+    /// ext4lazy's FUSE connection, noted at mount: still abortable after a lazy unmount.
+    pub conn: std::cell::Cell<Option<u32>>,
 }
 
 impl Sides {
@@ -140,6 +148,7 @@ impl Sides {
         };
         must(Command::new(&self.bin).args(["mount", "-o", opts]).arg(&self.eimg).arg(&self.emnt), self.cmd_timeout)
             .map_err(|e| format!("ext4lazy mount: {e}"))?;
+        self.conn.set(fuse_conn(&self.emnt));
         Ok(())
     }
 
@@ -152,8 +161,10 @@ impl Sides {
             }
         }
         if in_mounts(&self.emnt) {
-            if let Err(e) = must(Command::new(&self.bin).arg("umount").arg(&self.emnt), self.cmd_timeout) {
-                errs.push(format!("ext4lazy umount: {e}"));
+            match must(Command::new(&self.bin).arg("umount").arg(&self.emnt), self.cmd_timeout) {
+                // The number may go to someone else's mount now: forget it.
+                Ok(_) => self.conn.set(None),
+                Err(e) => errs.push(format!("ext4lazy umount: {e}")),
             }
         }
         if errs.is_empty() {
@@ -165,9 +176,11 @@ impl Sides {
 
     /// Whatever state things are in: get both unmounted.
     pub fn force_umount(&self) {
+        if let Some(c) = self.conn.take() {
+            abort_fuse(c);
+        }
         for mnt in [&self.emnt, &self.kmnt] {
             if in_mounts(mnt) {
-                abort_fuse(mnt);
                 let _ = run_cmd(Command::new("umount").arg(mnt), Duration::from_secs(20));
                 if in_mounts(mnt) {
                     let _ = run_cmd(Command::new("umount").arg("-l").arg(mnt), Duration::from_secs(20));
