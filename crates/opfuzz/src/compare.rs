@@ -197,3 +197,24 @@ pub fn compare(k: &Tree, e: &Tree, w: &Window, tainted: &Tainted) -> Report {
     }
     rep
 }
+
+/// One side's tree before and after its own unmount/remount. The data is
+/// compared only where both walks read the same regions (a seek map can
+/// change at writeback, e.g. unwritten extents with dirty pages).
+pub fn self_compare(before: &Tree, after: &Tree, w: &Window, tainted: &Tainted) -> Report {
+    let strip = |a: &Tree, b: &Tree| -> Tree {
+        a.iter()
+            .map(|(p, r)| {
+                let mut r = r.clone();
+                if let (Ok(x), Some(Ok(y))) = (&mut r, b.get(p)) {
+                    if x.seek != y.seek {
+                        x.seek = None;
+                        x.content = None;
+                    }
+                }
+                (p.clone(), r)
+            })
+            .collect()
+    };
+    compare(&strip(before, after), &strip(after, before), w, tainted)
+}

@@ -5,7 +5,7 @@
 
 use crate::sys::{self, Mode, Sides, Worker};
 use opfuzz::apply::{apply, Outcome};
-use opfuzz::compare::{compare, Tainted, Window};
+use opfuzz::compare::{compare, self_compare, Tainted, Window};
 use opfuzz::gen::{Gen, Profile, Switches};
 use opfuzz::op::Op;
 use opfuzz::tree::{walk, Tree};
@@ -114,6 +114,8 @@ struct State<'a> {
     tainted: Tainted,
     /// Kernel-side inode numbers of tainted files: their other names are tainted too.
     taint_inos: std::collections::HashSet<u64>,
+    /// Both trees as walked before the last unmount.
+    before: Option<(Tree, Tree)>,
     full: bool,
     start: i64,
     stats: Stats,
@@ -258,7 +260,7 @@ impl State<'_> {
         Ok(())
     }
 
-    fn walk_both(&mut self, when: &str) -> Result<(), Divergence> {
+    fn walk_both(&mut self, when: &str) -> Result<(Tree, Tree), Divergence> {
         let limit = self.cfg.walk_timeout;
         let km = self.sides.kmnt.clone();
         self.kw.start(move || walk(&km, None));
@@ -274,6 +276,24 @@ impl State<'_> {
             None => return Err(self.diverge(format!("{when}: the ext4lazy walk did not finish within {limit:?} (hung daemon?)"))),
         };
         let w = Window { lo: self.start, hi: now_ns() + 2_000_000_000 };
+        let kt = Arc::try_unwrap(kt).unwrap_or_else(|a| (*a).clone());
+        if let Some((kb, eb)) = self.before.take() {
+            // Nothing ran between the two walks: each side must show what it
+            // showed before its unmount. A change on the kernel's side is an
+            // oracle (kernel) bug, not ext4lazy's, and is reported as such.
+            for (side, before, after) in [("the KERNEL (oracle bug)", &kb, &kt), ("ext4lazy", &eb, &et)] {
+                let rep = self_compare(before, after, &w, &self.tainted);
+                if !rep.diffs.is_empty() {
+                    let first: Vec<String> = rep.diffs.iter().take(25).cloned().collect();
+                    return Err(self.diverge(format!(
+                        "{when}: {side} changed across its own unmount/remount in {} places after op #{} (before=, after= below):\n  {}",
+                        rep.diffs.len(),
+                        self.log.len(),
+                        first.join("\n  ").replace("kernel=", "before=").replace("ext4lazy=", "after=")
+                    )));
+                }
+            }
+        }
         let rep = compare(&kt, &et, &w, &self.tainted);
         self.stats.generic_seek = rep.generic_seek;
         self.stats.compared_paths = rep.compared;
@@ -289,12 +309,15 @@ impl State<'_> {
                 return Err(self.diverge(format!("{when}: inodes in use: kernel {ki:?} ext4lazy {ei:?}")));
             }
         }
-        Ok(())
+        Ok((kt, et))
     }
 
     /// Compare, unmount, e2fsck both, remount (unless last), compare again.
     fn batch_end(&mut self, last: bool) -> Result<(), Divergence> {
-        self.walk_both("before unmount")?;
+        let trees = self.walk_both("before unmount")?;
+        if self.cfg.remount_walk && !last {
+            self.before = Some(trees);
+        }
         if let Err(e) = self.sides.umount() {
             self.sides.force_umount();
             return Err(self.diverge(format!("unmount after op #{}: {e}", self.log.len())));
@@ -351,6 +374,7 @@ pub fn run(cfg: &Config, mut run: Run) -> Result<Stats, Divergence> {
         log: Vec::new(),
         tainted: Tainted::default(),
         taint_inos: Default::default(),
+        before: None,
         full: false,
         start: now_ns() - 2_000_000_000,
         stats: Stats::default(),
