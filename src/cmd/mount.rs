@@ -87,6 +87,9 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
     } else {
         start_hints(opts, &session.vol, mountpoint)
     };
+    if let Some(t) = &opts.inject_panic {
+        fuse::report(format_args!("fault injection on (for tests): requests matching inject_panic={t} will panic"));
+    }
     let Prepared { session, vol, devices, lock } = session;
     let (stop_ticker, stop) = std::sync::mpsc::channel::<()>();
     let ticker = {
@@ -108,7 +111,7 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
                     fuse::report(format_args!("background commit/write-back failed: {e}"));
                 }
                 if let (false, Some(why)) = (reported, vol.failure()) {
-                    fuse::report(format_args!("{}: device error, the volume is now read-only ({why}); the journal will be replayed at the next mount", image_name));
+                    fuse::report(format_args!("{}: the volume is now read-only ({why}); the journal will be replayed at the next mount", image_name));
                     reported = true;
                 }
             }
@@ -233,6 +236,7 @@ fn fuse_json(c: &fusewire::Counters) -> serde_json::Value {
         "requests_uring": c.uring_requests.load(Relaxed),
         "uring_queues": c.uring_queues.load(Relaxed),
         "priority_switches": c.priority_switches.load(Relaxed),
+        "panics": c.panics.load(Relaxed),
         "requests_by_op": c.requests_by_op().into_iter().map(|(op, n)| (op, n.into())).collect::<serde_json::Map<_, _>>(),
     })
 }
@@ -329,7 +333,10 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     // and save the revalidation LOOKUPs a short one costs.
     let ttl = Duration::from_secs(3600);
     let vol = Arc::new(vol);
-    let fs = fuse::Ext4Fuse::new(vol.clone(), fuse::CachePolicy { ttl, atime: opts.atime, kernel_opens: opts.kernel_opens });
+    let mut fs = fuse::Ext4Fuse::new(vol.clone(), fuse::CachePolicy { ttl, atime: opts.atime, kernel_opens: opts.kernel_opens });
+    if let Some(t) = &opts.inject_panic {
+        fs = fs.with_panic_trigger(t.clone());
+    }
     let notifier_slot = fs.notifier_slot();
     let km = super::fusemount::KernelMount {
         read_only: opts.read_only,

@@ -44,6 +44,9 @@ pub struct MountOptions {
     /// The kernel opens files without asking the daemon (`kernel_opens`;
     /// always so on read-only mounts): see fuse::CachePolicy::kernel_opens.
     pub kernel_opens: bool,
+    /// Requests that panic on purpose (`inject_panic=OP[@INO|/NAME]`, for
+    /// tests of the request boundary; see crates/fuse/src/inject.rs).
+    pub inject_panic: Option<fuse::PanicTrigger>,
 }
 
 impl Default for MountOptions {
@@ -72,6 +75,7 @@ impl Default for MountOptions {
             stats: None,
             stepahead: None,
             kernel_opens: false,
+            inject_panic: None,
         }
     }
 }
@@ -135,6 +139,10 @@ impl MountOptions {
                 }
                 "stepahead_depth" => {
                     o.stepahead.get_or_insert_with(Default::default).depth = number(value)?.clamp(1, 16);
+                }
+                "inject_panic" => {
+                    let spec = value.context("mount option inject_panic needs a value (inject_panic=OP, OP@INO or OP/NAME)")?;
+                    o.inject_panic = Some(spec.parse().map_err(|e| anyhow::anyhow!("mount option inject_panic={spec}: {e}"))?);
                 }
                 "stats" => match value {
                     Some(p) if !p.is_empty() => o.stats = Some(p.into()),
@@ -264,6 +272,15 @@ mod tests {
         assert!(p("rw,kernel_opens").unwrap().kernel_opens);
         assert!(!p("rw,kernel_opens,nokernel_opens").unwrap().kernel_opens);
         assert!(p("rw,kernel_opens=1").is_err());
+    }
+
+    #[test]
+    fn inject_panic_takes_a_trigger() {
+        assert!(p("rw").unwrap().inject_panic.is_none());
+        assert_eq!(p("rw,inject_panic=WRITE@12").unwrap().inject_panic.map(|t| t.to_string()).as_deref(), Some("WRITE@12"));
+        assert_eq!(p("inject_panic=CREATE/boom").unwrap().inject_panic.map(|t| t.to_string()).as_deref(), Some("CREATE/boom"));
+        assert!(p("inject_panic=SCRIBBLE").unwrap_err().to_string().contains("unknown FUSE opcode"));
+        assert!(p("inject_panic").is_err());
     }
 
     #[test]

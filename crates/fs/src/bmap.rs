@@ -33,6 +33,8 @@ impl Volume {
     /// Map logical block `lblk` of `inode`, describing at most `max` blocks from it.
     pub fn map_block(&self, inode: &Inode, lblk: u64, max: u64) -> Result<Mapping> {
         debug_assert!(max > 0);
+        // Lengths are clamped to [1, max]: a caller's zero must not become a panic.
+        let max = max.max(1);
         if inode.has_flag(flags::EXTENTS) {
             self.map_extent(inode, lblk, max)
         } else {

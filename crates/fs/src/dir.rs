@@ -44,6 +44,16 @@ pub struct DirEntry {
     pub next: u64,
 }
 
+/// Where a name is in a directory.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Found {
+    pub ino: u32,
+    pub file_type: u8,
+    /// The directory block holding the entry, and the entry's offset in it.
+    pub lblk: u64,
+    pub offset: usize,
+}
+
 const INLINE_DOT: u64 = 1;
 const INLINE_DOTDOT: u64 = 2;
 /// Start of the entries in `i_block` (after the 4-byte parent inode number).
@@ -78,6 +88,11 @@ impl Volume {
     /// `seen` records what was read (a lookup's, for the negative-lookup memo).
     fn dir_block(&self, dir: &Inode, lblk: u64, seed: Option<u32>, seen: &mut Seen) -> Result<Option<crate::cache::Block>> {
         let nblocks = self.dir_blocks(dir);
+        if lblk >= nblocks {
+            // Past the size (an htree root in a directory smaller than a block, say): nothing there.
+            seen.note_partial();
+            return Ok(None);
+        }
         match self.map_block(dir, lblk, nblocks - lblk)? {
             Mapping::Hole { .. } => {
                 seen.note_partial();
@@ -138,7 +153,7 @@ impl Volume {
         let mut lblk = start / bs;
         while lblk < nblocks {
             let Some(data) = self.dir_block(dir, lblk, seed, seen)? else {
-                lblk += 1;
+                lblk += self.dir_step(dir, lblk, nblocks)?;
                 continue;
             };
             let base = lblk * bs;
@@ -233,7 +248,7 @@ impl Volume {
         }
         if self.is_htree(dir) {
             if let Some(found) = self.find_htree(dir, name, seen)? {
-                return Ok(found);
+                return Ok(found.map(|f| (f.ino, f.file_type)));
             }
             // Unknown hash version: search linearly, as the kernel falls back.
         }
@@ -266,7 +281,7 @@ impl Volume {
     }
 
     /// htree lookup. Returns None (outer) when the index cannot be used.
-    fn find_htree(&self, dir: &Inode, name: &[u8], seen: &mut Seen) -> Result<Option<Option<(u32, u8)>>> {
+    fn find_htree(&self, dir: &Inode, name: &[u8], seen: &mut Seen) -> Result<Option<Option<Found>>> {
         let seed = self.dir_csum_seed(dir);
         let nblocks = self.dir_blocks(dir);
         let corrupt = |field: &'static str, value: u64| {
@@ -328,15 +343,47 @@ impl Volume {
         }
     }
 
-    fn search_leaf(&self, dir: &Inode, lblk: u64, name: &[u8], seed: Option<u32>, seen: &mut Seen) -> Result<Option<(u32, u8)>> {
+    fn search_leaf(&self, dir: &Inode, lblk: u64, name: &[u8], seed: Option<u32>, seen: &mut Seen) -> Result<Option<Found>> {
         let Some(data) = self.dir_block(dir, lblk, seed, seen)? else { return Ok(None) };
         for e in DirIter::new(&data, self.block_size as usize, self.has_filetype(), Location::Block(lblk)) {
             let e = e?;
             if e.inode != 0 && e.name == name {
-                return Ok(Some((e.inode, e.file_type)));
+                return Ok(Some(Found { ino: e.inode, file_type: e.file_type, lblk, offset: e.offset }));
             }
         }
         Ok(None)
+    }
+
+    /// Where `name` is in `dir` (a directory in blocks, not inline): through
+    /// the index when it has one, as a lookup finds it.
+    pub(crate) fn find_entry(&self, dir: &Inode, name: &[u8]) -> Result<Option<Found>> {
+        debug_assert!(!dir.has_flag(flags::INLINE_DATA));
+        let mut seen = Seen::new(false);
+        if self.is_htree(dir) && name != b"." && name != b".." {
+            if let Some(found) = self.find_htree(dir, name, &mut seen)? {
+                return Ok(found);
+            }
+        }
+        let seed = self.dir_csum_seed(dir);
+        let nblocks = self.dir_blocks(dir);
+        let mut lblk = 0;
+        while lblk < nblocks {
+            match self.search_leaf(dir, lblk, name, seed, &mut seen)? {
+                Some(found) => return Ok(Some(found)),
+                None => lblk += self.dir_step(dir, lblk, nblocks)?,
+            }
+        }
+        Ok(None)
+    }
+
+    /// How far a walk over `dir`'s blocks moves on from `lblk`: one block, or
+    /// past the hole there (a directory's size may claim far more blocks
+    /// than it maps).
+    fn dir_step(&self, dir: &Inode, lblk: u64, nblocks: u64) -> Result<u64> {
+        Ok(match self.map_block(dir, lblk, nblocks - lblk)? {
+            Mapping::Hole { len } => len.max(1),
+            Mapping::Mapped { .. } => 1,
+        })
     }
 
     /// The bytes of the system.data attribute of an inline inode (empty if none).

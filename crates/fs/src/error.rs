@@ -36,6 +36,9 @@ pub enum FsError {
     InvalidMove,
     /// Permission denied (EACCES), e.g. a default ACL on a file.
     AccessDenied,
+    /// The volume cannot be mounted: the kernel's reason for refusing it,
+    /// and what was found.
+    Refused { reason: &'static str, found: String },
 }
 
 impl FsError {
@@ -61,6 +64,7 @@ impl FsError {
             FsError::NotPermitted => libc::EPERM,
             FsError::InvalidMove => libc::EINVAL,
             FsError::AccessDenied => libc::EACCES,
+            FsError::Refused { .. } => libc::EUCLEAN,
         }
     }
 
@@ -97,6 +101,7 @@ impl fmt::Display for FsError {
             FsError::NotPermitted => write!(f, "operation not permitted"),
             FsError::InvalidMove => write!(f, "cannot move a directory into itself"),
             FsError::AccessDenied => write!(f, "permission denied"),
+            FsError::Refused { reason, found } => write!(f, "{reason} ({found})"),
         }
     }
 }

@@ -9,7 +9,42 @@ use ondisk::inode::{flags, Inode, I_BLOCK_SIZE};
 /// Largest single device request a read is split into.
 const MAX_RUN_BLOCKS: u64 = 256;
 
+/// What lseek(2) looks for from an offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seek {
+    /// SEEK_DATA: the next byte that was written.
+    Data,
+    /// SEEK_HOLE: the next byte in a hole (the end of the file is one).
+    Hole,
+}
+
 impl Volume {
+    /// lseek(2) with SEEK_DATA or SEEK_HOLE from `offset`: None (ENXIO) at
+    /// or past the end of the file, or when no data follows. Unwritten
+    /// (preallocated) blocks count as holes, as the kernel's ext4 reports
+    /// them once their pages are written back.
+    pub fn seek(&self, inode: &Inode, offset: u64, what: Seek) -> Result<Option<u64>> {
+        let size = inode.size();
+        if offset >= size {
+            return Ok(None);
+        }
+        if inode.has_flag(flags::INLINE_DATA) || !inode.is_reg() {
+            return Ok(Some(if what == Seek::Data { offset } else { size }));
+        }
+        let bs = u64::from(self.block_size);
+        let end = size.div_ceil(bs);
+        let mut l = offset / bs;
+        while l < end {
+            let m = self.map_block(inode, l, end - l)?;
+            let data = matches!(m, Mapping::Mapped { unwritten: false, .. });
+            if data == (what == Seek::Data) {
+                return Ok(Some((l * bs).max(offset).min(size)));
+            }
+            l += m.len().max(1);
+        }
+        Ok(if what == Seek::Hole { Some(size) } else { None })
+    }
+
     /// Read up to `size` bytes at `offset` (fewer at end of file).
     pub fn read(&self, inode: &Inode, offset: u64, size: usize) -> Result<Vec<u8>> {
         if inode.is_dir() {

@@ -83,13 +83,24 @@ pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
     }
     let inode = vol.inode(jino)?;
     let bs = u64::from(vol.block_size());
-    let len_blocks = inode.size() / bs;
-    let runs = journal_runs(vol, &inode, len_blocks)?;
+    let inode_blocks = inode.size() / bs;
+    if inode_blocks > vol.sb.blocks_count() {
+        return Err(journal_corrupt(&inode, "journal larger than the volume", inode_blocks));
+    }
+    // The superblock first, through its own mapping: its s_maxlen bounds the
+    // walk of the rest (jbd2 trusts the smaller of it and the inode's size).
+    let first = journal_runs(vol, &inode, 1)?;
     let mut sb_buf = vec![0u8; bs as usize];
-    Reader { vol, runs: &runs, len_blocks }
+    Reader { vol, runs: &first, len_blocks: 1 }
         .read_block(0, &mut sb_buf)
         .map_err(|e| FsError::io("reading the journal superblock", e))?;
     let superblock = ondisk::jbd2::Superblock::parse(&sb_buf)?;
+    superblock.validate(inode_blocks)?;
+    let len_blocks = u64::from(superblock.max_len);
+    if len_blocks < JBD2_MIN_JOURNAL_BLOCKS {
+        return Err(journal_corrupt(&inode, "journal too short (s_maxlen)", len_blocks));
+    }
+    let runs = journal_runs(vol, &inode, len_blocks)?;
     debug_assert_eq!(jino, JOURNAL_INO);
     let mut info = JournalInfo {
         superblock,
@@ -170,22 +181,38 @@ fn reload_after_replay(vol: &mut Volume) -> Result<()> {
     Ok(())
 }
 
+/// The kernel's jbd2 refuses journals shorter than this.
+const JBD2_MIN_JOURNAL_BLOCKS: u64 = 1024;
+
+fn journal_corrupt(inode: &Inode, field: &'static str, value: u64) -> FsError {
+    FsError::Format(ondisk::FormatError::corrupt(
+        "journal inode",
+        ondisk::Location::Inode(u64::from(inode.ino)),
+        ondisk::Corruption::BadField { field, value },
+    ))
+}
+
+/// The journal's first `len_blocks` blocks as runs (logical, physical,
+/// length). No physical block may appear twice: a block map whose
+/// indirect blocks share one block would otherwise make a small image
+/// claim a journal of millions of runs before anything else is checked.
 fn journal_runs(vol: &Volume, inode: &Inode, len_blocks: u64) -> Result<Vec<(u64, u64, u64)>> {
     let mut runs = Vec::new();
+    let mut claimed = std::collections::BTreeMap::new();
     let mut l = 0;
     while l < len_blocks {
         match vol.map_block(inode, l, len_blocks - l)? {
             Mapping::Mapped { pblk, len, .. } => {
+                let before = claimed.range(..=pblk).next_back().is_some_and(|(&s, &n): (&u64, &u64)| s + n > pblk);
+                let after = claimed.range(pblk..).next().is_some_and(|(&s, _)| s < pblk + len);
+                if before || after {
+                    return Err(journal_corrupt(inode, "journal block mapped twice", pblk));
+                }
+                claimed.insert(pblk, len);
                 runs.push((l, pblk, len));
                 l += len;
             }
-            Mapping::Hole { .. } => {
-                return Err(FsError::Format(ondisk::FormatError::corrupt(
-                    "journal inode",
-                    ondisk::Location::Inode(u64::from(inode.ino)),
-                    ondisk::Corruption::BadField { field: "hole in journal", value: l },
-                )))
-            }
+            Mapping::Hole { .. } => return Err(journal_corrupt(inode, "hole in journal", l)),
         }
     }
     Ok(runs)

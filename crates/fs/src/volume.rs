@@ -6,7 +6,7 @@ use crate::error::{FsError, Result};
 use crate::overlay::Overlay;
 use blockdev::{BlockDevice, IoClass};
 use ondisk::group_desc::GroupDesc;
-use ondisk::inode::Inode;
+use ondisk::inode::{Inode, ROOT_INO};
 use ondisk::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use ondisk::{Corruption, FormatError, Location};
 use parking_lot::RwLock;
@@ -168,10 +168,22 @@ impl Volume {
         };
         *vol.groups.get_mut() = vol.read_group_descriptors()?;
         vol.journal = crate::journal_glue::open_journal(&mut vol)?;
+        vol.check_root()?;
         if !vol.opts.read_only {
             vol.start_writing()?;
         }
         Ok(vol)
+    }
+
+    /// The kernel's last check before a mount: a root inode that reads
+    /// (checksum included) and is a non-empty directory.
+    fn check_root(&self) -> Result<()> {
+        let root = self.inode(ROOT_INO).map_err(|e| FsError::Refused { reason: "get root inode failed", found: e.to_string() })?;
+        if !root.is_dir() || root.size() == 0 || root.blocks_512(&self.sb) == 0 {
+            let found = format!("mode {:o}, size {}, {} blocks", root.base.mode, root.size(), root.blocks_512(&self.sb));
+            return Err(FsError::Refused { reason: "corrupt root inode, run e2fsck", found });
+        }
+        Ok(())
     }
 
     pub(crate) fn reload_group_descriptors(&self) -> Result<Vec<GroupDesc>> {

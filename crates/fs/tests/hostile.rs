@@ -155,3 +155,139 @@ fn bitmaps_match_descriptors_on_real_images() {
         }
     }
 }
+
+/// A directory whose size claims 2^40 bytes but maps one block: lookups and
+/// listings must walk the blocks it maps, not the 2^28 its size implies
+/// (each lookup took minutes; the kernel answers at once).
+#[test]
+fn a_directory_with_a_huge_size_answers_at_once() {
+    let Some((work, src)) = common::setup() else { return };
+    let img = common::make_image(work.path(), "hugedir.img", 16, &[], &src);
+    let out = std::process::Command::new("debugfs").args(["-w", "-R", "sif /a/b size 0x10000000000"]).arg(&img).output().unwrap();
+    assert!(out.status.success(), "debugfs: {}", String::from_utf8_lossy(&out.stderr));
+    let vol = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
+    let a = vol.lookup(&vol.inode(fs::ROOT_INO).unwrap(), b"a").unwrap().unwrap().0;
+    let b = vol.inode(vol.lookup(&vol.inode(a).unwrap(), b"b").unwrap().unwrap().0).unwrap();
+    assert_eq!(b.size(), 1 << 40);
+    let start = Instant::now();
+    assert!(vol.lookup(&b, b"big.bin").unwrap().is_some());
+    assert!(vol.lookup(&b, b"no-such-name").unwrap().is_none());
+    let mut names = 0;
+    vol.read_dir(&b, 0, &mut |_| {
+        names += 1;
+        true
+    })
+    .unwrap();
+    assert_eq!(names, 4, ". .. c big.bin");
+    assert!(start.elapsed() < Duration::from_secs(1), "took {:?}", start.elapsed());
+}
+
+/// A root inode that fails its checksum, or is no directory, makes the
+/// kernel refuse the mount ("get root inode failed", "corrupt root inode"):
+/// so does ext4lazy, with the same reason, instead of mounting a volume
+/// where even `stat` of the mount point fails.
+#[test]
+fn a_corrupt_root_inode_is_refused_at_mount() {
+    let Some((work, src)) = common::setup() else { return };
+    let img = common::make_image(work.path(), "root.img", 16, &[], &src);
+    let pristine = std::fs::read(&img).unwrap();
+    let (blk, off, bs) = {
+        let vol = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
+        let (blk, off) = vol.inode_location(fs::ROOT_INO);
+        (blk, off, vol.block_size() as usize)
+    };
+    let open = |img: &std::path::Path| Volume::open(Arc::new(FileDevice::open(img, false).unwrap()), VolumeOptions::default());
+    let kernel_refuses = |img: &std::path::Path| {
+        let mnt = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount").args(["-t", "ext4", "-o", "ro,loop"]).arg(img).arg(mnt.path()).output().unwrap();
+        if out.status.success() {
+            std::process::Command::new("umount").arg(mnt.path()).status().unwrap();
+        }
+        !out.status.success()
+    };
+
+    // A flipped bit in i_mtime: the record's checksum no longer matches.
+    let mut bytes = pristine.clone();
+    bytes[blk as usize * bs + off + 0x10] ^= 0x40;
+    std::fs::write(&img, &bytes).unwrap();
+    let Err(e) = open(&img) else { panic!("a root inode with a bad checksum was mounted") };
+    assert!(e.to_string().contains("get root inode failed"), "{e}");
+    assert!(kernel_refuses(&img), "the kernel mounted it: the oracle disagrees");
+
+    // A root that is a regular file.
+    std::fs::write(&img, &pristine).unwrap();
+    let out = std::process::Command::new("debugfs").args(["-w", "-R", "sif <2> mode 0100644"]).arg(&img).output().unwrap();
+    assert!(out.status.success());
+    let Err(e) = open(&img) else { panic!("a root inode that is not a directory was mounted") };
+    assert!(e.to_string().contains("corrupt root inode"), "{e}");
+    assert!(kernel_refuses(&img), "the kernel mounted it: the oracle disagrees");
+}
+
+/// An htree directory whose size is less than a block: its index root lies
+/// past its size. Lookups and listings must fail or find nothing, not
+/// panic (a zero-length map request once reached `clamp(1, 0)`).
+#[test]
+fn an_htree_directory_smaller_than_a_block_is_an_error_not_a_panic() {
+    let Some((work, src)) = common::setup() else { return };
+    let img = common::make_image(work.path(), "tiny-htree.img", 16, &[], &src);
+    // mkfs -d writes linear directories: mark this one hashed, then shrink it.
+    let flags = common::debugfs_flags(&img, "/a/b/c") | ondisk::inode::flags::INDEX;
+    for cmd in [format!("sif /a/b/c flags {flags:#x}"), "sif /a/b/c size 100".to_string()] {
+        let out = std::process::Command::new("debugfs").args(["-w", "-R", &cmd]).arg(&img).output().unwrap();
+        assert!(out.status.success(), "debugfs: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let vol = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
+    let resolve = |path: &[&str]| {
+        let mut ino = fs::ROOT_INO;
+        for p in path {
+            ino = vol.lookup(&vol.inode(ino).unwrap(), p.as_bytes()).unwrap().unwrap().0;
+        }
+        vol.inode(ino).unwrap()
+    };
+    let c = resolve(&["a", "b", "c"]);
+    assert!(c.has_flag(ondisk::inode::flags::INDEX), "the fixture's directory must be hashed");
+    let found = vol.lookup(&c, b"file-0001");
+    assert!(!matches!(found, Ok(Some(_))), "found an entry past the directory's size: {found:?}");
+    let _ = vol.read_dir(&c, 0, &mut |_| true);
+    // The request that used to panic: a zero-length map of a hole.
+    assert!(matches!(vol.map_block(&c, 1 << 20, 0), Ok(fs::Mapping::Hole { .. })));
+}
+
+/// A block-mapped journal whose indirect blocks share one block, or whose
+/// size claims far more than the volume holds: the mount must refuse it at
+/// once, not walk (and allocate for) millions of runs first.
+#[test]
+fn a_journal_with_shared_indirect_blocks_is_refused_at_once() {
+    let Some((work, src)) = common::setup() else { return };
+    let img = common::make_image(work.path(), "ext3-journal.img", 16, &["-t", "ext3", "-b", "1024", "-J", "size=1"], &src);
+    let pristine = std::fs::read(&img).unwrap();
+    let open = |img: &std::path::Path| Volume::open(Arc::new(FileDevice::open(img, false).unwrap()), VolumeOptions::default());
+    let (dind, bs) = {
+        let vol = open(&img).unwrap();
+        let j = vol.inode(8).unwrap();
+        (u64::from(ondisk::bytes::le32(&j.base.block, 13 * 4)), vol.block_size() as usize)
+    };
+    assert_ne!(dind, 0, "a 1024-block journal on 1 KiB blocks needs its double indirect block");
+
+    // Every entry of the double indirect block names its first indirect block.
+    let mut bytes = pristine.clone();
+    let at = dind as usize * bs;
+    let first = bytes[at..at + 4].to_vec();
+    for i in 1..bs / 4 {
+        bytes[at + 4 * i..at + 4 * i + 4].copy_from_slice(&first);
+    }
+    std::fs::write(&img, &bytes).unwrap();
+    let start = Instant::now();
+    let Err(e) = open(&img) else { panic!("a journal mapping one block twice was mounted") };
+    assert!(e.to_string().contains("journal block mapped twice"), "{e}");
+    assert!(start.elapsed() < Duration::from_secs(1));
+
+    // A journal inode claiming 2^40 bytes.
+    std::fs::write(&img, &pristine).unwrap();
+    let out = std::process::Command::new("debugfs").args(["-w", "-R", "sif <8> size 0x10000000000"]).arg(&img).output().unwrap();
+    assert!(out.status.success());
+    let start = Instant::now();
+    let Err(e) = open(&img) else { panic!("a journal larger than the volume was mounted") };
+    assert!(e.to_string().contains("journal larger than the volume"), "{e}");
+    assert!(start.elapsed() < Duration::from_secs(1));
+}

@@ -7,6 +7,7 @@
 
 mod attr;
 mod caller;
+mod inject;
 mod ioctl;
 mod serve;
 mod write;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use attr::to_file_attr;
+pub use inject::{PanicTrigger, TriggerError};
 
 /// How the kernel may cache what we tell it.
 #[derive(Clone, Copy, Debug)]
@@ -82,6 +84,8 @@ pub struct Ext4Fuse {
     pub(crate) policy: CachePolicy,
     /// Set once the session exists: tells the kernel to drop stale attributes.
     notifier: Arc<std::sync::OnceLock<fusewire::Notifier>>,
+    /// Requests that panic on purpose (`inject_panic=`, for tests).
+    pub(crate) inject: Option<PanicTrigger>,
 }
 
 
@@ -121,7 +125,13 @@ pub(crate) fn errno(e: &FsError) -> Errno {
 
 impl Ext4Fuse {
     pub fn new(vol: Arc<Volume>, policy: CachePolicy) -> Self {
-        Ext4Fuse { vol, policy, notifier: Default::default() }
+        Ext4Fuse { vol, policy, notifier: Default::default(), inject: None }
+    }
+
+    /// Make the requests `t` names panic (`inject_panic=`, for tests).
+    pub fn with_panic_trigger(mut self, t: PanicTrigger) -> Self {
+        self.inject = Some(t);
+        self
     }
 
     /// Where the daemon puts the session's notifier once the session exists.

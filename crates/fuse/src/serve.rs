@@ -3,7 +3,7 @@
 
 use crate::{attr, errno, ext4_ino, fuse_ino, Ext4Fuse};
 use fusewire::abi::{init, FOPEN_DIRECT_IO, FOPEN_KEEP_CACHE};
-use fusewire::{reply, DirBuf, Errno, InitInfo, Op, Request};
+use fusewire::{reply, DirBuf, Errno, InitInfo, Op, PanicReport, Request};
 use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
 
@@ -34,6 +34,7 @@ impl fusewire::Handler for Ext4Fuse {
     }
 
     fn forget(&self, nodeid: u64, nlookup: u64) {
+        self.panic_if_triggered(fusewire::abi::op::FORGET, nodeid);
         if !self.counts_lookups() {
             return;
         }
@@ -44,7 +45,42 @@ impl fusewire::Handler for Ext4Fuse {
         }
     }
 
+    fn interrupt(&self, req: &Request, _target: u64) {
+        // Requests are served too quickly for interrupts to matter.
+        self.panic_if_triggered(req.opcode, req.nodeid);
+    }
+
     fn handle(&self, req: &Request, op: Op<'_>, out: &mut Vec<u8>) -> Result<(), Errno> {
+        if let Some(t) = &self.inject {
+            if t.matches(req.opcode, req.nodeid, op.entry_name().map(OsStrExt::as_bytes)) {
+                return self.serve_armed(req, op, out);
+            }
+        }
+        self.serve_op(req, op, out)
+    }
+
+    fn panicked(&self, r: &PanicReport<'_>) {
+        crate::report(panic_line(r, self.vol.failure()));
+    }
+}
+
+/// One log line for a panic: what was served, where it panicked, what the
+/// kernel got, and whether the volume is read-only now.
+fn panic_line(r: &PanicReport<'_>, failure: Option<String>) -> String {
+    let on = match ext4_ino(r.nodeid) {
+        Ok(0) | Err(_) => format!("node {}", r.nodeid),
+        Ok(ino) => format!("inode {ino}"),
+    };
+    let mut line = format!("panic serving {} on {on} (request {}): {}; {}", r.op_name(), r.unique, r.note, r.outcome());
+    if let Some(why) = failure {
+        line.push_str(&format!("; the volume is read-only: {why}"));
+    }
+    line
+}
+
+impl Ext4Fuse {
+    /// Serve one request (what `handle` does unless a panic is injected).
+    pub(crate) fn serve_op(&self, req: &Request, op: Op<'_>, out: &mut Vec<u8>) -> Result<(), Errno> {
         let ino = req.nodeid;
         match op {
             Op::Lookup { name } => {
@@ -94,7 +130,18 @@ impl fusewire::Handler for Ext4Fuse {
                 let data = self.flag_ioctl(req, ino, cmd, in_data)?;
                 reply::ioctl(out, 0, &data);
             }
-            Op::Lseek { .. } | Op::Unsupported(_) => return Err(Errno::ENOSYS),
+            Op::Lseek { offset, whence } => {
+                // The kernel answers SEEK_SET/CUR/END itself; only these two come here.
+                let what = match whence as i32 {
+                    libc::SEEK_DATA => fs::Seek::Data,
+                    libc::SEEK_HOLE => fs::Seek::Hole,
+                    _ => return Err(Errno::EINVAL),
+                };
+                let i = self.inode(ino)?;
+                let to = self.vol.seek(&i, offset, what).map_err(|e| errno(&e))?.ok_or(Errno(libc::ENXIO))?;
+                reply::lseek(out, to);
+            }
+            Op::Unsupported(_) => return Err(Errno::ENOSYS),
             op => self.modify(req, op, out)?,
         }
         Ok(())

@@ -50,6 +50,11 @@ pub mod op {
     pub const LSEEK: u32 = 46;
     pub const TMPFILE: u32 = 51;
 
+    /// The opcode fuse.h calls FUSE_`name` (one of the names [`name`] gives).
+    pub fn by_name(name: &str) -> Option<u32> {
+        (0..64).find(|&op| self::name(op) == Some(name))
+    }
+
     /// The opcode's name as fuse.h spells it, without FUSE_ (for statistics).
     pub fn name(opcode: u32) -> Option<&'static str> {
         Some(match opcode {

@@ -11,6 +11,7 @@ use std::os::unix::ffi::OsStrExt;
 /// Who asks, about which node.
 #[derive(Clone, Copy, Debug)]
 pub struct Request {
+    pub opcode: u32,
     pub unique: u64,
     pub nodeid: u64,
     pub uid: u32,
@@ -20,7 +21,7 @@ pub struct Request {
 
 impl From<&InHeader> for Request {
     fn from(h: &InHeader) -> Self {
-        Request { unique: h.unique, nodeid: h.nodeid, uid: h.uid, gid: h.gid, pid: h.pid }
+        Request { opcode: h.opcode, unique: h.unique, nodeid: h.nodeid, uid: h.uid, gid: h.gid, pid: h.pid }
     }
 }
 
@@ -90,6 +91,25 @@ pub enum Op<'a> {
     Unsupported(u32),
 }
 
+impl<'a> Op<'a> {
+    /// The directory entry the request names (LOOKUP, CREATE, UNLINK, ...;
+    /// RENAME's old name, LINK's new one), if any.
+    pub fn entry_name(&self) -> Option<&'a OsStr> {
+        match *self {
+            Op::Lookup { name }
+            | Op::Symlink { name, .. }
+            | Op::Mknod { name, .. }
+            | Op::Mkdir { name, .. }
+            | Op::Unlink { name }
+            | Op::Rmdir { name }
+            | Op::Rename { name, .. }
+            | Op::Create { name, .. } => Some(name),
+            Op::Link { newname, .. } => Some(newname),
+            _ => None,
+        }
+    }
+}
+
 /// Split a NUL-terminated name off the front of `b`.
 fn name(b: &[u8]) -> Result<(&OsStr, &[u8]), Errno> {
     let end = b.iter().position(|&c| c == 0).ok_or(Errno::EINVAL)?;
@@ -132,6 +152,11 @@ fn setattr(f: Fields<'_>) -> SetAttrIn {
 /// FORGET's lookup count; None when the struct is short.
 pub fn forget(fixed: &[u8]) -> Option<u64> {
     Fields::new(fixed, fixed_size(crate::abi::op::FORGET)).map(|f| f.u64(0))
+}
+
+/// INTERRUPT's target: the unique id of the request to interrupt.
+pub fn interrupt(fixed: &[u8]) -> Option<u64> {
+    Fields::new(fixed, fixed_size(crate::abi::op::INTERRUPT)).map(|f| f.u64(0))
 }
 
 /// BATCH_FORGET's (nodeid, nlookup) pairs: `count` in the fixed struct, then

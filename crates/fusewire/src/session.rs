@@ -24,6 +24,8 @@ pub struct Counters {
     pub priority_switches: AtomicU64,
     /// Requests by opcode (both transports; opcodes past the table in the last slot).
     pub by_op: [AtomicU64; OPCODE_SLOTS],
+    /// Requests whose serving panicked (caught, answered EIO where a reply is due).
+    pub panics: AtomicU64,
 }
 
 /// Slots of `Counters::by_op`: every opcode we know is below this.
@@ -37,6 +39,7 @@ impl Default for Counters {
             uring_queues: AtomicU64::new(0),
             priority_switches: AtomicU64::new(0),
             by_op: std::array::from_fn(|_| AtomicU64::new(0)),
+            panics: AtomicU64::new(0),
         }
     }
 }
@@ -112,6 +115,9 @@ fn receive(dev: &File, buf: &mut [u8]) -> io::Result<Option<usize>> {
     loop {
         let mut r = dev;
         match r.read(buf) {
+            // /dev/fuse never reads 0 bytes (it says ENODEV once unmounted);
+            // a stream that does has ended (the tests serve a socket).
+            Ok(0) => return Ok(None),
             Ok(n) => return Ok(Some(n)),
             Err(e) => match e.raw_os_error() {
                 // ENOENT: the request was interrupted before we read it.
@@ -277,4 +283,53 @@ fn dev_worker<H: Handler>(h: &H, dev: &File, size: usize, counters: &Counters) -
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{message, Fragile, FRAGILE};
+    use std::os::fd::FromRawFd;
+
+    /// A connected pair of packet sockets: one message per read, as /dev/fuse.
+    fn packet_pair() -> (File, File) {
+        let mut fds = [0i32; 2];
+        // SAFETY: socketpair fills two new descriptors, which we then own.
+        let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+        assert_eq!(r, 0, "socketpair: {}", io::Error::last_os_error());
+        // SAFETY: as above.
+        unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) }
+    }
+
+    /// The next reply's (error, unique); fails instead of waiting forever.
+    fn reply(kernel: &mut File) -> (i32, u64) {
+        let tv = libc::timeval { tv_sec: 5, tv_usec: 0 };
+        // SAFETY: a valid socket and option value.
+        unsafe { libc::setsockopt(kernel.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as u32) };
+        let mut b = [0u8; 256];
+        let n = kernel.read(&mut b).expect("a reply within 5 s");
+        let f = abi::Fields::new(&b[..n], OUT_HEADER).expect("a whole out header");
+        (f.u32(4) as i32, f.u64(8))
+    }
+
+    #[test]
+    fn a_dev_worker_answers_a_panic_with_eio_and_serves_on() {
+        let (mut kernel, dev) = packet_pair();
+        let h = Arc::new(Fragile::default());
+        let counters = Arc::new(Counters::default());
+        let worker = {
+            let (h, counters) = (h.clone(), counters.clone());
+            std::thread::spawn(move || dev_worker(&*h, &dev, buffer_size(1 << 16), &counters))
+        };
+        kernel.write_all(&message(abi::op::GETATTR, 1, FRAGILE, &[0; 16], &[])).unwrap();
+        assert_eq!(reply(&mut kernel), (-libc::EIO, 1));
+        // FORGET takes no reply, panic or not: the next reply is the next request's.
+        kernel.write_all(&message(abi::op::FORGET, 2, FRAGILE, &1u64.to_ne_bytes(), &[])).unwrap();
+        kernel.write_all(&message(abi::op::GETATTR, 3, 1, &[0; 16], &[])).unwrap();
+        assert_eq!(reply(&mut kernel), (0, 3));
+        drop(kernel);
+        worker.join().expect("the worker survived").expect("and ended cleanly");
+        assert_eq!(counters.panics.load(Ordering::Relaxed), 2);
+        assert_eq!(h.reports.lock().unwrap().len(), 2);
+    }
 }

@@ -63,6 +63,57 @@ impl ExtentNode {
         }
     }
 
+    pub fn header_mut(&mut self) -> &mut ExtentHeader {
+        match self {
+            ExtentNode::Index(h, _) | ExtentNode::Leaf(h, _) => h,
+        }
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        match self {
+            ExtentNode::Index(_, v) => v.len(),
+            ExtentNode::Leaf(_, v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The logical block of the first entry: the key its parent indexes it by.
+    pub fn first_key(&self) -> Option<u32> {
+        match self {
+            ExtentNode::Index(_, v) => v.first().map(|e| e.block),
+            ExtentNode::Leaf(_, v) => v.first().map(|e| e.block),
+        }
+    }
+
+    /// Move the entries from `at` on into a new node of the same depth with
+    /// capacity `max` (a split); both headers' counts follow.
+    pub fn split_off(&mut self, at: usize, max: u16) -> ExtentNode {
+        let h = *self.header();
+        let header = |n: usize| ExtentHeader { entries: n as u16, max, depth: h.depth, generation: h.generation };
+        let right = match self {
+            ExtentNode::Index(_, v) => {
+                let r = v.split_off(at);
+                ExtentNode::Index(header(r.len()), r)
+            }
+            ExtentNode::Leaf(_, v) => {
+                let r = v.split_off(at);
+                ExtentNode::Leaf(header(r.len()), r)
+            }
+        };
+        self.sync_count();
+        right
+    }
+
+    /// Set the header's entry count from the entries held.
+    pub fn sync_count(&mut self) {
+        let n = self.len() as u16;
+        self.header_mut().entries = n;
+    }
+
     /// Parse a node from `buf` (the 60-byte root or a whole block). Entries
     /// must be sorted by logical block and fit the buffer.
     pub fn parse(buf: &[u8], at: Location) -> Result<Self> {

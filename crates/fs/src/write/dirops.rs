@@ -344,21 +344,8 @@ impl Volume {
 
     /// Find the block and offset of `name` in `dir`.
     fn locate(&self, dir: &Inode, name: &[u8]) -> Result<Option<(u64, usize)>> {
-        let nblocks = self.dir_blocks(dir);
-        for lblk in 0..nblocks {
-            let Ok(pblk) = self.dir_pblk(dir, lblk) else { continue };
-            let data = self.meta(pblk)?;
-            if self.is_htree(dir) && (lblk == 0 || odir::rec_len_from_disk(ondisk::bytes::le16(&data, 4), data.len()) == data.len()) {
-                continue; // index blocks hold no names
-            }
-            for e in DirIter::new(&data, self.block_size() as usize, self.has_filetype(), Location::Block(pblk)) {
-                let e = e?;
-                if e.inode != 0 && e.name == name {
-                    return Ok(Some((pblk, e.offset)));
-                }
-            }
-        }
-        Ok(None)
+        let Some(found) = self.find_entry(dir, name)? else { return Ok(None) };
+        Ok(Some((self.dir_pblk(dir, found.lblk)?, found.offset)))
     }
 
     /// Remove `name` from `dir`: merge its space into the previous entry.

@@ -15,6 +15,7 @@ mod alloc;
 mod cleaner;
 pub(crate) mod committer;
 mod dirops;
+mod extent_tree;
 mod extents;
 pub(crate) mod iflags;
 mod inline;
@@ -119,6 +120,43 @@ pub struct WriteState {
     /// commit never splits one). Kept here so that no request takes the
     /// journal's lock for it while a commit holds that lock.
     pub(crate) commit_limit: u64,
+}
+
+/// The write lock, held. A panic that unwinds through its holder can leave
+/// memory changed halfway (an operation's changes, a commit or a write-back
+/// cut short), which must never be committed: the volume turns read-only, as
+/// after a device error. parking_lot's lock does not poison, so without this
+/// the next writer would carry on from the half-done state.
+pub(crate) struct WriteGuard<'a>(parking_lot::MutexGuard<'a, WriteState>);
+
+/// Why the volume turned read-only after a panic under the write lock.
+pub(crate) const PANICKED: &str = "an operation panicked holding the write lock";
+
+impl std::ops::Deref for WriteGuard<'_> {
+    type Target = WriteState;
+    fn deref(&self) -> &WriteState {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for WriteGuard<'_> {
+    fn deref_mut(&mut self) -> &mut WriteState {
+        &mut self.0
+    }
+}
+
+impl Drop for WriteGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.failed.get_or_insert_with(|| PANICKED.into());
+        }
+    }
+}
+
+impl<'a> WriteGuard<'a> {
+    pub(crate) fn new(g: parking_lot::MutexGuard<'a, WriteState>) -> Self {
+        WriteGuard(g)
+    }
 }
 
 /// Changes applied when the running transaction commits, not before.
@@ -445,6 +483,11 @@ impl Volume {
         Ok(forgotten)
     }
 
+    /// Take the write lock as a writer (None on a read-only volume).
+    pub(crate) fn lock_write(&self) -> Option<WriteGuard<'_>> {
+        self.write.as_ref().map(|m| WriteGuard::new(m.lock()))
+    }
+
     /// The write path's counters (None on a read-only volume).
     pub fn write_stats(&self) -> Option<WriteStats> {
         self.write.as_ref().map(|w| w.lock().stats)
@@ -514,8 +557,7 @@ impl Volume {
     /// Periodic work (about once a second): commit a transaction older than
     /// `commit=`, write home blocks committed longer than `dirty_expire=` ago.
     pub fn background_tick(&self) -> Result<()> {
-        let Some(w) = self.write.as_ref() else { return Ok(()) };
-        let mut ws = w.lock();
+        let Some(mut ws) = self.lock_write() else { return Ok(()) };
         if ws.failed.is_some() {
             return Ok(()); // read-only since a device error, reported then
         }

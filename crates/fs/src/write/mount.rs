@@ -71,7 +71,7 @@ impl Volume {
         ws.sb.f.mnt_count = ws.sb.f.mnt_count.wrapping_add(1);
         ws.sb.f.mtime = super::now().sec as u32;
         self.write = Some(parking_lot::Mutex::new(ws));
-        let mut guard = self.write.as_ref().expect("just set").lock();
+        let mut guard = self.lock_write().expect("just set");
         self.write_super_home(&mut guard)?;
         self.free_orphans(&mut guard)?;
         self.commit(&mut guard)

@@ -174,8 +174,8 @@ impl Volume {
     /// Take the write lock; first finish a commit the commit thread has
     /// ended, and start committing the running transaction if it has grown
     /// to `WriteState::commit_limit`.
-    pub(crate) fn writer(&self) -> Result<parking_lot::MutexGuard<'_, WriteState>> {
-        let mut ws = self.write.as_ref().map(lock_spinning).ok_or(FsError::ReadOnly)?;
+    pub(crate) fn writer(&self) -> Result<super::WriteGuard<'_>> {
+        let mut ws = self.write.as_ref().map(|m| super::WriteGuard::new(lock_spinning(m))).ok_or(FsError::ReadOnly)?;
         if ws.undo.is_some() {
             // An operation panicked halfway: its changes are in memory and must
             // never be committed (not even by the cleaner after a finished commit).
@@ -949,14 +949,14 @@ impl Volume {
 
     /// Make everything written so far durable (fsync, sync, unmount).
     pub fn sync(&self) -> Result<()> {
-        let mut ws = self.write.as_ref().map(|m| m.lock()).ok_or(FsError::ReadOnly)?;
+        let mut ws = self.lock_write().ok_or(FsError::ReadOnly)?;
         self.commit(&mut ws)
     }
 
     /// Final flush at unmount: free orphans, commit, write everything home,
     /// empty the journal, mark the volume clean.
     pub fn shutdown(&self) -> Result<()> {
-        let mut ws = self.write.as_ref().map(|m| m.lock()).ok_or(FsError::ReadOnly)?;
+        let mut ws = self.lock_write().ok_or(FsError::ReadOnly)?;
         let ws = &mut *ws;
         if let Some(why) = &ws.failed {
             // Leave the volume as the last commit left it: the next mount replays the journal.

@@ -113,7 +113,7 @@ impl Volume {
         loop {
             ws.undo = Some(Undo::begin(&mut ws));
             ws.sync_wanted = false;
-            let result = op(&mut ws);
+            let result = self.run_op(&mut ws, &mut op);
             let undo = ws.undo.take().expect("set above");
             let err = match result {
                 Ok(v) => {
@@ -135,6 +135,31 @@ impl Volume {
                 continue;
             }
             return Err(self.fail_on_io(&mut ws, err));
+        }
+    }
+
+    /// Run `op` with its undo record open. A panic in it rolls its changes
+    /// back, so that reads go on seeing memory as the last whole operation
+    /// left it, and turns the volume read-only before it unwinds on to the
+    /// request's boundary: whatever broke may have broken more than the undo
+    /// record knows of. (`inject` can make it panic here, for tests.)
+    fn run_op<T>(&self, ws: &mut WriteState, op: &mut impl FnMut(&mut WriteState) -> Result<T>) -> Result<T> {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let r = op(ws);
+            crate::inject::panic_if_armed();
+            r
+        }));
+        r.unwrap_or_else(|payload| {
+            self.stopped_by_panic(ws);
+            std::panic::resume_unwind(payload)
+        })
+    }
+
+    fn stopped_by_panic(&self, ws: &mut WriteState) {
+        ws.failed.get_or_insert_with(|| "an operation panicked halfway (its changes in memory were rolled back)".into());
+        if let Some(undo) = ws.undo.take() {
+            self.kb_discard(ws);
+            self.roll_back(ws, undo);
         }
     }
 
