@@ -181,13 +181,17 @@ impl Volume {
         xattr::sort_entries(&mut all);
         let area_start = GOOD_OLD_INODE_SIZE + inode.extra.as_ref().map_or(0, |e| usize::from(e.extra_isize));
         let area_len = inode.raw.len().saturating_sub(area_start);
-        // system.data (inline data) must stay in the inode; then fill it in order.
+        // system.data (inline data) must stay in the inode; then every entry
+        // that still fits goes there, in order (first fit: a small entry after
+        // one too big for the inode still goes in, as the kernel would put it;
+        // stopping at the first misfit left room unused and said ENOSPC where
+        // the kernel succeeds). Both lists stay sorted: subsequences of `all`.
         let (mut in_inode, mut in_block) = (Vec::new(), Vec::new());
         let mut used = if area_len >= 8 { 8 } else { area_len }; // magic + terminator
         let (pinned, rest): (Vec<Xattr>, Vec<Xattr>) = all.into_iter().partition(|x| x.name_index == 7);
         for x in pinned.into_iter().chain(rest) {
             let need = xattr::footprint(&x);
-            if x.name_index == 7 || (in_block.is_empty() && used + need <= area_len) {
+            if x.name_index == 7 || used + need <= area_len {
                 used += need;
                 in_inode.push(x);
             } else {
