@@ -79,6 +79,7 @@ pub struct Stats {
     pub tolerated: u64,
     pub tolerated_xattr: u64,
     pub generic_seek: usize,
+    pub other_seek: usize,
     pub compared_paths: usize,
     pub first_enospc: [Option<u64>; 2],
 }
@@ -213,7 +214,9 @@ impl State<'_> {
             } else {
                 return Err(self.diverge(format!("op #{idx} `{op}`: kernel {k}, ext4lazy {e}")));
             }
-        } else if on_taint || (self.full && space_out) {
+        } else if on_taint || (self.full && space_out) || (matches!(op, Op::Rename { .. }) && touches_taint) {
+            // (A directory holding tainted names moved: its whole new subtree
+            // is tainted, since taints are paths.)
             // Both said ENOSPC (or wrote short) on a full volume: what the op
             // did before failing may differ (the kernel's fallocate keeps the
             // part it allocated; ext4lazy's operations are all or nothing).
@@ -282,7 +285,7 @@ impl State<'_> {
             // showed before its unmount. A change on the kernel's side is an
             // oracle (kernel) bug, not ext4lazy's, and is reported as such.
             for (side, before, after) in [("the KERNEL (oracle bug)", &kb, &kt), ("ext4lazy", &eb, &et)] {
-                let rep = self_compare(before, after, &w, &self.tainted);
+                let rep = self_compare(before, after, (&kb, &kt), &w, &self.tainted);
                 if !rep.diffs.is_empty() {
                     let first: Vec<String> = rep.diffs.iter().take(25).cloned().collect();
                     return Err(self.diverge(format!(
@@ -294,8 +297,9 @@ impl State<'_> {
                 }
             }
         }
-        let rep = compare(&kt, &et, &w, &self.tainted);
+        let rep = compare(&kt, &et, &w, &self.tainted, when == "after remount");
         self.stats.generic_seek = rep.generic_seek;
+        self.stats.other_seek = rep.other_seek;
         self.stats.compared_paths = rep.compared;
         if !rep.diffs.is_empty() {
             let n = rep.diffs.len();

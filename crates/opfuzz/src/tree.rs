@@ -26,6 +26,9 @@ pub struct Content {
     pub read: u64,
     /// First non-zero byte found by sampling the holes between the regions.
     pub nonzero_in_hole: Option<u64>,
+    /// The same for the holes of the file's own seek map, where it differs
+    /// from the regions read: a hole this side reports must read as zeros.
+    pub nonzero_in_own_hole: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -224,7 +227,12 @@ fn file_data(root: &Path, rel: &str, size: u64, planned: Option<SeekMap>) -> Res
         (None, Ok(m)) => m.clone(),
         (None, Err(_)) => vec![(0, size)],
     };
-    let content = digest(fd, size, &regions);
+    let mut content = digest(fd, size, &regions);
+    if let (Ok(c), Ok(m)) = (&mut content, &own) {
+        if *m != regions {
+            c.nonzero_in_own_hole = holes_nonzero(fd, size, m)?;
+        }
+    }
     unsafe { libc::close(fd) };
     Ok((own, content))
 }
@@ -272,32 +280,26 @@ fn pread_all(fd: libc::c_int, off: u64, len: u64, mut each: impl FnMut(&[u8])) -
     Ok(done)
 }
 
-fn digest(fd: libc::c_int, size: u64, regions: &SeekMap) -> Result<Content, i32> {
-    let total: u64 = regions.iter().map(|(a, b)| b.min(&size).saturating_sub(*a)).sum();
-    if total > MAX_READ {
-        return Err(libc::EFBIG);
-    }
-    let mut h = Fnv::default();
-    let mut read = 0;
-    let mut nonzero = None;
-    let mut prev_end = 0u64;
+fn holes_of(size: u64, regions: &SeekMap) -> Vec<(u64, u64)> {
     let mut holes = Vec::new();
+    let mut prev_end = 0u64;
     for &(a, b) in regions {
-        let b = b.min(size);
         if a > prev_end {
-            holes.push((prev_end, a));
+            holes.push((prev_end, a.min(size)));
         }
-        if b > a {
-            h.update(&a.to_le_bytes());
-            read += pread_all(fd, a, b - a, |d| h.update(d))?;
-        }
-        prev_end = prev_end.max(b);
+        prev_end = prev_end.max(b.min(size));
     }
     if size > prev_end {
         holes.push((prev_end, size));
     }
-    // Holes are sampled, not read: a terabyte-sized sparse file must stay cheap.
-    for (a, b) in holes {
+    holes.retain(|(a, b)| b > a);
+    holes
+}
+
+/// Sample each hole at its start, middle and end: the first non-zero byte.
+fn holes_nonzero(fd: libc::c_int, size: u64, regions: &SeekMap) -> Result<Option<u64>, i32> {
+    let mut nonzero = None;
+    for (a, b) in holes_of(size, regions) {
         let mut starts = vec![a, a + (b - a) / 2, b.saturating_sub(SAMPLE).max(a)];
         starts.dedup();
         for s in starts {
@@ -312,5 +314,24 @@ fn digest(fd: libc::c_int, size: u64, regions: &SeekMap) -> Result<Content, i32>
             })?;
         }
     }
-    Ok(Content { digest: h.0, read, nonzero_in_hole: nonzero })
+    Ok(nonzero)
+}
+
+fn digest(fd: libc::c_int, size: u64, regions: &SeekMap) -> Result<Content, i32> {
+    let total: u64 = regions.iter().map(|(a, b)| b.min(&size).saturating_sub(*a)).sum();
+    if total > MAX_READ {
+        return Err(libc::EFBIG);
+    }
+    let mut h = Fnv::default();
+    let mut read = 0;
+    for &(a, b) in regions {
+        let b = b.min(size);
+        if b > a {
+            h.update(&a.to_le_bytes());
+            read += pread_all(fd, a, b - a, |d| h.update(d))?;
+        }
+    }
+    // Holes are sampled, not read: a terabyte-sized sparse file must stay cheap.
+    let nonzero = holes_nonzero(fd, size, regions)?;
+    Ok(Content { digest: h.0, read, nonzero_in_hole: nonzero, nonzero_in_own_hole: None })
 }
