@@ -4,7 +4,7 @@
   and journal mode: random operation sequences applied to a kernel loop mount and to ext4lazy on copies of one
   fresh image; every errno compared, whole trees after every batch, unmount, `e2fsck -fn` on both, remount.
 - `test_regression[NAME]`: every divergence found so far, saved as tests/opfuzz/regressions/NAME.ops, replayed
-  in both modes. tests/opfuzz/known/*.ops are open divergences (DIVERGENCES.md): xfail until fixed.
+  in both modes. tests/opfuzz/known/*.ops are open divergences, the kernel's own included (docs/TESTING.md): xfail until fixed.
 
 Every run has a deadline; the binary aborts a hung FUSE connection itself, and on our deadline every mount
 under the run's work directory is torn down (abort included), so a hung daemon fails a test, never the suite.
@@ -21,11 +21,9 @@ from harness import adapters, util
 
 REPO = util.REPO
 OPS_DIR = os.path.join(REPO, "tests", "opfuzz")
-# Profiles that cannot pass before a known fix lands (DIVERGENCES.md): xfail, not skip, so a fix shows as XPASS.
-KNOWN = {
-    "extents": "D5: extent trees deeper than 1 panic the daemon (fix in crates/fs/src/write/extents.rs pending)",
-    "deep-extents": "D5: extent trees deeper than 1 panic the daemon (fix in crates/fs/src/write/extents.rs pending)",
-}
+# Profiles that cannot pass before a known fix lands (docs/TESTING.md, "opfuzz divergences"): xfail, not
+# skip, so a fix shows as XPASS. None open now (the extent-depth panic, D5, was fixed on main).
+KNOWN = {}
 RUN_TIMEOUT = 900
 
 
@@ -104,4 +102,4 @@ def test_known_divergence(path, adapter_id):
     name = os.path.basename(path)[:-4]
     rc, out, work = run_opfuzz(["replay", path, "--mode", "both"], name)
     if rc != 0:
-        pytest.xfail(f"open divergence (DIVERGENCES.md):\n{out[-1500:]}")
+        pytest.xfail(f"open divergence (docs/TESTING.md):\n{out[-1500:]}")

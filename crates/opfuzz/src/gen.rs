@@ -403,9 +403,13 @@ impl Gen {
     /// otherwise one random operation with the profile's weights.
     fn plan(&mut self) {
         let p = self.profile.name;
+        // The stages come soon one after another (a short run reaches the
+        // largest shape), later bursts rarely.
+        let staged = self.stage < self.profile.stages.len();
         let burst = match p {
-            "extents" | "deep-extents" => self.rng.chance(1, if self.stage == 0 { 1 } else { 400 }),
-            "htree" => self.rng.chance(1, if self.stage == 0 { 1 } else { 2000 }),
+            _ if self.stage == 0 && staged => true,
+            "extents" | "deep-extents" => self.rng.chance(1, if staged { 50 } else { 400 }),
+            "htree" => self.rng.chance(1, if staged { 50 } else { 2000 }),
             "xattr" => self.rng.chance(1, 40),
             "big" => self.rng.chance(1, 30),
             _ => false,

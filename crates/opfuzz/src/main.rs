@@ -131,7 +131,7 @@ struct CiRun {
     profile: &'static str,
     seed: u64,
     ops: u64,
-    /// Verbs left out while a known divergence is open (DIVERGENCES.md).
+    /// Verbs left out while a known divergence is open (docs/TESTING.md, opfuzz divergences).
     skip: &'static [&'static str],
     tolerate_xattr_enospc: bool,
 }
@@ -146,10 +146,10 @@ const fn ci(profile: &'static str, ops: u64) -> CiRun {
 const CI: &[CiRun] = &[
     ci("mixed", 6000),
     ci("extents", 4000),
-    ci("deep-extents", 34000),
+    ci("deep-extents", 36000),
     ci("htree", 56000),
     // K2: the KERNEL's ext4 loses a partial write into an inline file that truncate or
-    // fallocate converted to a block: the oracle is wrong there (DIVERGENCES.md).
+    // fallocate converted to a block: the oracle is wrong there (docs/TESTING.md, opfuzz divergences).
     CiRun { skip: &["truncate", "fallocate"], ..ci("inline", 6000) },
     // D4: the kernel never moves an entry between inode and block once placed,
     // ext4lazy re-lays them all out: near full, ext4lazy fits some the kernel refuses.
