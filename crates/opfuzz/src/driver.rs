@@ -90,6 +90,26 @@ pub struct Divergence {
     pub replay: Option<PathBuf>,
 }
 
+/// Set by SIGINT/SIGTERM: the run stops after the current op, compares,
+/// unmounts and checks as at its end (hours-long runs get stopped by hand).
+pub static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub fn stop_on_signals() {
+    let h = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    unsafe {
+        libc::signal(libc::SIGINT, h);
+        libc::signal(libc::SIGTERM, h);
+    }
+}
+
+pub fn stopped() -> bool {
+    STOP.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 fn now_ns() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
@@ -421,6 +441,9 @@ fn drive(st: &mut State, source: Source, t0: Instant) -> Result<(), Divergence> 
     match source {
         Source::Replay(ops) => {
             for op in ops {
+                if stopped() {
+                    break;
+                }
                 if op == Op::Remount {
                     st.log.push(Op::Remount);
                     st.batch_end(false)?;
@@ -434,7 +457,7 @@ fn drive(st: &mut State, source: Source, t0: Instant) -> Result<(), Divergence> 
             }
         }
         Source::Gen { mut gen, ops, until } => {
-            while st.stats.ops < ops && until.is_none_or(|u| Instant::now() < u) {
+            while st.stats.ops < ops && until.is_none_or(|u| Instant::now() < u) && !stopped() {
                 let op = gen.next_op();
                 let out = st.step(op.clone())?;
                 gen.observe(&op, &out);

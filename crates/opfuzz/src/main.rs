@@ -286,6 +286,7 @@ fn main() {
         std::process::exit(2);
     }
     let sw = switches(c);
+    driver::stop_on_signals();
     let usage = |e: String| -> ! {
         eprintln!("ext4lazy-opfuzz: {e}");
         std::process::exit(2)
@@ -320,6 +321,9 @@ fn main() {
             let mut n = 0;
             for r in CI.iter().filter(|r| only.as_deref().is_none_or(|o| o == r.profile)) {
                 for &m in &ms {
+                    if driver::stopped() {
+                        break;
+                    }
                     let Some(p) = profile(r.profile) else { continue };
                     let (name, seed, ops) = (r.profile, r.seed, r.ops);
                     if list {
@@ -358,7 +362,7 @@ fn main() {
             println!("long run: {hours} h, first seed {base}");
             let end = Instant::now() + Duration::from_secs_f64(hours * 3600.0);
             let (mut i, mut bad, mut total_ops) = (0u64, 0u64, 0u64);
-            while Instant::now() < end {
+            while Instant::now() < end && !driver::stopped() {
                 let p = ps[(i as usize) % ps.len()];
                 let m = ms[(i as usize / ps.len()) % ms.len()];
                 // The CI entry's temporary switches (known divergences) apply here too.
