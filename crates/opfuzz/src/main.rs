@@ -146,18 +146,18 @@ const fn ci(profile: &'static str, ops: u64) -> CiRun {
 /// (depth-3 extent tree, 3-level htree, ...) and the whole batch takes a few
 /// minutes in both modes (docs/TESTING.md has the timings).
 const CI: &[CiRun] = &[
-    ci("mixed", 6000),
-    ci("extents", 4000),
+    ci("mixed", 12000),
+    ci("extents", 8000),
     ci("deep-extents", 36000),
     ci("htree", 56000),
     // K2: the KERNEL's ext4 loses a partial write into an inline file that truncate or
     // fallocate converted to a block: the oracle is wrong there (docs/TESTING.md, opfuzz divergences).
-    CiRun { skip: &["truncate", "fallocate"], ..ci("inline", 6000) },
+    CiRun { skip: &["truncate", "fallocate"], ..ci("inline", 12000) },
     // D4: the kernel never moves an entry between inode and block once placed,
     // ext4lazy re-lays them all out: near full, ext4lazy fits some the kernel refuses.
-    ci("xattr", 8000),
-    ci("big", 4000),
-    ci("enospc", 5000),
+    ci("xattr", 12000),
+    ci("big", 8000),
+    ci("enospc", 8000),
 ];
 
 fn modes(s: &str) -> Result<Vec<Mode>, String> {
