@@ -25,7 +25,7 @@ pub enum FsError {
     Loop,
     /// No free blocks or inodes.
     NoSpace,
-    /// Past the largest file ext4 allows (EFBIG).
+    /// Past the largest size a file may have (EFBIG).
     FileTooBig,
     Exists,
     NotEmpty,
