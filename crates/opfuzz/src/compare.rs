@@ -41,11 +41,18 @@ impl Window {
 /// Paths whose state is allowed to differ (after a tolerated ENOSPC
 /// difference), with everything below them.
 #[derive(Clone, Debug, Default)]
-pub struct Tainted(BTreeSet<String>);
+pub struct Tainted(BTreeSet<String>, std::collections::HashSet<u64>);
 
 impl Tainted {
     pub fn add(&mut self, p: &str) {
         self.0.insert(p.to_string());
+    }
+    /// Only the xattrs of the inode (the oracle's inode number) may differ.
+    pub fn add_xattrs(&mut self, ino: u64) {
+        self.1.insert(ino);
+    }
+    pub fn xattrs_of(&self, ino: u64) -> bool {
+        self.1.contains(&ino)
     }
     pub fn len(&self) -> usize {
         self.0.len()
@@ -109,7 +116,7 @@ fn time_diff(what: &str, k: i64, e: i64, w: &Window) -> Option<String> {
     (!ok).then(|| format!("{what}: kernel={k} ext4lazy={e} (window {}..{})", w.lo, w.hi))
 }
 
-fn rec_diffs(k: &Rec, e: &Rec, w: &Window, rep: &mut Report, taint_below: bool, cold: bool) -> Vec<String> {
+fn rec_diffs(k: &Rec, e: &Rec, w: &Window, rep: &mut Report, taint_below: bool, cold: bool, xattrs_tainted: bool) -> Vec<String> {
     let mut d = Vec::new();
     macro_rules! eq {
         ($f:ident) => {
@@ -137,7 +144,9 @@ fn rec_diffs(k: &Rec, e: &Rec, w: &Window, rep: &mut Report, taint_below: bool, 
         eq!(rdev);
     }
     eq!(target);
-    eq!(xattrs);
+    if !xattrs_tainted {
+        eq!(xattrs);
+    }
     // The digests and the oracle's hole samples; the own-hole samples apart.
     let strip = |c: &Option<Result<crate::tree::Content, i32>>| {
         c.clone().map(|r| r.map(|mut c| {
@@ -211,7 +220,7 @@ pub fn compare(k: &Tree, e: &Tree, w: &Window, tainted: &Tainted, cold: bool) ->
             (None, Some(_)) => rep.diffs.push(format!("{shown}: only on ext4lazy")),
             (Some(Err(a)), Some(Err(b))) if a == b => {}
             (Some(Ok(a)), Some(Ok(b))) => {
-                for x in rec_diffs(a, b, w, &mut rep, tainted.below(p), cold) {
+                for x in rec_diffs(a, b, w, &mut rep, tainted.below(p), cold, tainted.xattrs_of(a.ino)) {
                     rep.diffs.push(format!("{shown}: {x}"));
                 }
                 let strip = |v: Option<&Vec<&str>>| -> Vec<String> {

@@ -30,8 +30,8 @@ pub struct Config {
     pub verbose: bool,
     /// Temporary switch (D4, docs/TESTING.md): a setxattr the kernel refuses
     /// with ENOSPC and ext4lazy takes (the kernel never moves placed entries
-    /// between inode and block; ext4lazy re-lays all out) taints the path
-    /// instead of stopping the run.
+    /// between inode and block; ext4lazy re-lays all out) leaves that inode's
+    /// xattrs (only) out of the comparison instead of stopping the run.
     pub tolerate_xattr_enospc: bool,
     /// Keep the images after a run without divergence (to look at them).
     pub keep: bool,
@@ -189,6 +189,10 @@ impl State<'_> {
         // differ. Above one (a directory holding tainted names): its outcome may.
         let on_taint = op.paths().iter().any(|p| self.tainted.covers(p) || self.ino_tainted(p));
         let touches_taint = on_taint || op.paths().iter().any(|p| self.tainted.below(p));
+        let xattr_ino = match &op {
+            Op::SetXattr { path, .. } | Op::RemoveXattr { path, .. } => self.kernel_ino(path),
+            _ => None,
+        };
         let o = op.clone();
         let (k, e) = match self.both(self.cfg.op_timeout, move |root| apply(root, &o)) {
             Ok(r) => r,
@@ -219,9 +223,14 @@ impl State<'_> {
         // Only this direction: ext4lazy holding less than the kernel is a bug (fixed, 4b23a38).
         let xattr_capacity =
             self.cfg.tolerate_xattr_enospc && matches!(op, Op::SetXattr { .. }) && k.errno() == Some(libc::ENOSPC) && e.is_ok();
-        if xattr_capacity {
+        // An xattr op on an inode whose xattrs already differ (D4): its
+        // outcome may differ too; nothing else of the inode does.
+        let on_xattr_taint = matches!(op, Op::SetXattr { .. } | Op::RemoveXattr { .. }) && xattr_ino.is_some_and(|i| self.tainted.xattrs_of(i));
+        if xattr_capacity || (on_xattr_taint && k != e && !touches_taint) {
             self.stats.tolerated_xattr += 1;
-            self.taint(&op);
+            if let Some(i) = xattr_ino {
+                self.tainted.add_xattrs(i);
+            }
         } else if k != e {
             // A full volume: allocators differ, so which allocating op fails first may too.
             let space = space_out;
