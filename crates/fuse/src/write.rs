@@ -53,7 +53,17 @@ impl Ext4Fuse {
             }
             Op::Unlink { name } => self.vol.unlink(crate::ext4_ino(ino)?, name.as_bytes()).map_err(|e| errno(&e))?,
             Op::Rmdir { name } => self.vol.rmdir(crate::ext4_ino(ino)?, name.as_bytes()).map_err(|e| errno(&e))?,
-            Op::Rename { name, newdir, newname, flags } => self.rename(ino, name, newdir, newname, flags, (req.uid, req.gid))?,
+            Op::Rename { name, newdir, newname, flags } => {
+                // The whiteout is a new inode in the source directory: a
+                // set-group-ID directory gives it its group, as any create.
+                let owner = if flags & libc::RENAME_WHITEOUT != 0 {
+                    let (_, uid, gid) = self.new_owner(req, ino, 0, false)?;
+                    (uid, gid)
+                } else {
+                    (req.uid, req.gid)
+                };
+                self.rename(ino, name, newdir, newname, flags, owner)?
+            }
             Op::Write { offset, data, write_flags } => {
                 let i = crate::ext4_ino(ino)?;
                 // KILLPRIV_V2: a write drops the file capability, and set-user-ID /

@@ -80,8 +80,24 @@ fn next_generation() -> u32 {
     GENERATION.fetch_add(0x9E37_79B9, Ordering::Relaxed) ^ (t.nsec.rotate_left(13) ^ t.sec as u32)
 }
 
+/// What the kernel's `timestamp_truncate` makes of a time on ext4: seconds
+/// clamped to the range the inode can store (1901..2446 with the extra epoch
+/// bits, 1901..2038 without), nanoseconds dropped at either limit or when
+/// the inode has no room for them. Without it a time outside the range wrapped
+/// into another epoch (opfuzz: utimes to year -230 read back as year 1901 on
+/// the kernel, as garbage here).
+pub(crate) fn clamp_time(t: Timestamp, extra: bool) -> Timestamp {
+    let min = i64::from(i32::MIN);
+    let max = if extra { (1i64 << 34) - 1 + min } else { i64::from(i32::MAX) };
+    let sec = t.sec.clamp(min, max);
+    // As timestamp_truncate: no nanoseconds at either limit.
+    let nsec = if sec == min || sec == max || !extra { 0 } else { t.nsec };
+    Timestamp { sec, nsec }
+}
+
 fn set_time(inode: &mut Inode, which: &str, t: Timestamp) {
-    let (base, extra) = t.encode();
+    let has_extra = inode.extra.as_ref().is_some_and(|e| usize::from(e.extra_isize) >= 16);
+    let (base, extra) = clamp_time(t, has_extra).encode();
     match which {
         "a" => inode.base.atime = base,
         "m" => inode.base.mtime = base,
@@ -801,7 +817,9 @@ impl Volume {
             if grows {
                 set_size(&mut inode, end);
             }
-            touch(&mut inode, grows || mode != Falloc::Allocate);
+            // ext4_fallocate calls file_modified(): mtime and ctime change in
+            // every mode, plain preallocation inside the size too.
+            touch(&mut inode, true);
             self.write_inode(ws, &inode)
         })
     }
@@ -988,5 +1006,24 @@ mod tests {
         assert_eq!(dirent_type(mode::S_IFDIR | 0o755), ftype::DIR);
         assert_eq!(dirent_type(mode::S_IFLNK), ftype::SYMLINK);
         assert_eq!(dirent_type(0), ftype::UNKNOWN);
+    }
+
+    #[test]
+    fn times_clamp_as_the_kernel_does() {
+        let t = |sec, nsec| Timestamp { sec, nsec };
+        let min = i64::from(i32::MIN);
+        let max = (1i64 << 34) - 1 + min;
+        assert_eq!(clamp_time(t(-6_314_732_163, 5), true), t(min, 0));
+        assert_eq!(clamp_time(t(min, 7), true), t(min, 0));
+        assert_eq!(clamp_time(t(min + 1, 7), true), t(min + 1, 7));
+        assert_eq!(clamp_time(t(max + 1, 7), true), t(max, 0));
+        assert_eq!(clamp_time(t(1 << 32, 7), true), t(1 << 32, 7));
+        assert_eq!(clamp_time(t(1 << 32, 7), false), t(i64::from(i32::MAX), 0));
+        assert_eq!(clamp_time(t(5, 7), false), t(5, 0));
+        // Every time in range round-trips through the on-disk encoding.
+        for sec in [min + 1, -1, 0, 1 << 31, (1 << 32) + 5, max - 1] {
+            let (b, x) = clamp_time(t(sec, 9), true).encode();
+            assert_eq!(Timestamp::decode(b, Some(x)), t(sec, 9));
+        }
     }
 }

@@ -181,14 +181,20 @@ impl Volume {
         xattr::sort_entries(&mut all);
         let area_start = GOOD_OLD_INODE_SIZE + inode.extra.as_ref().map_or(0, |e| usize::from(e.extra_isize));
         let area_len = inode.raw.len().saturating_sub(area_start);
-        // system.data (inline data) must stay in the inode; then fill it in order.
-        let (mut in_inode, mut in_block) = (Vec::new(), Vec::new());
+        // system.data (inline data) must stay in the inode; of the rest, the
+        // inode takes the subset that fills it most (a subset sum over its few
+        // hundred bytes), so the block gets the least and every set that fits
+        // in inode + block in any placement fits here. The kernel places each
+        // entry once, where it fits at the time, and can therefore hold sets
+        // that a fixed rule (first fit, a prefix) refuses with ENOSPC. Both
+        // lists stay sorted: subsequences of `all`.
         let mut used = if area_len >= 8 { 8 } else { area_len }; // magic + terminator
-        let (pinned, rest): (Vec<Xattr>, Vec<Xattr>) = all.into_iter().partition(|x| x.name_index == 7);
-        for x in pinned.into_iter().chain(rest) {
-            let need = xattr::footprint(&x);
-            if x.name_index == 7 || (in_block.is_empty() && used + need <= area_len) {
-                used += need;
+        let (mut in_inode, rest): (Vec<Xattr>, Vec<Xattr>) = all.into_iter().partition(|x| x.name_index == 7);
+        used += in_inode.iter().map(xattr::footprint).sum::<usize>();
+        let take = fill_most(&rest.iter().map(xattr::footprint).collect::<Vec<_>>(), area_len.saturating_sub(used));
+        let mut in_block = Vec::new();
+        for (x, t) in rest.into_iter().zip(take) {
+            if t {
                 in_inode.push(x);
             } else {
                 in_block.push(x);
@@ -286,5 +292,41 @@ impl Volume {
             self.store_xattrs(ws, &mut inode, all)?;
             Ok(true)
         })
+    }
+}
+
+/// Which of `sizes` to take so that their sum is the largest one <= `cap`
+/// (0/1 knapsack by sums; `cap` is an inode's xattr area, under 1 KiB).
+fn fill_most(sizes: &[usize], cap: usize) -> Vec<bool> {
+    // reach[i][c]: some subset of the first i sizes sums to c.
+    let mut reach = vec![vec![false; cap + 1]; sizes.len() + 1];
+    reach[0][0] = true;
+    for (i, &f) in sizes.iter().enumerate() {
+        for c in 0..=cap {
+            reach[i + 1][c] = reach[i][c] || (c >= f && reach[i][c - f]);
+        }
+    }
+    let mut c = (0..=cap).rev().find(|&c| reach[sizes.len()][c]).unwrap_or(0);
+    let mut take = vec![false; sizes.len()];
+    for i in (0..sizes.len()).rev() {
+        if !reach[i][c] {
+            take[i] = true;
+            c -= sizes[i];
+        }
+    }
+    take
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_most_finds_the_fullest_subset() {
+        // First fit in order would take 60 and stop at 60 of 92; 40 + 52 = 92.
+        assert_eq!(fill_most(&[60, 40, 52], 92), vec![false, true, true]);
+        assert_eq!(fill_most(&[100], 92), vec![false]);
+        assert_eq!(fill_most(&[], 92), Vec::<bool>::new());
+        assert_eq!(fill_most(&[8, 8], 0), vec![false, false]);
     }
 }
