@@ -24,6 +24,9 @@ impl Volume {
     /// (preallocated) blocks count as holes, as the kernel's ext4 reports
     /// them once their pages are written back.
     pub fn seek(&self, inode: &Inode, offset: u64, what: Seek) -> Result<Option<u64>> {
+        let _map = self.data_lock(inode.ino).read();
+        let current = self.current(inode)?;
+        let inode = current.as_ref().unwrap_or(inode);
         let size = inode.size();
         if offset >= size {
             return Ok(None);
@@ -45,11 +48,24 @@ impl Volume {
         Ok(if what == Seek::Hole { Some(size) } else { None })
     }
 
+    /// On a read-write volume, `inode` as it is now (the caller's copy may
+    /// predate a change of its map): None when the caller's copy is it.
+    /// Called under the inode's data lock.
+    fn current(&self, inode: &Inode) -> Result<Option<Inode>> {
+        if self.write.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(self.inode(inode.ino)?))
+    }
+
     /// Read up to `size` bytes at `offset` (fewer at end of file).
     pub fn read(&self, inode: &Inode, offset: u64, size: usize) -> Result<Vec<u8>> {
         if inode.is_dir() {
             return Err(FsError::IsDir);
         }
+        let _map = self.data_lock(inode.ino).read();
+        let current = self.current(inode)?;
+        let inode = current.as_ref().unwrap_or(inode);
         let file_size = inode.size();
         if offset >= file_size || size == 0 {
             return Ok(Vec::new());

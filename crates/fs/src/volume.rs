@@ -108,7 +108,13 @@ pub struct Volume {
     pub(crate) translation: crate::stepahead::TranslationCounters,
     /// Device read requests in flight (the prefetcher's congestion signal).
     pub(crate) reads_in_flight: std::sync::atomic::AtomicUsize,
+    /// Between readers of a file's data and the operations that change its
+    /// block map (the kernel's i_data_sem), by inode number: see [`Volume::data_lock`].
+    data_locks: Box<[RwLock<()>]>,
 }
+
+/// Shards of [`Volume::data_lock`]: two files share one with odds 1 in 256.
+const DATA_LOCK_SHARDS: usize = 256;
 
 impl std::fmt::Debug for Volume {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -165,6 +171,7 @@ impl Volume {
             stepahead,
             translation: Default::default(),
             reads_in_flight: Default::default(),
+            data_locks: (0..DATA_LOCK_SHARDS).map(|_| RwLock::new(())).collect(),
         };
         *vol.groups.get_mut() = vol.read_group_descriptors()?;
         vol.journal = crate::journal_glue::open_journal(&mut vol)?;
@@ -173,6 +180,29 @@ impl Volume {
             vol.start_writing()?;
         }
         Ok(vol)
+    }
+
+    /// The lock that orders reads of inode `ino`'s data with changes of its
+    /// block map. A change (a write, a truncate, a punch) splits and frees
+    /// extent-tree nodes, allocates blocks before their data is written, and
+    /// publishes the new root only when the operation ends: it holds the lock
+    /// for writing from before it starts to after its inode is written. A read
+    /// holds it shared and maps through the inode record current under it.
+    pub(crate) fn data_lock(&self, ino: u32) -> &RwLock<()> {
+        &self.data_locks[ino as usize % DATA_LOCK_SHARDS]
+    }
+
+    /// The largest size a file may have (the kernel's s_maxbytes for extent
+    /// files): 2^32 - 1 blocks, the last logical block an extent can start
+    /// at; without huge_file also what i_blocks in 512-byte units can count.
+    pub fn max_file_size(&self) -> u64 {
+        let bits = self.block_size.trailing_zeros();
+        let by_extents = ((1u64 << 32) - 1) << bits;
+        if self.sb.has_ro_compat(ondisk::superblock::feature::ro_compat::HUGE_FILE) {
+            by_extents
+        } else {
+            by_extents.min((((1u64 << 32) - 1) >> (bits - 9)) << bits)
+        }
     }
 
     /// The kernel's last check before a mount: a root inode that reads

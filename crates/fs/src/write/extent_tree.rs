@@ -14,10 +14,10 @@
 //! Each change costs the nodes on one path (a few blocks), whatever the
 //! size of the file.
 //!
-//! Readers walk the tree without the write lock, so changes are published
-//! children first: a new node before the entry that points to it, a parent's
-//! entry removed before the child it pointed to is freed, and the inode's
-//! root written as soon as it points to blocks that changed with it.
+//! Readers of a file's data never see a change halfway: they map under the
+//! inode's data lock (`Volume::data_lock`), which every operation that
+//! changes the map holds until its inode is written. Directories are changed
+//! and read under the kernel's lock on the directory.
 
 use super::WriteState;
 use crate::error::{FsError, Result};
@@ -172,9 +172,9 @@ impl Volume {
         }
     }
 
-    /// Write level `k` of `path` back: the root into the inode (published at
-    /// once when the tree below it changed with it), other nodes into their
-    /// block with a fresh checksum.
+    /// Write level `k` of `path` back: the root into the inode (which the
+    /// operation writes when it ends), other nodes into their block with a
+    /// fresh checksum.
     fn store(&self, ws: &mut WriteState, inode: &mut Inode, path: &ExtentPath, k: usize) -> Result<()> {
         let level = &path.levels[k];
         debug_assert!(level.node.len() <= self.capacity(level));
@@ -183,9 +183,6 @@ impl Volume {
                 let mut root = [0u8; I_BLOCK_SIZE];
                 level.node.write(&mut root);
                 inode.base.block = root;
-                if path.depth() > 0 {
-                    self.write_inode(ws, inode)?;
-                }
             }
             Some(blk) => {
                 let mut data = self.fresh_block();
@@ -259,8 +256,6 @@ impl Volume {
         } else {
             insert_entry(&mut right.node, at - mid, e);
         }
-        // The new node first, then the parent's entry for it, then the old
-        // node cut down: a reader meanwhile finds every entry at least once.
         let key = right.node.first_key().expect("a split leaves both halves non-empty");
         let tmp = ExtentPath { levels: vec![right] };
         self.store(ws, inode, &tmp, 0)?;
@@ -312,14 +307,10 @@ impl Volume {
             return Ok(());
         }
         let Some(blk) = path.levels[k].blk else {
-            let had_blocks = path.depth() > 0;
             path.levels[0].node = ExtentNode::Leaf(ExtentHeader { entries: 0, max: ROOT_MAX, depth: 0, generation: 0 }, Vec::new());
             path.levels.truncate(1);
-            self.store(ws, inode, path, 0)?;
-            // Published before the blocks below are freed.
-            return if had_blocks { self.write_inode(ws, inode) } else { Ok(()) };
+            return self.store(ws, inode, path, 0);
         };
-        // The parent's entry goes first: no reader follows it to a freed block.
         let parent_at = path.levels[k - 1].pos;
         self.remove_at(ws, inode, path, k - 1, parent_at)?;
         self.free_meta_block(ws, blk)?;
@@ -342,8 +333,6 @@ impl Volume {
             let mut buf = [0u8; I_BLOCK_SIZE];
             child.write(&mut buf);
             inode.base.block = buf;
-            // Published before the child is freed.
-            self.write_inode(ws, inode)?;
             self.free_meta_block(ws, only.leaf)?;
             self.adjust_blocks(inode, -1);
         }

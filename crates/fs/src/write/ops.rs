@@ -652,23 +652,12 @@ impl Volume {
         self.write_inode(ws, &dst_dir)
     }
 
-    /// The largest file size, as the kernel's ext4_max_size for extent-mapped
-    /// files (the only kind written here): 2^32 - 1 blocks.
-    pub fn max_file_size(&self) -> u64 {
-        ((1u64 << 32) - 1) * u64::from(self.block_size())
-    }
-
     /// Write `data` at `offset` of a regular file; returns the bytes written.
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         if data.is_empty() {
             return Ok(0);
         }
-        // As generic_write_check_limits: EFBIG at the limit, a short write across it.
-        let max = self.max_file_size();
-        if offset >= max {
-            return Err(FsError::FileTooBig);
-        }
-        let data = &data[..data.len().min((max - offset).min(usize::MAX as u64) as usize)];
+        let _map = self.data_lock(ino).write();
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
             if inode.is_dir() {
@@ -678,6 +667,13 @@ impl Volume {
             if inode.has_flag(flags::APPEND) && offset != inode.size() {
                 return Err(FsError::NotPermitted); // append-only: writes at the end only
             }
+            // As generic_write_checks: nothing at or past the largest size, a
+            // short write up to it.
+            let max = self.max_file_size();
+            if offset >= max {
+                return Err(FsError::FileTooBig);
+            }
+            let data = &data[..data.len().min((max - offset) as usize)];
             // Small files stay in their inode on an inline_data volume (the times first: it writes the inode;
             // when it declines, the path below sets them again).
             touch(&mut inode, true);
@@ -686,7 +682,7 @@ impl Volume {
             }
             self.convert_inline_file(ws, &mut inode)?;
             let bs = u64::from(self.block_size());
-            let end = offset.checked_add(data.len() as u64).ok_or_else(|| FsError::Invalid("offset overflow".into()))?;
+            let end = offset + data.len() as u64;
             let first = offset / bs;
             let last = (end - 1) / bs;
             let runs = self.ensure_mapped(ws, &mut inode, first, last - first + 1)?;
@@ -776,6 +772,7 @@ impl Volume {
     /// partial blocks at its ends are zeroed in place). `keep_size`
     /// (FALLOC_FL_KEEP_SIZE) keeps the size when the range ends past it.
     pub fn fallocate(&self, ino: u32, offset: u64, len: u64, mode: Falloc, keep_size: bool) -> Result<()> {
+        let _map = self.data_lock(ino).write();
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
             if !inode.is_reg() {
@@ -853,6 +850,7 @@ impl Volume {
 
     /// Change attributes; a size change truncates or extends (sparsely).
     pub fn setattr(&self, ino: u32, attr: &SetAttr) -> Result<Inode> {
+        let _map = attr.size.is_some().then(|| self.data_lock(ino).write());
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
             // notify_change and truncate: an immutable inode changes in no way,
