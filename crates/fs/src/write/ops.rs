@@ -660,8 +660,9 @@ impl Volume {
         let _map = self.data_lock(ino).write();
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
-            if inode.is_dir() {
-                return Err(FsError::IsDir);
+            // The kernel writes only regular files (a symlink's target is no data to write into).
+            if !inode.is_reg() {
+                return Err(if inode.is_dir() { FsError::IsDir } else { FsError::Invalid("not a regular file".into()) });
             }
             refuse_if(&inode, flags::IMMUTABLE)?;
             if inode.has_flag(flags::APPEND) && offset != inode.size() {
@@ -871,8 +872,9 @@ impl Volume {
                 inode.set_gid(gid);
             }
             if let Some(size) = attr.size {
-                if inode.is_dir() {
-                    return Err(FsError::IsDir);
+                // vfs_truncate: directories EISDIR, anything else but a regular file EINVAL.
+                if !inode.is_reg() {
+                    return Err(if inode.is_dir() { FsError::IsDir } else { FsError::Invalid("not a regular file".into()) });
                 }
                 if size > self.max_file_size() {
                     return Err(FsError::FileTooBig); // inode_newsize_ok

@@ -137,3 +137,9 @@ pub fn e2fsck_clean_after_replay(img: &Path) {
     );
     e2fsck_clean(img);
 }
+
+/// Whether this process may mount (the kernel's half of the oracles).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
