@@ -270,48 +270,9 @@ fn opts(mode: Mode) -> VolumeOptions {
     }
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// Recover `img` with the kernel: mount (journal replay), read the tree, unmount.
 fn kernel_tree(img: &Path, mnt: &Path) -> Tree {
-    // Loop devices are shared with whatever else runs on the machine: a lost
-    // race for a free one is retried; a refusal of the image is not.
-    let mut tries = 0;
-    loop {
-        let out = std::process::Command::new("mount").args(["-t", "ext4", "-o", "loop"]).arg(img).arg(mnt).output().unwrap();
-        if out.status.success() {
-            break;
-        }
-        let msg = String::from_utf8_lossy(&out.stderr).into_owned();
-        tries += 1;
-        assert!(tries < 5 && msg.contains("loop"), "the kernel refused to mount {}: {msg}", img.display());
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let t = tree_of_dir(mnt);
-    // udev may still be probing the new mount: a busy unmount is retried.
-    let mut tries = 0;
-    loop {
-        let out = std::process::Command::new("umount").arg(mnt).output().unwrap();
-        if out.status.success() {
-            break;
-        }
-        tries += 1;
-        assert!(tries < 20, "umount {}: {}", mnt.display(), String::from_utf8_lossy(&out.stderr));
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // The loop device lets go of the image asynchronously after the
-    // unmount: wait, so that nothing of this replay reaches the next image.
-    for _ in 0..200 {
-        let out = std::process::Command::new("losetup").arg("-j").arg(img).output().unwrap();
-        if out.stdout.is_empty() {
-            return t;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    panic!("the loop device over {} was not released", img.display());
+    common::kernel_mounted(img, mnt, tree_of_dir)
 }
 
 /// Recover `img` with ext4lazy: a read-write open replays, the clean unmount empties the journal.
@@ -336,7 +297,7 @@ const VARIANTS: [(&str, &[&str], Mode); 4] = [
 #[test]
 fn crash_at_any_point_recovers_a_state_the_workload_had() {
     let Some((work, empty)) = common::setup_empty() else { return };
-    let kernel = is_root();
+    let kernel = common::is_root();
     if !kernel {
         eprintln!("SKIPPED (kernel half): not root");
     }

@@ -969,11 +969,7 @@ mod crash_deep {
             // The kernel.
             let kimg = work.path().join(format!("k{i}.img"));
             std::fs::write(&kimg, &bytes).unwrap();
-            let out = std::process::Command::new("mount").args(["-t", "ext4", "-o", "loop"]).arg(&kimg).arg(&mnt).output().unwrap();
-            assert!(out.status.success(), "{what}: mount: {}", String::from_utf8_lossy(&out.stderr));
-            let got = read_state(|n| std::fs::read(mnt.join(n)).unwrap());
-            let ok = std::process::Command::new("umount").arg(&mnt).status().unwrap().success();
-            assert!(ok, "umount");
+            let got = common::kernel_mounted(&kimg, &mnt, |m| read_state(|n| std::fs::read(m.join(n)).unwrap()));
             check("kernel", got);
             common::e2fsck_clean(&kimg);
             std::fs::remove_file(&kimg).unwrap();

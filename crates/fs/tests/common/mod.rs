@@ -138,6 +138,52 @@ pub fn e2fsck_clean_after_replay(img: &Path) {
     e2fsck_clean(img);
 }
 
+/// Mount `img` with the kernel at `mnt` (replaying its journal), call `f`,
+/// unmount, and wait until the loop device lets go of the image. Loop
+/// devices and udev are shared with whatever else runs on the machine: a
+/// lost race for a free loop device and a busy unmount are retried; a
+/// refusal of the image is not.
+pub fn kernel_mounted<T>(img: &Path, mnt: &Path, f: impl FnOnce(&Path) -> T) -> T {
+    let mut tries = 0;
+    loop {
+        let out = Command::new("mount").args(["-t", "ext4", "-o", "loop"]).arg(img).arg(mnt).output().expect("run mount");
+        if out.status.success() {
+            break;
+        }
+        let msg = String::from_utf8_lossy(&out.stderr).into_owned();
+        tries += 1;
+        assert!(tries < 5 && msg.contains("loop"), "the kernel refused to mount {}: {msg}", img.display());
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    struct Unmount<'a>(&'a Path, &'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            // udev may still be probing the new mount: a busy unmount is retried.
+            let mut tries = 0;
+            while !Command::new("umount").arg(self.0).status().is_ok_and(|s| s.success()) {
+                tries += 1;
+                if tries >= 20 {
+                    eprintln!("umount {} failed", self.0.display());
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            // The loop device lets go of the image asynchronously: wait, so that
+            // nothing of this mount reaches the next use of the file.
+            for _ in 0..200 {
+                let held = Command::new("losetup").arg("-j").arg(self.1).output().map(|o| !o.stdout.is_empty()).unwrap_or(false);
+                if !held {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            eprintln!("the loop device over {} was not released", self.1.display());
+        }
+    }
+    let _unmount = Unmount(mnt, img);
+    f(mnt)
+}
+
 /// Whether this process may mount (the kernel's half of the oracles).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
