@@ -25,7 +25,7 @@ pub enum FsError {
     Loop,
     /// No free blocks or inodes.
     NoSpace,
-    /// Past the largest size a file may have (EFBIG).
+    /// Past the largest file ext4 allows (EFBIG).
     FileTooBig,
     Exists,
     NotEmpty,

@@ -660,8 +660,9 @@ impl Volume {
         let _map = self.data_lock(ino).write();
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
-            if inode.is_dir() {
-                return Err(FsError::IsDir);
+            // The kernel writes only regular files (a symlink's target is no data to write into).
+            if !inode.is_reg() {
+                return Err(if inode.is_dir() { FsError::IsDir } else { FsError::Invalid("not a regular file".into()) });
             }
             refuse_if(&inode, flags::IMMUTABLE)?;
             if inode.has_flag(flags::APPEND) && offset != inode.size() {
@@ -791,6 +792,7 @@ impl Volume {
             if len == 0 {
                 return Err(FsError::Invalid("empty range".into()));
             }
+            // vfs_fallocate: a range past the largest file is EFBIG.
             let end = offset.checked_add(len).filter(|&e| e <= self.max_file_size()).ok_or(FsError::FileTooBig)?;
             // Whole blocks inside [offset, end), and the blocks it only touches.
             let (first, last) = (offset / bs, (end - 1) / bs);
@@ -870,11 +872,12 @@ impl Volume {
                 inode.set_gid(gid);
             }
             if let Some(size) = attr.size {
-                if inode.is_dir() {
-                    return Err(FsError::IsDir);
+                // vfs_truncate: directories EISDIR, anything else but a regular file EINVAL.
+                if !inode.is_reg() {
+                    return Err(if inode.is_dir() { FsError::IsDir } else { FsError::Invalid("not a regular file".into()) });
                 }
                 if size > self.max_file_size() {
-                    return Err(FsError::FileTooBig);
+                    return Err(FsError::FileTooBig); // inode_newsize_ok
                 }
                 self.convert_inline_file(ws, &mut inode)?;
                 self.resize(ws, &mut inode, size)?;
