@@ -287,7 +287,17 @@ fn write_entries(area: &mut [u8], entries_start: usize, values_base: usize, entr
         area[vend + x.value.len()..vend + vl].fill(0);
         area[pos] = x.suffix.len() as u8;
         area[pos + 1] = x.name_index;
-        crate::bytes::put_le16(area, pos + 2, if x.value.is_empty() { 0 } else { (vend - values_base) as u16 });
+        // An empty value's offset is 0, as the kernel writes it; but an entry
+        // with no name, index 0 and offset 0 starts with four zero bytes, the
+        // end-of-entries mark: every entry after it would vanish. Such an
+        // entry (the kernel keeps one it finds) gets offset 4 instead, which
+        // a zero-length value may point anywhere in the area.
+        let offs = match (x.value.is_empty(), x.suffix.is_empty() && x.name_index == 0) {
+            (false, _) => (vend - values_base) as u16,
+            (true, false) => 0,
+            (true, true) => 4,
+        };
+        crate::bytes::put_le16(area, pos + 2, offs);
         put_le32(area, pos + 4, 0);
         put_le32(area, pos + 8, x.value.len() as u32);
         put_le32(area, pos + 12, entry_hash(x));
@@ -373,6 +383,19 @@ mod write_tests {
         assert_eq!(parse_block(&blk, 9, Some(3)).unwrap(), v);
         assert!(build_inode_area(&v, 60).is_none(), "too small an area is refused");
         assert_eq!(build_inode_area(&[], 100).unwrap(), vec![0u8; 100]);
+    }
+
+    /// Found by the xattr_block and xattr_ibody fuzz targets: a nameless
+    /// entry of index 0 with an empty value was written as four zero bytes,
+    /// the end mark, and the entries after it were lost.
+    #[test]
+    fn a_nameless_empty_entry_does_not_end_the_list() {
+        let mut v = vec![x(0, "", b""), x(1, "kept", b"v")];
+        sort_entries(&mut v);
+        let area = build_inode_area(&v, 100).unwrap();
+        assert_eq!(parse_inode_area(&area, Location::Unknown).unwrap(), v);
+        let blk = build_block(&v, 1024, 5, None).unwrap();
+        assert_eq!(parse_block(&blk, 5, None).unwrap(), v);
     }
 
     #[test]

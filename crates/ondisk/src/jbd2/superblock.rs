@@ -158,12 +158,16 @@ impl Superblock {
         Ok(sb)
     }
 
-    /// Serialise into the first 1024 bytes of `buf` (the rest of the block is
-    /// left alone), setting `s_checksum` when csum v2/v3 is on.
+    /// Serialise into the first 1024 bytes of `buf`, setting `s_checksum`
+    /// when csum v2/v3 is on. Only the fields are written: the padding and
+    /// any field this version does not model keep the bytes `buf` has (the
+    /// block as read, when rewriting a journal's superblock), as the kernel
+    /// keeps them. The jbd2_superblock fuzz target found the padding zeroed,
+    /// so that a rewritten superblock's checksum no longer covered what was
+    /// on disk.
     pub fn write_to(&self, buf: &mut [u8]) -> Result<()> {
         need(STRUCTURE, buf, SUPERBLOCK_SIZE)?;
         let b = &mut buf[..SUPERBLOCK_SIZE];
-        b.fill(0);
         Header {
             block_type: self.version,
             sequence: self.header_sequence,
@@ -358,6 +362,21 @@ mod tests {
         let mut b = vec![0u8; 4096];
         sb.write_to(&mut b).unwrap();
         b
+    }
+
+    /// Found by the jbd2_superblock fuzz target: rewriting a superblock read
+    /// from disk zeroed its padding, so the bytes and the checksum changed.
+    #[test]
+    fn rewriting_keeps_the_bytes_it_does_not_model() {
+        let mut b = bytes(&sample(V3_64));
+        b[0x60] = 0x5A; // s_padding
+        b[0x51] = 0x01; // s_padding2
+        let c = superblock_checksum(&b);
+        b[CHECKSUM_OFFSET..CHECKSUM_OFFSET + 4].copy_from_slice(&c.to_be_bytes());
+        let sb = Superblock::parse(&b).unwrap();
+        let mut out = b.clone();
+        sb.write_to(&mut out).unwrap();
+        assert_eq!(out, b);
     }
 
     #[test]
