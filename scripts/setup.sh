@@ -25,6 +25,12 @@ else
 fi
 command -v cargo >/dev/null || { echo "setup: cargo (Rust) is not installed" >&2; exit 1; }
 cargo build --release --quiet --workspace
+# The fuzz targets (fuzz/, libFuzzer through cargo-fuzz) need the nightly
+# toolchain; tests/run.sh runs each briefly.
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  rustup toolchain install nightly --profile minimal
+fi
+command -v cargo-fuzz >/dev/null || cargo install --quiet --locked cargo-fuzz
 echo "setup: built $(pwd)/target/release/ext4lazy (and arc-cd, dbfs-sqlite)"
 # The field's own test suites (fsx, fsstress, xfstests, pjdfstest), shipped beside
 # the repository in ../shared/tools where this project is developed and tested.

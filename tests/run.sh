@@ -11,6 +11,9 @@ cargo_rc=0
 cargo test --workspace --release || cargo_rc=$?
 # The million-extent file (~3 min): too slow for the default run, never left out of this one.
 cargo test --release -p fs --test extents -- --ignored || cargo_rc=$?
+# Every cargo-fuzz target for a few seconds from its seeds and kept inputs
+# (fixed libFuzzer seed); a crash fails the run.
+FUZZ_ARGS="-seed=1" bash fuzz/run.sh all "${EXT4LAZY_FUZZ_SECONDS:-5}" || cargo_rc=$?
 if [ -z "${EXT4LAZY_BIN:-}" ]; then
     # --workspace: the ARC tools (arc-cd, dbfs-sqlite) are tested beside ext4lazy.
     cargo build --release --workspace || cargo_rc=$?
