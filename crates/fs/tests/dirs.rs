@@ -38,11 +38,7 @@ fn htree_levels(vol: &Volume, ino: u32) -> u8 {
 fn check(vol: Volume, img: &Path, lazy: bool, names: &BTreeSet<String>, phase: &str) {
     vol.shutdown().unwrap();
     drop(vol);
-    if lazy {
-        common::e2fsck_clean_after_replay(img);
-    } else {
-        common::e2fsck_clean(img);
-    }
+    common::e2fsck_clean_in(img, lazy);
     let mounted = common::with_kernel_mount(img, |mnt| {
         let got: BTreeSet<String> = std::fs::read_dir(mnt.join("d")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         assert!(&got == names, "{phase}: the kernel lists {} names, expected {}", got.len(), names.len());

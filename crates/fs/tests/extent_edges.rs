@@ -346,11 +346,7 @@ fn after_failure(img: &Path, lazy: bool, ino_check: impl FnOnce(&Volume)) {
     ino_check(&vol);
     vol.shutdown().unwrap();
     drop(vol);
-    if lazy {
-        common::e2fsck_clean_after_replay(img);
-    } else {
-        common::e2fsck_clean(img);
-    }
+    common::e2fsck_clean_in(img, lazy);
 }
 
 fn enospc_case(lazy: bool, what: &str) {
@@ -590,18 +586,6 @@ impl R {
     }
 }
 
-fn seek_map(size: u64, mut seek: impl FnMut(u64, bool) -> Option<u64>) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < size {
-        let Some(d) = seek(at, true) else { break };
-        let h = seek(d, false).expect("a hole after data");
-        out.push((d, h));
-        at = h;
-    }
-    out
-}
-
 fn random_ops(lazy: bool, bs: u64, seed: u64, rounds: usize, ops: usize, span: u64) {
     let Some((work, empty)) = common::setup_empty() else { return };
     let img = common::make_image(work.path(), "a.img", 128, &["-b", &bs.to_string()], &empty);
@@ -683,20 +667,16 @@ fn random_ops(lazy: bool, bs: u64, seed: u64, rounds: usize, ops: usize, span: u
         if let Some(i) = got.iter().zip(&model).position(|(a, b)| a != b) {
             panic!("round {round}: ext4lazy's byte {i} (block {}) differs", i as u64 / bs);
         }
-        let ours = seek_map(model.len() as u64, |at, d| vol.seek(&inode, at, if d { fs::Seek::Data } else { fs::Seek::Hole }).unwrap());
+        let ours = common::seek_map(model.len() as u64, |at, d| vol.seek(&inode, at, if d { fs::Seek::Data } else { fs::Seek::Hole }).unwrap());
         eprintln!("round {round}: ops {counts:?}, shape {shape:?}, {} data runs", ours.len());
         vol.shutdown().unwrap();
         drop(vol);
-        if lazy {
-            common::e2fsck_clean_after_replay(&img);
-        } else {
-            common::e2fsck_clean(&img);
-        }
+        common::e2fsck_clean_in(&img, lazy);
         kernel_check(&img, "f", |p| {
             use std::os::fd::AsRawFd;
             let f = std::fs::File::open(p).unwrap();
             let fd = f.as_raw_fd();
-            let theirs = seek_map(model.len() as u64, |at, d| {
+            let theirs = common::seek_map(model.len() as u64, |at, d| {
                 let r = unsafe { libc::lseek(fd, at as i64, if d { libc::SEEK_DATA } else { libc::SEEK_HOLE }) };
                 (r >= 0).then_some(r as u64)
             });
@@ -809,11 +789,7 @@ fn deep_directory(lazy: bool) {
     assert!(shape.0 >= 2, "depth {}", shape.0);
     vol.shutdown().unwrap();
     drop(vol);
-    if lazy {
-        common::e2fsck_clean_after_replay(&img);
-    } else {
-        common::e2fsck_clean(&img);
-    }
+    common::e2fsck_clean_in(&img, lazy);
     assert!(common::with_kernel_mount(&img, |m| {
         assert_eq!(std::fs::read_dir(m.join("d")).unwrap().count(), n + 1);
     }));
@@ -836,11 +812,7 @@ fn deep_directory(lazy: bool) {
     }
     vol.shutdown().unwrap();
     drop(vol);
-    if lazy {
-        common::e2fsck_clean_after_replay(&img);
-    } else {
-        common::e2fsck_clean(&img);
-    }
+    common::e2fsck_clean_in(&img, lazy);
     assert!(common::with_kernel_mount(&img, |m| {
         assert!(!m.join("d").exists());
         assert_eq!(std::fs::read_dir(m.join("e")).unwrap().count(), 400);

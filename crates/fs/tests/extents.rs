@@ -146,14 +146,10 @@ impl Case<'_> {
             buf.copy_from_slice(&data);
         });
         let seek = |at, data| vol.seek(&inode, at, if data { fs::Seek::Data } else { fs::Seek::Hole }).unwrap();
-        assert!(seek_map(model.size, seek) == model.data_ranges(), "{phase}: ext4lazy's SEEK_DATA/SEEK_HOLE map");
+        assert!(common::seek_map(model.size, seek) == model.data_ranges(), "{phase}: ext4lazy's SEEK_DATA/SEEK_HOLE map");
         vol.shutdown().unwrap();
         drop(vol);
-        if self.lazy {
-            common::e2fsck_clean_after_replay(self.img);
-        } else {
-            common::e2fsck_clean(self.img);
-        }
+        common::e2fsck_clean_in(self.img, self.lazy);
         let mounted = common::with_kernel_mount(self.img, |mnt| {
             let mut f = std::fs::File::open(mnt.join("frag")).unwrap();
             assert_eq!(f.metadata().unwrap().len(), model.size, "{phase}: kernel's size");
@@ -164,7 +160,7 @@ impl Case<'_> {
                 (r >= 0).then_some(r as u64)
             };
             // Before the reads: the kernel counts cached pages of unwritten extents as data.
-            assert!(seek_map(model.size, seek) == model.data_ranges(), "{phase}: the kernel's SEEK_DATA/SEEK_HOLE map");
+            assert!(common::seek_map(model.size, seek) == model.data_ranges(), "{phase}: the kernel's SEEK_DATA/SEEK_HOLE map");
             f.rewind().unwrap();
             model.verify(&format!("{phase}: kernel"), |_, buf| f.read_exact(buf).unwrap());
         });
@@ -172,21 +168,6 @@ impl Case<'_> {
         eprintln!("{phase}: depth {} with {} extents", shape.0, shape.1);
         shape
     }
-}
-
-/// The data ranges lseek(2) reports, alternating SEEK_DATA and SEEK_HOLE
-/// from the start (`seek` gives None for ENXIO).
-fn seek_map(size: u64, mut seek: impl FnMut(u64, bool) -> Option<u64>) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < size {
-        let Some(data) = seek(at, true) else { break };
-        let hole = seek(data, false).expect("a hole follows data (the end of the file at least)");
-        assert!(hole > data, "SEEK_HOLE from data at {data} gave {hole}");
-        out.push((data, hole));
-        at = hole;
-    }
-    out
 }
 
 /// Write `blocks` (each with generation `gen`) in the order given.

@@ -189,3 +189,28 @@ pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// The data ranges lseek(2) reports, alternating SEEK_DATA and SEEK_HOLE
+/// from the start (`seek(offset, data?)` gives None for ENXIO).
+pub fn seek_map(size: u64, mut seek: impl FnMut(u64, bool) -> Option<u64>) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < size {
+        let Some(data) = seek(at, true) else { break };
+        let hole = seek(data, false).expect("a hole follows data (the end of the file at least)");
+        assert!(hole > data, "SEEK_HOLE from data at {data} gave {hole}");
+        out.push((data, hole));
+        at = hole;
+    }
+    out
+}
+
+/// The oracle after an unmount in either journal mode (a lazy volume's
+/// journal is replayed first).
+pub fn e2fsck_clean_in(img: &Path, lazy: bool) {
+    if lazy {
+        e2fsck_clean_after_replay(img);
+    } else {
+        e2fsck_clean(img);
+    }
+}
