@@ -132,8 +132,15 @@ impl Volume {
         let idx = ((ino - 1) % ipg) as usize;
         let mut gd = self.group(g);
         let mut block = self.inode_bitmap(g)?;
+        if !bitmap::test(&block, idx) {
+            // A directory entry or an orphan named an inode the bitmap calls free: damage, not a free.
+            return Err(FsError::Format(ondisk::FormatError::corrupt(
+                "inode bitmap",
+                ondisk::Location::Inode(u64::from(ino)),
+                ondisk::Corruption::BadField { field: "freeing an inode that is not in use", value: u64::from(ino) },
+            )));
+        }
         let bits = ws.spare.make_mut(&mut block);
-        debug_assert!(bitmap::test(bits, idx), "freeing free inode {ino}");
         bitmap::clear(bits, idx);
         if let Some(h) = ws.inode_hints.get_mut(&g) {
             *h = (*h).min(idx);
