@@ -161,7 +161,9 @@ fn record(root: &Path, rel: &str, plan: Option<&Tree>) -> Result<Rec, i32> {
         let planned = plan.and_then(|t| t.get(rel)).and_then(|r| match r {
             Ok(r) if r.kind == 'f' && r.size == rec.size => match &r.seek {
                 Some(Ok(map)) => Some(map.clone()),
-                _ => None,
+                // The oracle's own SEEK_DATA failed and it read the whole file: so does this side.
+                Some(Err(_)) => Some(vec![(0, rec.size)]),
+                None => None,
             },
             _ => None,
         });
