@@ -41,9 +41,16 @@ impl Window {
 /// Paths whose state is allowed to differ (after a tolerated ENOSPC
 /// difference), with everything below them.
 #[derive(Clone, Debug, Default)]
-pub struct Tainted(BTreeSet<String>, std::collections::HashSet<u64>);
+pub struct Tainted(BTreeSet<String>, std::collections::HashSet<u64>, std::collections::HashSet<u64>);
 
 impl Tainted {
+    /// Only the times of the inode (the oracle's inode number) may differ.
+    pub fn add_times(&mut self, ino: u64) {
+        self.2.insert(ino);
+    }
+    pub fn times_of(&self, ino: u64) -> bool {
+        self.2.contains(&ino)
+    }
     pub fn add(&mut self, p: &str) {
         self.0.insert(p.to_string());
     }
@@ -116,7 +123,8 @@ fn time_diff(what: &str, k: i64, e: i64, w: &Window) -> Option<String> {
     (!ok).then(|| format!("{what}: kernel={k} ext4lazy={e} (window {}..{})", w.lo, w.hi))
 }
 
-fn rec_diffs(k: &Rec, e: &Rec, w: &Window, rep: &mut Report, taint_below: bool, cold: bool, xattrs_tainted: bool) -> Vec<String> {
+#[allow(clippy::too_many_arguments)]
+fn rec_diffs(k: &Rec, e: &Rec, w: &Window, rep: &mut Report, taint_below: bool, cold: bool, xattrs_tainted: bool, times_tainted: bool) -> Vec<String> {
     let mut d = Vec::new();
     macro_rules! eq {
         ($f:ident) => {
@@ -191,7 +199,7 @@ fn rec_diffs(k: &Rec, e: &Rec, w: &Window, rep: &mut Report, taint_below: bool, 
     }
     // A directory with tainted names in it: a tolerated op (ENOSPC on one
     // side only) changed its times on the other side alone.
-    if k.kind == 'd' && taint_below {
+    if (k.kind == 'd' && taint_below) || times_tainted {
         return d;
     }
     d.extend(time_diff("atime", k.atime, e.atime, w));
@@ -225,7 +233,7 @@ pub fn compare(k: &Tree, e: &Tree, w: &Window, tainted: &Tainted, cold: bool) ->
             (None, Some(_)) => rep.diffs.push(format!("{shown}: only on ext4lazy")),
             (Some(Err(a)), Some(Err(b))) if a == b => {}
             (Some(Ok(a)), Some(Ok(b))) => {
-                for x in rec_diffs(a, b, w, &mut rep, tainted.below(p), cold, tainted.xattrs_of(a.ino)) {
+                for x in rec_diffs(a, b, w, &mut rep, tainted.below(p), cold, tainted.xattrs_of(a.ino), tainted.times_of(a.ino)) {
                     rep.diffs.push(format!("{shown}: {x}"));
                 }
                 let strip = |v: Option<&Vec<&str>>| -> Vec<String> {

@@ -193,6 +193,11 @@ impl State<'_> {
             Op::SetXattr { path, .. } | Op::RemoveXattr { path, .. } => self.kernel_ino(path),
             _ => None,
         };
+        // K4: the kernel's RENAME_WHITEOUT sets the source directory's times even when it fails.
+        let whiteout_dir = match &op {
+            Op::Rename { from, flags, .. } if flags & opfuzz::op::rename::WHITEOUT != 0 => self.kernel_ino(from.rsplit_once('/').map_or("", |(d, _)| d)),
+            _ => None,
+        };
         let o = op.clone();
         let (k, e) = match self.both(self.cfg.op_timeout, move |root| apply(root, &o)) {
             Ok(r) => r,
@@ -204,6 +209,9 @@ impl State<'_> {
         }
         if !k.is_ok() {
             self.stats.errnos += 1;
+            if let Some(d) = whiteout_dir {
+                self.tainted.add_times(d);
+            }
         }
         for (i, out) in [k, e].iter().enumerate() {
             if out.errno() == Some(libc::ENOSPC) && self.stats.first_enospc[i].is_none() {
