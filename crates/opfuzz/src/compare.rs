@@ -41,9 +41,14 @@ impl Window {
 /// Paths whose state is allowed to differ (after a tolerated ENOSPC
 /// difference), with everything below them.
 #[derive(Clone, Debug, Default)]
-pub struct Tainted(BTreeSet<String>, std::collections::HashSet<u64>, std::collections::HashSet<u64>);
+pub struct Tainted(BTreeSet<String>, std::collections::HashSet<u64>, std::collections::HashSet<u64>, std::collections::HashSet<u64>);
 
 impl Tainted {
+    /// The whole inode (the oracle's inode number) may differ, under any of
+    /// its names, including names its tainted name's unlink left it with.
+    pub fn add_ino(&mut self, ino: u64) {
+        self.3.insert(ino);
+    }
     /// Only the times of the inode (the oracle's inode number) may differ.
     pub fn add_times(&mut self, ino: u64) {
         self.2.insert(ino);
@@ -220,7 +225,8 @@ pub fn compare(k: &Tree, e: &Tree, w: &Window, tainted: &Tainted, cold: bool) ->
     let group_tainted = |p: &str| {
         gk.get(p).into_iter().chain(ge.get(p)).flatten().any(|q| tainted.covers(q))
     };
-    let skip = |p: &str| tainted.covers(p) || group_tainted(p);
+    let ino_tainted = |p: &str| k.get(p).and_then(|r| r.as_ref().ok()).is_some_and(|r| tainted.3.contains(&r.ino));
+    let skip = |p: &str| tainted.covers(p) || group_tainted(p) || ino_tainted(p);
     let paths: BTreeSet<&String> = k.keys().chain(e.keys()).collect();
     for p in paths {
         if skip(p) {

@@ -280,6 +280,7 @@ impl State<'_> {
             self.tainted.add(p);
             if let Some(i) = self.kernel_ino(p) {
                 self.taint_inos.insert(i);
+                self.tainted.add_ino(i);
             }
         }
     }
