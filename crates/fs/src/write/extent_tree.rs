@@ -172,11 +172,9 @@ impl Volume {
         }
     }
 
-    /// Write level `k` of `path` back: the root into the inode (which the
-    /// operation writes when it ends), other nodes into their block with a
-    /// fresh checksum.
-    fn store(&self, ws: &mut WriteState, inode: &mut Inode, path: &ExtentPath, k: usize) -> Result<()> {
-        let level = &path.levels[k];
+    /// Write a node back: the root into the inode (which the operation
+    /// writes when it ends), other nodes into their block with a fresh checksum.
+    fn store(&self, ws: &mut WriteState, inode: &mut Inode, level: &Level) {
         debug_assert!(level.node.len() <= self.capacity(level));
         match level.blk {
             None => {
@@ -193,7 +191,6 @@ impl Volume {
                 self.install(ws, blk, data);
             }
         }
-        Ok(())
     }
 
     /// A block for a new node, near `goal`.
@@ -219,7 +216,7 @@ impl Volume {
                 break;
             }
             v[pos].block = key;
-            self.store(ws, inode, path, j)?;
+            self.store(ws, inode, &path.levels[j]);
             if pos != 0 {
                 break;
             }
@@ -233,7 +230,7 @@ impl Volume {
         let len = path.levels[k].node.len();
         if len < self.capacity(&path.levels[k]) {
             insert_entry(&mut path.levels[k].node, at, e);
-            self.store(ws, inode, path, k)?;
+            self.store(ws, inode, &path.levels[k]);
             if at == 0 && k > 0 {
                 self.fix_keys(ws, inode, path, k)?;
             }
@@ -257,8 +254,7 @@ impl Volume {
             insert_entry(&mut right.node, at - mid, e);
         }
         let key = right.node.first_key().expect("a split leaves both halves non-empty");
-        let tmp = ExtentPath { levels: vec![right] };
-        self.store(ws, inode, &tmp, 0)?;
+        self.store(ws, inode, &right);
         if into_left && at == 0 {
             self.fix_keys(ws, inode, path, k)?;
         }
@@ -266,7 +262,8 @@ impl Volume {
         let left = path.levels[k].node.clone();
         let parent_at = path.levels[k - 1].pos + 1;
         self.insert_at(ws, inode, path, k - 1, parent_at, Entry::Index(ExtentIndex { block: key, leaf: rblk }))?;
-        self.store(ws, inode, &ExtentPath { levels: vec![Level { blk: left_blk, node: left, pos: 0 }] }, 0)
+        self.store(ws, inode, &Level { blk: left_blk, node: left, pos: 0 });
+        Ok(())
     }
 
     /// The root is full: move it into a new block, which the root then
@@ -285,8 +282,9 @@ impl Volume {
         let root = ExtentNode::Index(ExtentHeader { entries: 1, max: ROOT_MAX, depth, generation: 0 }, vec![ExtentIndex { block: key, leaf: blk }]);
         path.levels[0] = Level { blk: None, node: root, pos: 0 };
         path.levels.insert(1, Level { blk: Some(blk), node: child, pos });
-        self.store(ws, inode, path, 1)?;
-        self.store(ws, inode, path, 0)
+        self.store(ws, inode, &path.levels[1]);
+        self.store(ws, inode, &path.levels[0]);
+        Ok(())
     }
 
     /// Remove entry `at` of level `k` (see [`Self::removed`]).
@@ -300,7 +298,7 @@ impl Volume {
     /// empty root becomes an empty leaf. Leaves `path` stale below level `k`.
     pub(super) fn removed(&self, ws: &mut WriteState, inode: &mut Inode, path: &mut ExtentPath, k: usize, first_changed: bool) -> Result<()> {
         if !path.levels[k].node.is_empty() {
-            self.store(ws, inode, path, k)?;
+            self.store(ws, inode, &path.levels[k]);
             if first_changed && k > 0 {
                 self.fix_keys(ws, inode, path, k)?;
             }
@@ -309,7 +307,8 @@ impl Volume {
         let Some(blk) = path.levels[k].blk else {
             path.levels[0].node = ExtentNode::Leaf(ExtentHeader { entries: 0, max: ROOT_MAX, depth: 0, generation: 0 }, Vec::new());
             path.levels.truncate(1);
-            return self.store(ws, inode, path, 0);
+            self.store(ws, inode, &path.levels[0]);
+            return Ok(());
         };
         let parent_at = path.levels[k - 1].pos;
         self.remove_at(ws, inode, path, k - 1, parent_at)?;
@@ -348,7 +347,8 @@ impl Volume {
         if at > 0 && mergeable(&exts[at - 1], &e) {
             path.leaf_mut()[at - 1].len += e.len;
             let k = path.depth();
-            return self.store(ws, inode, &path, k);
+            self.store(ws, inode, &path.levels[k]);
+            return Ok(());
         }
         let k = path.depth();
         self.insert_at(ws, inode, &mut path, k, at, Entry::Extent(e))
@@ -366,7 +366,7 @@ impl Volume {
         };
         let old_key = path.leaf().0[i].block;
         path.leaf_mut()[i] = *first;
-        self.store(ws, inode, path, k)?;
+        self.store(ws, inode, &path.levels[k]);
         if i == 0 && first.block != old_key {
             self.fix_keys(ws, inode, path, k)?;
         }
