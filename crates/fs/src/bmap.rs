@@ -32,8 +32,8 @@ const EXTENT_LBLK_END: u64 = 1 << 32;
 impl Volume {
     /// Map logical block `lblk` of `inode`, describing at most `max` blocks from it.
     pub fn map_block(&self, inode: &Inode, lblk: u64, max: u64) -> Result<Mapping> {
-        debug_assert!(max > 0);
-        // Lengths are clamped to [1, max]: a caller's zero must not become a panic.
+        // Lengths are clamped to [1, max]: a zero (a directory smaller than a
+        // block asks for one) maps one block, never a panic.
         let max = max.max(1);
         if inode.has_flag(flags::EXTENTS) {
             self.map_extent(inode, lblk, max)

@@ -299,7 +299,7 @@ fn crash_at_any_point_recovers_a_state_the_workload_had() {
     let Some((work, empty)) = common::setup_empty() else { return };
     let kernel = common::is_root();
     if !kernel {
-        eprintln!("SKIPPED (kernel half): not root");
+        common::skip("kernel half: not root");
     }
     let cuts: usize = std::env::var("EXT4LAZY_CRASH_CUTS").ok().and_then(|s| s.parse().ok()).unwrap_or(150);
     let mnt = work.path().join("mnt");

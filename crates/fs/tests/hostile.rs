@@ -291,3 +291,23 @@ fn a_journal_with_shared_indirect_blocks_is_refused_at_once() {
     assert!(e.to_string().contains("journal larger than the volume"), "{e}");
     assert!(start.elapsed() < Duration::from_secs(1));
 }
+
+/// A group descriptor whose count of unused inode-table entries exceeds the
+/// group's inodes: creating a file there is an answer (a new inode or an
+/// error), never an arithmetic overflow (found by the `volume` fuzz target).
+#[test]
+fn an_unused_inode_count_past_the_group_is_survived() {
+    let Some((work, src)) = common::setup() else { return };
+    let img = common::make_image(work.path(), "itable-unused.img", 16, &[], &src);
+    for cmd in ["set_bg 0 itable_unused 60000", "set_bg 0 checksum calc"] {
+        let out = std::process::Command::new("debugfs").args(["-w", "-R", cmd]).arg(&img).output().unwrap();
+        assert!(out.status.success(), "debugfs: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let dev = Arc::new(FileDevice::open(&img, true).unwrap());
+    let vol = Volume::open(dev, VolumeOptions { read_only: false, ..Default::default() }).unwrap();
+    let made = vol.create(fs::ROOT_INO, b"new", fs::CreateKind::File, 0o644, 0, 0);
+    if let Ok(f) = made {
+        assert!(vol.inode(f.ino).is_ok());
+    }
+    vol.shutdown().unwrap();
+}

@@ -41,7 +41,7 @@ fn populate(dir: &Path) {
 /// (linear image, htree image) or None where mkfs.ext4 is missing.
 fn images() -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
     if !common::have_mkfs() {
-        eprintln!("SKIPPED: mkfs.ext4 not installed");
+        common::skip("mkfs.ext4 not installed");
         return None;
     }
     let work = tempfile::tempdir().unwrap();

@@ -275,6 +275,11 @@ impl Superblock {
         if u64::from(sb.f.first_data_block) != u64::from(sb.block_size() == 1024) {
             return Err(bad("first data block", u64::from(sb.f.first_data_block)));
         }
+        // The kernel's "invalid first ino": inodes below it are reserved, and
+        // allocation starts above it.
+        if sb.first_ino() < 11 || sb.first_ino() > sb.f.inodes_count {
+            return Err(bad("first inode", u64::from(sb.first_ino())));
+        }
         let groups_by_inodes = u64::from(sb.f.inodes_count).div_ceil(u64::from(sb.f.inodes_per_group));
         if groups_by_inodes != u64::from(sb.group_count()) {
             return Err(bad("inode count", u64::from(sb.f.inodes_count)));
@@ -557,6 +562,18 @@ pub(crate) mod tests {
             Superblock::parse(&bytes[..100]),
             Err(FormatError::Corrupt { why: Corruption::Truncated { .. }, .. })
         ));
+    }
+
+    #[test]
+    fn a_first_inode_outside_the_volume_or_below_the_reserved_is_refused() {
+        for first in [0, 10, 8193] {
+            let mut sb = sample();
+            sb.f.inodes_count = 8192;
+            sb.f.first_ino = first;
+            let bytes = sb.to_bytes();
+            let err = Superblock::parse(&bytes).map(|_| ()).unwrap_err().to_string();
+            assert!(err.contains("first inode"), "first_ino {first}: {err}");
+        }
     }
 
     #[test]

@@ -54,7 +54,8 @@ impl Volume {
                 }
             }
             // Inodes below s_first_ino are reserved (their bits are set by mkfs).
-            let from = if g == 0 { self.sb.first_ino() as usize - 1 } else { 0 };
+            // (s_first_ino may lie past group 0: then all of it is reserved.)
+            let from = if g == 0 { (self.sb.first_ino() as usize - 1).min(ipg as usize) } else { 0 };
             // Start where the last allocation in the group ended: an untar
             // fills groups of 8,192 inodes in order, and scanning from the
             // start each time read ~100 bitmap words per create. The hint is
@@ -73,9 +74,10 @@ impl Volume {
                 let dirs = gd.used_dirs_count() + 1;
                 gd.set_used_dirs_count(dirs);
             }
-            // Keep `itable_unused` below every inode in use (e2fsck checks it).
+            // Keep `itable_unused` below every inode in use (e2fsck checks it);
+            // a descriptor's count past the group's inodes counts as none used.
             let used_end = idx as u32 + 1;
-            if ipg - gd.itable_unused() < used_end {
+            if ipg.saturating_sub(gd.itable_unused()) < used_end {
                 let unused = ipg - used_end;
                 gd.set_itable_unused(unused);
             }
