@@ -20,6 +20,7 @@ mod intmap;
 mod journal_glue;
 mod negative;
 mod overlay;
+pub mod safefile;
 mod statfs;
 pub mod stepahead;
 mod volume;
