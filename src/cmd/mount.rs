@@ -87,6 +87,9 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
     } else {
         start_hints(opts, &session.vol, mountpoint)
     };
+    if let Some(why) = session.vol.journal().and_then(|j| j.snapshot_refused.as_ref()) {
+        fuse::report(format_args!("{}: {why}; the log was scanned instead", image.display()));
+    }
     if let Some(t) = &opts.inject_panic {
         fuse::report(format_args!("fault injection on (for tests): requests matching inject_panic={t} will panic"));
     }
@@ -170,10 +173,11 @@ fn write_final_stats(vol: &Volume, devices: &Devices, path: &Path) -> Result<()>
     write_json(&stats_json(vol, devices, true), path)
 }
 
+/// As root, into /run or wherever `stats=` says: 0600, through no symlink
+/// (`fs::safefile::replace`).
 fn write_json(v: &serde_json::Value, path: &Path) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(v)? + "\n").with_context(|| format!("{}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("{}", path.display()))
+    let text = serde_json::to_string_pretty(v)? + "\n";
+    fs::safefile::replace(path, text.as_bytes()).with_context(|| format!("{}", path.display()))
 }
 
 /// The engine's counters (`-o stats=PATH` at unmount, the live file while
@@ -379,11 +383,12 @@ fn lock_exclusive(f: &File, image: &Path) -> Result<()> {
 
 /// Become a daemon: own session, stdio to the log file.
 fn detach(mountpoint: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
     let log = log_path(mountpoint);
     if let Some(dir) = log.parent() {
-        let _ = std::fs::create_dir_all(dir);
+        let _ = std::fs::DirBuilder::new().recursive(true).mode(0o755).create(dir);
     }
-    let f = std::fs::OpenOptions::new().create(true).append(true).open(&log).or_else(|_| File::create("/dev/null"))?;
+    let f = fs::safefile::open_log(&log).or_else(|_| File::create("/dev/null"))?;
     // SAFETY: plain syscalls on descriptors we own.
     unsafe {
         libc::setsid();

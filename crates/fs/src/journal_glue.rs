@@ -34,6 +34,8 @@ pub struct JournalInfo {
     pub(crate) recovery: Option<journal::Recovery>,
     /// The scan was replaced by a valid jmap snapshot.
     pub from_snapshot: bool,
+    /// Why a jmap snapshot found at mount was not used (the log was scanned).
+    pub snapshot_refused: Option<String>,
 }
 
 impl JournalInfo {
@@ -114,6 +116,7 @@ pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
         head: 0,
         recovery: None,
         from_snapshot: false,
+        snapshot_refused: None,
     };
 
     if vol.sb.needs_recovery() {
@@ -124,11 +127,14 @@ pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
             other => FsError::Unsupported(format!("journal recovery: {other}")),
         };
         let rec = match snapshot_recovery(vol, &reader, &info.superblock).map_err(scan_err)? {
-            Some(rec) => {
+            Ok(Some(rec)) => {
                 info.from_snapshot = true;
                 rec
             }
-            None => journal::recover(&reader).map_err(scan_err)?,
+            verdict => {
+                info.snapshot_refused = verdict.err();
+                journal::recover(&reader).map_err(scan_err)?
+            }
         };
         info.needed_recovery = rec.needed;
         info.replayed_transactions = rec.transactions;
@@ -157,11 +163,25 @@ pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
 /// A lazy read-write mount may use the jmap snapshot instead of scanning the
 /// log. The file is removed first, whatever its verdict: it describes the
 /// log only until the next commit, and a crash after that must never find it.
-fn snapshot_recovery(vol: &Volume, reader: &Reader<'_>, sb: &ondisk::jbd2::Superblock) -> std::result::Result<Option<journal::Recovery>, journal::Error> {
-    let Some(path) = vol.opts.jmap_snapshot.as_ref().filter(|_| vol.opts.lazy && !vol.opts.read_only) else { return Ok(None) };
-    let Ok(bytes) = std::fs::read(path) else { return Ok(None) };
+/// It is read only if no one but root or us could have written it, and used
+/// only if it matches the log (`journal::snapshot::decode`); `Ok(Err(why))`
+/// when there was one and it was not used.
+fn snapshot_recovery(
+    vol: &Volume,
+    reader: &Reader<'_>,
+    sb: &ondisk::jbd2::Superblock,
+) -> std::result::Result<std::result::Result<Option<journal::Recovery>, String>, journal::Error> {
+    let Some(path) = vol.opts.jmap_snapshot.as_ref().filter(|_| vol.opts.lazy && !vol.opts.read_only) else { return Ok(Ok(None)) };
+    let bytes = match crate::safefile::read_trusted(path, journal::snapshot::max_len(reader.len_blocks())) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(Ok(None)),
+        Err(e) => {
+            let _ = std::fs::remove_file(path);
+            return Ok(Err(format!("jmap snapshot not read: {e}")));
+        }
+    };
     let _ = std::fs::remove_file(path);
-    Ok(journal::snapshot::decode(&bytes, sb, reader)?.ok())
+    Ok(journal::snapshot::decode(&bytes, sb, reader)?.map(Some).map_err(|why| format!("jmap snapshot {} {why}", path.display())))
 }
 
 /// Recovery may have replaced the superblock and group descriptors: read them again through the overlay.

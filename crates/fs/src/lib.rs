@@ -18,8 +18,10 @@ pub mod inject;
 mod inode_cache;
 mod intmap;
 mod journal_glue;
+mod lookups;
 mod negative;
 mod overlay;
+pub mod safefile;
 mod statfs;
 pub mod stepahead;
 mod volume;
@@ -90,5 +92,37 @@ impl Volume {
 
     pub(crate) fn is_open(&self, ino: u32) -> bool {
         self.open_files.lock().contains_key(&ino)
+    }
+
+    /// Whether anything holds `ino` alive (see [`Self::hold`]): an inode
+    /// with no name and no holder is freed.
+    pub fn has_handles(&self, ino: u32) -> bool {
+        self.is_open(ino)
+    }
+
+    /// The kernel was handed `ino` in an entry (its lookup count grew by
+    /// one): until it forgets it, the number is not given to a new inode
+    /// (see `lookups.rs`). Read-only volumes keep no counts.
+    pub fn looked_up(&self, ino: u32) {
+        if self.write.is_some() {
+            self.lookups.add(ino, 1);
+        }
+    }
+
+    /// FORGET: the kernel dropped `n` lookups of `ino`.
+    pub fn forgotten(&self, ino: u32, n: u64) {
+        if self.write.is_some() {
+            self.lookups.sub(ino, n);
+        }
+    }
+
+    /// Whether the kernel may still send requests on inode number `ino`.
+    pub fn kernel_knows(&self, ino: u32) -> bool {
+        self.lookups.holds(ino)
+    }
+
+    /// Inode numbers the kernel holds lookups of.
+    pub fn kernel_known_inodes(&self) -> usize {
+        self.lookups.len()
     }
 }

@@ -102,6 +102,8 @@ pub struct Volume {
     /// References the kernel holds per inode (open handles; with kernel-side
     /// opens, its lookups): an unlinked inode is freed only after the last.
     pub(crate) open_files: parking_lot::Mutex<std::collections::HashMap<u32, u64>>,
+    /// The kernel's lookup counts: numbers not to reuse yet (`lookups.rs`).
+    pub(crate) lookups: crate::lookups::Lookups,
     /// StepAhead's knowledge base and counters, when it is on.
     pub(crate) stepahead: Option<crate::stepahead::StepAhead>,
     /// Path-translation reads served from the cache or not (the hit rate).
@@ -170,6 +172,7 @@ impl Volume {
             committer: None,
             write: None,
             open_files: Default::default(),
+            lookups: Default::default(),
             stepahead,
             translation: Default::default(),
             reads_in_flight: Default::default(),

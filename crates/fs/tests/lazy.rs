@@ -462,3 +462,158 @@ fn a_cold_traversal_reads_the_log_in_stretches() {
         vol.shutdown().unwrap();
     }
 }
+
+/// The jmap snapshot lies beside the image, in a directory others may write
+/// to, and root reads and writes it. A symlink planted where it goes is not
+/// followed at unmount (its target stays as it was; the snapshot replaces
+/// the link, 0600). A snapshot someone else could have written (another
+/// owner, writable by others, a symlink to one) is not read. One forged with
+/// a valid checksum (two copies swapped, a copy moved to another
+/// transaction) is refused because the log says otherwise. Each time the
+/// mount scans the log and serves the right tree.
+#[test]
+fn a_planted_or_forged_jmap_snapshot_is_not_trusted() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    let img = common::make_image(
+        work.path(),
+        "forge.img",
+        128,
+        &["-b", "4096", "-J", "size=16"],
+        &empty,
+    );
+    let snap = work.path().join("forge.img.jmap");
+    let victim = work.path().join("victim");
+    std::fs::write(&victim, b"not for the daemon").unwrap();
+    let open_lazy = || {
+        let opts = VolumeOptions {
+            read_only: false,
+            lazy: true,
+            jmap_snapshot: Some(snap.clone()),
+            ..Default::default()
+        };
+        Volume::open(Arc::new(FileDevice::open(&img, true).unwrap()), opts).unwrap()
+    };
+    let vol = open_lazy();
+    let want = workload(&vol, 500);
+    std::os::unix::fs::symlink(&victim, &snap).unwrap();
+    vol.shutdown().unwrap();
+    drop(vol);
+    assert_eq!(
+        std::fs::read(&victim).unwrap(),
+        b"not for the daemon",
+        "the symlink was not followed"
+    );
+    let m = std::fs::symlink_metadata(&snap).unwrap();
+    assert!(
+        m.file_type().is_file() && m.mode() & 0o777 == 0o600,
+        "the snapshot replaced the link: {m:?}"
+    );
+
+    // The entries end the file, before the crc32c: static u64, jblock u64,
+    // sequence u32, escaped u8; their count is at byte 64.
+    const ENTRY: usize = 21;
+    let entry_at = |b: &[u8], i: usize| {
+        let n = u64::from_le_bytes(b[64..72].try_into().unwrap()) as usize;
+        assert!(n > 10, "a workload leaves copies in the log");
+        b.len() - 4 - (n - i % n) * ENTRY
+    };
+    let reseal = |mut b: Vec<u8>| {
+        let body = b.len() - 4;
+        let crc = ondisk::csum::crc32c(!0, &b[..body]);
+        b[body..].copy_from_slice(&crc.to_le_bytes());
+        b
+    };
+    let swap_two = move |good: &[u8]| {
+        let mut b = good.to_vec();
+        let (x, y) = (entry_at(&b, 1) + 8, entry_at(&b, 7) + 8);
+        let (jx, jy) = (b[x..x + 8].to_vec(), b[y..y + 8].to_vec());
+        b[x..x + 8].copy_from_slice(&jy);
+        b[y..y + 8].copy_from_slice(&jx);
+        reseal(b)
+    };
+    let resequence = move |good: &[u8]| {
+        let mut b = good.to_vec();
+        let s = entry_at(&b, 3) + 16;
+        let seq = u32::from_le_bytes(b[s..s + 4].try_into().unwrap());
+        b[s..s + 4].copy_from_slice(&seq.wrapping_sub(1).to_le_bytes());
+        reseal(b)
+    };
+    let elsewhere = work.path().join("good-copy");
+    // What to put at the snapshot's path, made from the snapshot the last unmount wrote.
+    type Plant<'a> = Box<dyn Fn(&Path, &[u8]) + 'a>;
+    type Forge = Box<dyn Fn(&[u8]) -> Vec<u8>>;
+    let file = |forge: Forge, mode: u32, uid: Option<u32>| -> Plant<'_> {
+        Box::new(move |p: &Path, good: &[u8]| {
+            let _ = std::fs::remove_file(p);
+            std::fs::write(p, forge(good)).unwrap();
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+            if let Some(uid) = uid {
+                std::os::unix::fs::chown(p, Some(uid), None).unwrap();
+            }
+        })
+    };
+    let same = || -> Forge { Box::new(|g: &[u8]| g.to_vec()) };
+    let rounds: Vec<(&str, Plant<'_>, Option<&str>)> = vec![
+        (
+            "two copies swapped",
+            file(Box::new(swap_two), 0o600, None),
+            Some("does not match the log"),
+        ),
+        (
+            "a copy moved to another transaction",
+            file(Box::new(resequence), 0o600, None),
+            Some("does not match the log"),
+        ),
+        (
+            "another owner",
+            file(same(), 0o600, Some(12345)),
+            Some("owned by uid 12345"),
+        ),
+        (
+            "writable by others",
+            file(same(), 0o666, None),
+            Some("writable by others"),
+        ),
+        (
+            "a symlink to a good snapshot",
+            Box::new(|p: &Path, good: &[u8]| {
+                let _ = std::fs::remove_file(p);
+                std::fs::write(&elsewhere, good).unwrap();
+                std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600))
+                    .unwrap();
+                std::os::unix::fs::symlink(&elsewhere, p).unwrap();
+            }),
+            Some("symbolic link"),
+        ),
+        ("the real one (control)", file(same(), 0o600, None), None),
+    ];
+    for (what, plant, refused) in rounds {
+        let good = std::fs::read(&snap).unwrap();
+        plant(&snap, &good);
+        let vol = open_lazy();
+        let j = vol.journal().unwrap();
+        assert_eq!(
+            j.from_snapshot,
+            refused.is_none(),
+            "{what}: used {}",
+            j.from_snapshot
+        );
+        match (refused, &j.snapshot_refused) {
+            (Some(why), Some(said)) => assert!(said.contains(why), "{what}: refused for {said}"),
+            (None, None) => {}
+            (want_why, said) => panic!("{what}: expected {want_why:?}, got {said:?}"),
+        }
+        assert!(
+            std::fs::symlink_metadata(&snap).is_err(),
+            "{what}: removed at mount, whatever its verdict"
+        );
+        assert_eq!(read_tree(&vol), want, "{what}: the tree served");
+        vol.shutdown().unwrap();
+        drop(vol);
+    }
+    assert_eq!(std::fs::read(&victim).unwrap(), b"not for the daemon");
+    common::e2fsck_clean_after_replay(&img);
+}

@@ -202,9 +202,13 @@ impl Ext4Fuse {
         self.vol.released(ext4_ino(nodeid)?).map_err(|e| errno(&e))
     }
 
-    /// The kernel now holds one more lookup of `inode`. Only regular files
-    /// are counted: their data must outlive their last name while open.
+    /// The kernel now holds one more lookup of `inode`. Counted for every
+    /// inode on read-write volumes, so that its number is not reused while
+    /// the kernel may still send requests on it (`Volume::looked_up`); with
+    /// kernel-side opens, regular files are also held alive by it: their
+    /// data must outlive their last name while open.
     pub(crate) fn handed_out(&self, inode: &fs::Inode) {
+        self.vol.looked_up(inode.ino);
         if self.counts_lookups() && inode.is_reg() {
             self.vol.hold(inode.ino, 1);
         }

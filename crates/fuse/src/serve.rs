@@ -35,10 +35,9 @@ impl fusewire::Handler for Ext4Fuse {
 
     fn forget(&self, nodeid: u64, nlookup: u64) {
         self.panic_if_triggered(fusewire::abi::op::FORGET, nodeid);
-        if !self.counts_lookups() {
-            return;
-        }
-        if let Ok(ino) = ext4_ino(nodeid) {
+        let Ok(ino) = ext4_ino(nodeid) else { return };
+        self.vol.forgotten(ino, nlookup);
+        if self.counts_lookups() {
             if let Err(e) = self.vol.unhold(ino, nlookup) {
                 errno(&e);
             }
@@ -176,6 +175,12 @@ impl Ext4Fuse {
         if i.is_dir() {
             return Err(Errno::EISDIR);
         }
+        // The kernel may still hold a number whose file lost its last name
+        // while nothing had it open (an O_PATH descriptor, a cached inode):
+        // that inode is freed, and there is nothing to open.
+        if i.links_count() == 0 && !self.vol.has_handles(i.ino) {
+            return Err(Errno::ENOENT);
+        }
         let acc = flags & libc::O_ACCMODE;
         let access = match acc {
             libc::O_RDONLY => fs::OpenAccess::Read,
@@ -216,10 +221,13 @@ impl Ext4Fuse {
                     }
                 };
                 let added = buf.add_plus(&entry, e.next, dtype, e.name);
-                // The kernel counts a lookup for every entry it takes (but "."
-                // and "..", directories, which we do not count).
-                if let (true, Ok(child)) = (added, &child) {
-                    self.handed_out(child);
+                // The kernel counts a lookup for every entry it takes but "."
+                // and "..", a placeholder's too.
+                if added && e.name != b"." && e.name != b".." {
+                    match &child {
+                        Ok(child) => self.handed_out(child),
+                        Err(_) => self.vol.looked_up(e.ino),
+                    }
                 }
                 added
             };

@@ -255,6 +255,204 @@ pub fn recover<R: JournalReader + ?Sized>(reader: &R) -> Result<Recovery, Error>
     Ok(out)
 }
 
+/// Check a [`Recovery`] that did not come from a scan (a jmap snapshot,
+/// read from a file anyone might have written) against the log itself; on
+/// success fill in the revoke table and counts a scan would have given.
+///
+/// The transactions must follow each other from `s_start`/`s_sequence`
+/// without a gap, each block of each must be a journal block of its
+/// sequence with valid checksums, ending in its commit block exactly where
+/// the recovery says; and the copies must be exactly those the descriptor
+/// tags and revoke records of these transactions give (newest copy of each
+/// block, revoked ones left out), journal block, escape flag and sequence.
+/// That is what the scan would rebuild, read from the descriptor, revoke
+/// and commit blocks only: the data blocks are not read, so a copy whose
+/// csum v2/v3 data checksum is wrong (which the scan skips) is not noticed
+/// (v1 journals, whose commit checksum covers the data, are read whole).
+/// The caller checks that the log ends at the recovery's head.
+///
+/// `Err` says why not; any read or parse error is such a reason too (the
+/// scan that follows reports it properly if it is real).
+pub fn verify<R: JournalReader + ?Sized>(reader: &R, rec: &mut Recovery) -> Result<(), String> {
+    let sb = rec.superblock.clone();
+    if !rec.needed || sb.start == 0 {
+        return Err("the journal has no live log".into());
+    }
+    if rec.transactions as usize != rec.extents.len() {
+        return Err("transaction count".into());
+    }
+    let mut walk = Walk::new(reader, &sb);
+    let (first, last, layout) = (walk.first, walk.last, walk.layout);
+    let read = |walk: &mut Walk<'_, R>, jblock: u64, data: bool| {
+        walk.read(jblock, data).map_err(|e| e.to_string())
+    };
+    let mut pos = u64::from(sb.start);
+    let mut seq = sb.sequence;
+    let mut total = 0u64;
+    let mut tags: Vec<(u64, ReplayedCopy)> = Vec::new();
+    let mut revokes = RevokeTable::new();
+    let mut revoke_records = 0u64;
+    let n = rec.extents.len();
+    for (i, t) in rec.extents.iter().enumerate() {
+        if t.sequence != seq || t.start != pos {
+            return Err(format!(
+                "transaction {} at journal block {} where the log continues with {seq} at {pos}",
+                t.sequence, t.start
+            ));
+        }
+        if !(first..last).contains(&t.end) || t.blocks == 0 {
+            return Err(format!(
+                "transaction {seq} ends at journal block {} ({} blocks)",
+                t.end, t.blocks
+            ));
+        }
+        total = total.saturating_add(t.blocks);
+        if total >= last - first {
+            return Err("the transactions fill more than the log".into());
+        }
+        let mut used = 0u64;
+        let mut crc32_sum = !0u32;
+        loop {
+            if used == t.blocks {
+                return Err(format!(
+                    "transaction {seq}: no commit block within its {} blocks",
+                    t.blocks
+                ));
+            }
+            let this = pos;
+            read(&mut walk, this, false)?;
+            pos = walk.advance(pos, 1);
+            used += 1;
+            let header = Header::peek(&walk.buf).filter(|h| h.sequence == seq);
+            let Some(header) = header else {
+                return Err(format!(
+                    "journal block {this} is not a block of transaction {seq}"
+                ));
+            };
+            let at = |e: FormatError| format!("journal block {this}: {e}");
+            match header.block_type {
+                BlockType::Descriptor => {
+                    descriptor::verify_checksum(&walk.buf, &layout).map_err(at)?;
+                    let desc = DescriptorBlock::parse(&walk.buf, &layout).map_err(at)?;
+                    if layout.checksum == Checksum::V1 {
+                        crc32_sum = crc32_be(crc32_sum, &walk.buf);
+                    }
+                    for tag in &desc.tags {
+                        if used == t.blocks {
+                            return Err(format!("transaction {seq}: its descriptor at {this} runs past its {} blocks", t.blocks));
+                        }
+                        let io = pos;
+                        pos = walk.advance(pos, 1);
+                        used += 1;
+                        if layout.checksum == Checksum::V1 {
+                            read(&mut walk, io, true)?;
+                            crc32_sum = crc32_be(crc32_sum, &walk.data);
+                        }
+                        tags.push((
+                            tag.block,
+                            ReplayedCopy {
+                                jblock: io,
+                                escaped: tag.escaped(),
+                                sequence: seq,
+                            },
+                        ));
+                    }
+                }
+                BlockType::Revoke => {
+                    revoke_block::verify_checksum(&walk.buf, &layout).map_err(at)?;
+                    for b in RevokeBlock::parse(&walk.buf, &layout).map_err(at)?.blocks {
+                        revokes.set(b, seq);
+                        revoke_records += 1;
+                    }
+                }
+                BlockType::Commit => {
+                    if used != t.blocks {
+                        return Err(format!(
+                            "transaction {seq}: commit block at {this}, {used} blocks in, not {}",
+                            t.blocks
+                        ));
+                    }
+                    commit::verify_checksum(&walk.buf, &layout).map_err(at)?;
+                    let c = CommitBlock::parse(&walk.buf).map_err(at)?;
+                    if layout.checksum == Checksum::V1 {
+                        let matches = crc32_sum == c.checksums[0]
+                            && c.checksum_type == commit::CHECKSUM_TYPE_CRC32
+                            && c.checksum_size == commit::CRC32_CHECKSUM_SIZE;
+                        let unused =
+                            c.checksum_type == 0 && c.checksum_size == 0 && c.checksums[0] == 0;
+                        if !matches && !unused {
+                            return Err(format!("transaction {seq}: commit checksum"));
+                        }
+                    }
+                    // Only the newest commit time is recorded (resume keeps it).
+                    if i + 1 == n && c.commit_sec != t.commit_sec {
+                        return Err(format!(
+                            "transaction {seq}: commit time {} where the log has {}",
+                            t.commit_sec, c.commit_sec
+                        ));
+                    }
+                    break;
+                }
+                other => {
+                    return Err(format!(
+                        "journal block {this}: a {other:?} block in transaction {seq}"
+                    ))
+                }
+            }
+        }
+        if pos != t.end {
+            return Err(format!(
+                "transaction {seq} ends at journal block {pos}, not {}",
+                t.end
+            ));
+        }
+        seq = seq.wrapping_add(1);
+    }
+    if rec.head != pos
+        || rec.end_sequence != seq
+        || rec.next_sequence != seq.wrapping_add(1)
+        || rec.start_sequence != sb.sequence
+    {
+        return Err(format!(
+            "the log ends at journal block {pos} before transaction {seq}; recorded: head {}, end {}, next {}",
+            rec.head, rec.end_sequence, rec.next_sequence
+        ));
+    }
+    if sb.has_incompat(FEATURE_INCOMPAT_FAST_COMMIT) {
+        walk.check_fast_commit_area(seq)
+            .map_err(|e| e.to_string())?;
+    }
+    // Replay as the scan does: newest copy of each block, revoked ones out.
+    let (mut blocks, mut hits, mut replayed) = (BTreeMap::new(), 0u64, 0u64);
+    for (block, copy) in tags {
+        if revokes.is_revoked(block, copy.sequence) {
+            hits += 1;
+        } else {
+            blocks.insert(block, copy);
+            replayed += 1;
+        }
+    }
+    if blocks != rec.blocks {
+        let b = blocks
+            .keys()
+            .chain(rec.blocks.keys())
+            .find(|b| blocks.get(b) != rec.blocks.get(b));
+        return Err(match b {
+            Some(b) => format!(
+                "block {b}: recorded {:?}, the log has {:?}",
+                rec.blocks.get(b),
+                blocks.get(b)
+            ),
+            None => "the copies differ".into(),
+        });
+    }
+    rec.revoked = revokes;
+    rec.revoke_records = revoke_records;
+    rec.revoke_hits = hits;
+    rec.replayed_tags = replayed;
+    Ok(())
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Pass {
     Scan,

@@ -7,11 +7,18 @@
 //! superblock's UUID, `s_start` and `s_sequence`, and the head and next
 //! transaction ID. It lives outside the volume (no format change) and is
 //! trusted only if:
-//! - its checksum (crc32c over everything before it) is right;
+//! - its checksum (crc32c over everything before it) is right (this only
+//!   catches damage: anyone can compute it);
 //! - the stamp matches the journal superblock as it is now;
 //! - the log ends at the stamped head: the block there is not a journal
 //!   block of the transaction that would follow (a mount that committed
-//!   after the snapshot was taken left one there).
+//!   after the snapshot was taken left one there);
+//! - it is what a scan of the log would rebuild ([`crate::recovery::verify`]):
+//!   the transactions and every copy are checked against the descriptor,
+//!   revoke and commit blocks of the log, so a snapshot written by anyone
+//!   but us at our last unmount (a file forged beside the image) is refused.
+//!   That reads the log's metadata blocks, not its data blocks.
+//!
 //! The caller removes the file before the first new commit, so a crash
 //! afterwards can never bring back a snapshot older than the log.
 //!
@@ -45,6 +52,26 @@ pub enum Stale {
     Stamp,
     /// Transactions were committed after the snapshot.
     LogMovedOn,
+    /// The snapshot does not describe the log: why.
+    Mismatch(String),
+}
+
+impl std::fmt::Display for Stale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stale::Malformed(why) => write!(f, "malformed: {why}"),
+            Stale::Checksum => f.write_str("bad checksum"),
+            Stale::Stamp => f.write_str("taken of another journal state"),
+            Stale::LogMovedOn => f.write_str("the log has moved on since"),
+            Stale::Mismatch(why) => write!(f, "does not match the log: {why}"),
+        }
+    }
+}
+
+/// The largest snapshot of a journal of `len_blocks` blocks: one transaction
+/// and one copy per block at most (a bound for reading the file).
+pub fn max_len(len_blocks: u64) -> u64 {
+    (FIXED + 4) as u64 + len_blocks.saturating_mul((TXN + ENTRY) as u64)
 }
 
 /// Encode the live state given as a recovery-like description.
@@ -101,15 +128,19 @@ impl Cursor<'_> {
 /// Decode `bytes` for the journal `reader` whose superblock is `sb`, or say why not.
 pub fn decode<R: JournalReader + ?Sized>(bytes: &[u8], sb: &Superblock, reader: &R) -> Result<Result<Recovery, Stale>, Error> {
     let r = parse(bytes, sb);
-    let Ok(rec) = r else { return Ok(r) };
+    let Ok(mut rec) = r else { return Ok(r) };
     // The log must end at the stamped head: a block of the next transaction
     // there (or of the filler a resume writes) means it moved on.
+    if !(u64::from(sb.first)..u64::from(sb.log_end())).contains(&rec.head) {
+        return Ok(Err(Stale::Mismatch(format!("head {} outside the log", rec.head))));
+    }
     let mut buf = vec![0u8; reader.block_size() as usize];
-    if rec.head < reader.len_blocks() {
-        reader.read_block(rec.head, &mut buf).map_err(|source| Error::Io { jblock: rec.head, source })?;
-        if Header::peek(&buf).is_some_and(|h| h.sequence == rec.end_sequence) {
-            return Ok(Err(Stale::LogMovedOn));
-        }
+    reader.read_block(rec.head, &mut buf).map_err(|source| Error::Io { jblock: rec.head, source })?;
+    if Header::peek(&buf).is_some_and(|h| h.sequence == rec.end_sequence) {
+        return Ok(Err(Stale::LogMovedOn));
+    }
+    if let Err(why) = crate::recovery::verify(reader, &mut rec) {
+        return Ok(Err(Stale::Mismatch(why)));
     }
     Ok(Ok(rec))
 }

@@ -19,7 +19,7 @@ use common::dev::{
     unflushed_dropped, MemDevice, Op, Rng,
 };
 use common::{Builder, V3_32, V3_64};
-use journal::{CheckpointGoal, Error, Journal, JournalMap, LogCopy, Recovery, Transaction};
+use journal::{CheckpointGoal, Error, Journal, JournalMap, LogCopy, Recovery, ReplayedCopy, Transaction};
 use ondisk::jbd2::*;
 
 type J = Journal<Arc<MemDevice>>;
@@ -664,5 +664,139 @@ fn snapshot_stands_for_the_scan_until_the_log_moves_on() {
         let mut bad = snap.clone();
         bad[40] ^= 1;
         assert_eq!(journal::snapshot::decode(&bad, j.superblock(), &j).unwrap().unwrap_err(), journal::snapshot::Stale::Checksum);
+    }
+}
+
+/// A snapshot's checksum only catches damage: anyone can compute it. One
+/// forged with a valid checksum (a copy moved to another journal block, to
+/// another transaction, a copy added or left out, a transaction shifted, a
+/// revoked copy brought back) is refused because it is not what the log
+/// says; the scan then serves the right contents.
+#[test]
+fn a_forged_snapshot_with_a_valid_checksum_is_refused() {
+    use journal::snapshot::{decode, encode, Stale};
+    for &(compat, incompat) in &FORMATS {
+        let bs = 1024;
+        let (dev, map) = setup(bs, 256, compat, incompat, 7);
+        let mut j = Journal::load(dev.clone(), map.clone()).unwrap();
+        let mut rng = Rng(5);
+        let mut model = HashMap::new();
+        for round in 0..12 {
+            random_commit(&mut j, &mut rng, round, &mut model);
+        }
+        // A revoke of a block logged before, so there is a revoked copy to bring back.
+        let mut t = Transaction::new(bs);
+        t.log(BLOCKS + 1, &content(bs, 50, BLOCKS + 1)).unwrap();
+        j.commit(&t).unwrap();
+        let mut t = Transaction::new(bs);
+        t.revoke(BLOCKS + 1);
+        t.log(2, &content(bs, 51, 2)).unwrap();
+        j.commit(&t).unwrap();
+        model.insert(2, content(bs, 51, 2));
+        let snap = j.snapshot();
+        drop(j);
+        let (j, scanned) = load_recover(&dev, &map);
+        let good = decode(&snap, j.superblock(), &j)
+            .unwrap()
+            .expect("the real snapshot is valid");
+        assert_eq!(
+            good.revoke_records, scanned.revoke_records,
+            "verification rebuilds the revoke table"
+        );
+        let forge = |f: &dyn Fn(&mut Recovery)| {
+            let mut r = good.clone();
+            f(&mut r);
+            let entries: Vec<_> = r.blocks.iter().map(|(&b, &c)| (b, c)).collect();
+            encode(
+                j.superblock(),
+                r.head,
+                r.end_sequence,
+                r.next_sequence,
+                &r.extents,
+                &entries,
+            )
+        };
+        let some = *good.blocks.keys().next().unwrap();
+        let (other_jblock, other_seq) = good
+            .blocks
+            .values()
+            .find(|c| c.jblock != good.blocks[&some].jblock)
+            .map(|c| (c.jblock, c.sequence))
+            .unwrap();
+        let forgeries: Vec<(&str, Vec<u8>)> = vec![
+            (
+                "wrong journal block",
+                forge(&|r| r.blocks.get_mut(&some).unwrap().jblock = other_jblock),
+            ),
+            (
+                "wrong sequence",
+                forge(&|r| r.blocks.get_mut(&some).unwrap().sequence = other_seq.wrapping_add(1)),
+            ),
+            (
+                "escape flag",
+                forge(&|r| {
+                    let c = r.blocks.get_mut(&some).unwrap();
+                    c.escaped = !c.escaped;
+                }),
+            ),
+            (
+                "home block moved",
+                forge(&|r| {
+                    let c = r.blocks.remove(&some).unwrap();
+                    r.blocks.insert(BLOCKS + 40, c);
+                }),
+            ),
+            (
+                "a copy left out",
+                forge(&|r| {
+                    r.blocks.remove(&some);
+                }),
+            ),
+            (
+                "a revoked copy brought back",
+                forge(&|r| {
+                    let c = ReplayedCopy {
+                        jblock: scanned.extents[scanned.extents.len() - 2].start + 1,
+                        escaped: false,
+                        sequence: scanned.extents[scanned.extents.len() - 2].sequence,
+                    };
+                    r.blocks.insert(BLOCKS + 1, c);
+                }),
+            ),
+            (
+                "a copy outside the log",
+                forge(&|r| r.blocks.get_mut(&some).unwrap().jblock = 100_000),
+            ),
+            ("transaction shifted", forge(&|r| r.extents[0].start += 1)),
+            (
+                "a transaction left out",
+                forge(&|r| {
+                    r.extents.pop();
+                }),
+            ),
+            (
+                "head",
+                forge(&|r| r.head = u64::from(r.superblock.first) + 1),
+            ),
+            (
+                "commit time",
+                forge(&|r| r.extents.last_mut().unwrap().commit_sec += 1),
+            ),
+        ];
+        for (what, bytes) in forgeries {
+            match decode(&bytes, j.superblock(), &j).unwrap() {
+                Err(Stale::Mismatch(why)) => assert!(!why.is_empty(), "{what}"),
+                other => panic!(
+                    "{what}: a forged snapshot gave {:?}",
+                    other.map(|r| r.blocks.len())
+                ),
+            }
+        }
+        // What the mount then serves is the scan's, the model.
+        assert_model(
+            &replayed_state(&j, &scanned, &dev),
+            &model,
+            "after refusing forgeries",
+        );
     }
 }

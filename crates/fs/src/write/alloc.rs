@@ -62,7 +62,10 @@ impl Volume {
             // only where to look first (an allocation rolled back leaves it
             // past a free bit): below it is searched when above finds nothing.
             let hint = ws.inode_hints.get(&g).map_or(from, |&h| h.max(from));
-            let found = bitmap::find_zero(bits, hint, ipg as usize).or_else(|| bitmap::find_zero(bits, from, hint));
+            // A free number the kernel still holds lookups of stays unused:
+            // its requests on that number must not reach a new inode.
+            let held = |idx: usize| self.lookups.holds(g * ipg + idx as u32 + 1);
+            let found = free_unheld(bits, hint, ipg as usize, &held).or_else(|| free_unheld(bits, from, hint, &held));
             let Some(idx) = found else { continue };
             ws.inode_hints.insert(g, idx + 1);
             bitmap::set(bits, idx);
@@ -284,4 +287,16 @@ impl Volume {
         self.forget_meta(ws, blk);
         self.free_blocks(ws, blk, 1)
     }
+}
+
+/// First clear bit in `from..limit` for which `held` is false.
+fn free_unheld(bits: &[u8], from: usize, limit: usize, held: &dyn Fn(usize) -> bool) -> Option<usize> {
+    let mut at = from;
+    while let Some(i) = bitmap::find_zero(bits, at, limit) {
+        if !held(i) {
+            return Some(i);
+        }
+        at = i + 1;
+    }
+    None
 }

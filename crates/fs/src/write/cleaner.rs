@@ -146,8 +146,11 @@ impl Volume {
 
 impl Volume {
     /// At a lazy unmount: save the jmap so the next mount need not scan the
-    /// log (temp file, fsync, rename: a crash leaves the old file or none).
+    /// log. Written as root beside an image others may own the directory
+    /// of: [`crate::safefile::replace`] (0600, no symlink followed, fsync,
+    /// rename: a crash leaves the old file or none).
     pub(crate) fn save_jmap_snapshot(&self) -> Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
         let (Some(path), Some(jbd2)) = (self.opts.jmap_snapshot.as_ref(), self.jbd2.as_ref()) else { return Ok(()) };
         let j = jbd2.read();
         if j.superblock().start == 0 {
@@ -155,16 +158,11 @@ impl Volume {
         }
         let bytes = j.snapshot();
         drop(j);
-        let tmp = path.with_extension("jmap-tmp");
         let write = || -> std::io::Result<()> {
-            use std::io::Write;
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::DirBuilder::new().recursive(true).mode(0o755).create(dir)?;
             }
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)
+            crate::safefile::replace(path, &bytes)
         };
         // Losing the snapshot only costs the next mount a scan: not an error of the volume.
         write().map_err(|e| crate::error::FsError::io(format!("writing the jmap snapshot {}", path.display()), e))

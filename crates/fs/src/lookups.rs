@@ -1,0 +1,64 @@
+//! The kernel's lookup counts: how many times each inode number was handed
+//! to the kernel in an entry (LOOKUP, CREATE, MKDIR, MKNOD, SYMLINK, LINK,
+//! TMPFILE, READDIRPLUS) minus what FORGET gave back.
+//!
+//! While the count is above zero the kernel may send any request (OPEN,
+//! GETATTR, SETATTR, ...) on that number without looking it up again, even
+//! after its last name is gone and the inode is freed on disk. So the inode
+//! allocator does not hand such a number out again: a request meant for the
+//! old file must never land on a new one. Freed on disk is fine; reuse waits
+//! for the FORGET.
+//!
+//! Kept on read-write volumes only (nothing is allocated otherwise). One
+//! entry per inode the kernel caches (~16 bytes in the table); sharded by
+//! inode number so the request threads rarely meet on a lock.
+
+use crate::intmap::IntMap;
+use parking_lot::Mutex;
+
+const SHARDS: usize = 16;
+
+pub(crate) struct Lookups {
+    shards: Box<[Mutex<IntMap<u32, u64>>]>,
+}
+
+impl Default for Lookups {
+    fn default() -> Self {
+        Lookups {
+            shards: (0..SHARDS).map(|_| Mutex::new(IntMap::default())).collect(),
+        }
+    }
+}
+
+impl Lookups {
+    fn shard(&self, ino: u32) -> &Mutex<IntMap<u32, u64>> {
+        &self.shards[ino as usize % SHARDS]
+    }
+
+    pub(crate) fn add(&self, ino: u32, n: u64) {
+        let mut m = self.shard(ino).lock();
+        let c = m.entry(ino).or_insert(0);
+        *c = c.saturating_add(n);
+    }
+
+    /// Take `n` off; a FORGET of more than we counted (or of a number we
+    /// never handed out) just drops the entry.
+    pub(crate) fn sub(&self, ino: u32, n: u64) {
+        let mut m = self.shard(ino).lock();
+        if let Some(c) = m.get_mut(&ino) {
+            if *c > n {
+                *c -= n;
+            } else {
+                m.remove(&ino);
+            }
+        }
+    }
+
+    pub(crate) fn holds(&self, ino: u32) -> bool {
+        self.shard(ino).lock().contains_key(&ino)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+}
