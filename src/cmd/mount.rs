@@ -276,6 +276,7 @@ fn stepahead_keys(vol: &Volume, final_figures: bool) -> serde_json::Map<String, 
         "kb_entries": s.kb_entries,
         "kb_dirs": s.kb_dirs,
         "kb_bytes": s.kb_bytes,
+        "kb_dirs_evicted": s.kb_dirs_evicted,
     });
     match v {
         serde_json::Value::Object(m) => m,

@@ -44,12 +44,15 @@ pub struct StepAheadOptions {
     /// reads its parent ahead as a listing hint would (`stepahead_paths=ahead`,
     /// the default); `stepahead_paths=exact` reads only what the path needs.
     pub path_ahead: bool,
+    /// Most bytes the knowledge base holds (`stepahead_kb_mb=`): beyond it,
+    /// directories are forgotten (`kb::KnowledgeBase::with_limit`).
+    pub kb_bytes: usize,
 }
 
 impl Default for StepAheadOptions {
     fn default() -> Self {
         // 512 blocks = 2 MiB a hint with 4 KiB blocks; 32 = a SATA NCQ queue.
-        StepAheadOptions { budget_blocks: 512, congestion_limit: 32, depth: 3, path_ahead: true }
+        StepAheadOptions { budget_blocks: 512, congestion_limit: 32, depth: 3, path_ahead: true, kb_bytes: kb::DEFAULT_LIMIT }
     }
 }
 
@@ -71,7 +74,7 @@ pub(crate) struct StepAhead {
 impl StepAhead {
     pub(crate) fn new(opts: StepAheadOptions) -> Self {
         StepAhead {
-            kb: RwLock::new(KnowledgeBase::new()),
+            kb: RwLock::new(KnowledgeBase::with_limit(opts.kb_bytes)),
             opts,
             batches: AtomicU64::new(0),
             backoffs: AtomicU64::new(0),
@@ -129,6 +132,8 @@ pub struct StepAheadStats {
     pub kb_entries: u64,
     pub kb_dirs: u64,
     pub kb_bytes: u64,
+    /// Directories the KB forgot to stay within its limit.
+    pub kb_dirs_evicted: u64,
 }
 
 impl StepAheadStats {
@@ -171,6 +176,7 @@ impl Volume {
             st.kb_entries = kb.len() as u64;
             st.kb_dirs = kb.dirs() as u64;
             st.kb_bytes = kb.bytes() as u64;
+            st.kb_dirs_evicted = kb.evicted();
         }
         st
     }
