@@ -64,10 +64,12 @@ pub(crate) struct StepAhead {
     backoffs: AtomicU64,
     /// Hints that came down to one request and left it to the operation.
     lone_skips: AtomicU64,
-    /// Full-path hints (preload library): taken, dropped while busy, and the
-    /// blocks they prefetched.
+    /// Full-path hints (preload library): taken, dropped while busy, refused
+    /// (no credentials, or a directory on the path the sender may not search
+    /// or list), and the blocks they prefetched.
     path_hints: AtomicU64,
     path_hints_dropped: AtomicU64,
+    path_hints_denied: AtomicU64,
     path_hint_blocks: AtomicU64,
 }
 
@@ -81,6 +83,7 @@ impl StepAhead {
             lone_skips: AtomicU64::new(0),
             path_hints: AtomicU64::new(0),
             path_hints_dropped: AtomicU64::new(0),
+            path_hints_denied: AtomicU64::new(0),
             path_hint_blocks: AtomicU64::new(0),
         }
     }
@@ -124,10 +127,11 @@ pub struct StepAheadStats {
     /// lookup itself (it reads them with its own readahead).
     pub prefetch_lone_skips: u64,
     /// Full-path hints received from the preload library (every one counted,
-    /// dropped or not), dropped because the queue was full, and the blocks
-    /// the rest prefetched.
+    /// dropped or not), dropped because the queue was full, refused or cut
+    /// short for the sender's permissions, and the blocks the rest prefetched.
     pub path_hints: u64,
     pub path_hints_dropped: u64,
+    pub path_hints_denied: u64,
     pub path_hint_blocks: u64,
     pub kb_entries: u64,
     pub kb_dirs: u64,
@@ -171,6 +175,7 @@ impl Volume {
             st.prefetch_lone_skips = sa.lone_skips.load(Ordering::Relaxed);
             st.path_hints = sa.path_hints.load(Ordering::Relaxed);
             st.path_hints_dropped = sa.path_hints_dropped.load(Ordering::Relaxed);
+            st.path_hints_denied = sa.path_hints_denied.load(Ordering::Relaxed);
             st.path_hint_blocks = sa.path_hint_blocks.load(Ordering::Relaxed);
             let kb = sa.kb.read();
             st.kb_entries = kb.len() as u64;
