@@ -170,9 +170,24 @@ fn write_final_stats(vol: &Volume, devices: &Devices, path: &Path) -> Result<()>
     write_json(&stats_json(vol, devices, true), path)
 }
 
+/// Readable by root only: the counters show what the daemon read and learnt
+/// (StepAhead's KB, hits and misses), which would tell other users whether
+/// names exist in directories they may not search. The file is made afresh
+/// (O_EXCL, O_NOFOLLOW: never through a link someone left in its place) and
+/// renamed over the old one.
 fn write_json(v: &serde_json::Value, path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(v)? + "\n").with_context(|| format!("{}", tmp.display()))?;
+    let _ = std::fs::remove_file(&tmp); // left by a daemon that was killed
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)
+        .with_context(|| format!("{}", tmp.display()))?;
+    f.write_all((serde_json::to_string_pretty(v)? + "\n").as_bytes()).with_context(|| format!("{}", tmp.display()))?;
+    drop(f);
     std::fs::rename(&tmp, path).with_context(|| format!("{}", path.display()))
 }
 
