@@ -8,10 +8,17 @@
 //! what does not fit: a hint that waits is soon useless, since the program
 //! has gone on without it. One worker takes them in order and prefetches
 //! through `Volume::hint_path`. The socket is removed when the mount ends.
+//!
+//! Any local user may send hints (with `allow_other` the socket is 0666, and
+//! nothing here relies on its mode): the socket has SO_PASSCRED, so the
+//! kernel attaches each sender's uid and gid to its datagram, and the engine
+//! prefetches only what that user could look up itself (`fs::stepahead`,
+//! paths.rs). A datagram without them is refused.
 
 use anyhow::{Context, Result};
 use fs::stepahead::PathHints;
 use fs::Volume;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixDatagram;
@@ -61,6 +68,108 @@ pub fn components<'a>(mnt: &[u8], hint: &'a [u8]) -> Option<Vec<&'a [u8]>> {
     (!parts.iter().any(|c| *c == b"..")).then_some(parts)
 }
 
+/// One datagram as received: its length, and its sender as the kernel
+/// vouches for it (None: no credentials came with it).
+struct Received {
+    len: usize,
+    /// Longer than the buffer: not from the library.
+    truncated: bool,
+    sender: Option<fs::Cred>,
+}
+
+/// Turn on SO_PASSCRED: every datagram then carries its sender's pid, uid
+/// and gid, filled in by the kernel (a sender may claim only ids it holds).
+fn pass_credentials(sock: &UnixDatagram) -> std::io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt on our own socket with an int option value.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            &on as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Bind an unbound socket to `path` (std binds only sockets it creates).
+fn bind(sock: &UnixDatagram, path: &Path) -> std::io::Result<()> {
+    // SAFETY: an all-zero sockaddr_un is valid; the path is copied within sun_path.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "socket path too long"));
+    }
+    for (d, &b) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = b as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+    // SAFETY: bind with the address above and its length.
+    let r = unsafe { libc::bind(sock.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), len as libc::socklen_t) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Receive one datagram into `buf` with its sender's credentials.
+fn recv_hint(sock: &UnixDatagram, buf: &mut [u8]) -> std::io::Result<Received> {
+    // Control buffer: room for one ucred and nothing more, so descriptors a
+    // sender attaches (SCM_RIGHTS) do not fit and the kernel drops them
+    // (MSG_CTRUNC); any that came anyway are closed below. u64s: aligned
+    // for cmsghdr.
+    let mut control = [0u64; 8];
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::ucred>() as u32) } as usize;
+    let space = space.min(std::mem::size_of_val(&control));
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    // SAFETY: an all-zero msghdr is a valid empty one; the pointers set
+    // below point at live buffers of the lengths given.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: recvmsg on our socket with the msghdr above.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut sender = None;
+    // SAFETY: the CMSG_* walk stays within msg_controllen, as the kernel
+    // filled it; each payload is read unaligned at its declared length.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            let data = libc::CMSG_DATA(c);
+            let len = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::SOL_SOCKET, libc::SCM_CREDENTIALS) if len >= std::mem::size_of::<libc::ucred>() => {
+                    let u = std::ptr::read_unaligned(data as *const libc::ucred);
+                    sender = Some(fs::Cred { uid: u.uid, gid: u.gid });
+                }
+                (libc::SOL_SOCKET, libc::SCM_RIGHTS) => {
+                    for i in 0..len / std::mem::size_of::<libc::c_int>() {
+                        let fd = std::ptr::read_unaligned((data as *const libc::c_int).add(i));
+                        drop(OwnedFd::from_raw_fd(fd));
+                    }
+                }
+                _ => {}
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok(Received { len: n as usize, truncated: msg.msg_flags & libc::MSG_TRUNC != 0, sender })
+}
+
 /// The running listener; stopping it (drop) joins its threads and removes the socket.
 pub struct HintListener {
     stop: Arc<AtomicBool>,
@@ -76,8 +185,12 @@ impl HintListener {
         }
         // A socket left by a daemon that was killed.
         let _ = std::fs::remove_file(&path);
-        let sock = UnixDatagram::bind(&path).with_context(|| format!("binding {}", path.display()))?;
-        // Anyone who may use the mount may hint it; a hint only reads.
+        // Credentials on before the name exists: no datagram arrives without them.
+        let sock = UnixDatagram::unbound().context("creating the hint socket")?;
+        pass_credentials(&sock).context("SO_PASSCRED on the hint socket")?;
+        bind(&sock, &path).with_context(|| format!("binding {}", path.display()))?;
+        // Anyone who may use the mount may hint it; a hint only reads, and
+        // only what its sender could look up (the credentials, not this mode).
         let mode = if allow_other { 0o666 } else { 0o600 };
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
         sock.set_read_timeout(Some(Duration::from_millis(200)))?;
@@ -87,7 +200,7 @@ impl HintListener {
         // SAFETY: setsockopt on our own socket with an int option value.
         unsafe {
             libc::setsockopt(
-                std::os::fd::AsRawFd::as_raw_fd(&sock),
+                sock.as_raw_fd(),
                 libc::SOL_SOCKET,
                 libc::SO_RCVBUF,
                 &bytes as *const libc::c_int as *const libc::c_void,
@@ -104,19 +217,21 @@ impl HintListener {
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = sync_channel::<Vec<u8>>(QUEUE);
+        let (tx, rx) = sync_channel::<(Vec<u8>, fs::Cred)>(QUEUE);
         let receiver = {
             let (stop, vol) = (stop.clone(), vol.clone());
             std::thread::Builder::new().name("hints-recv".into()).spawn(move || {
                 let mut buf = vec![0u8; MAX_HINT + 1];
                 while !stop.load(Ordering::Relaxed) {
-                    match sock.recv(&mut buf) {
-                        Ok(n) if n <= MAX_HINT => match tx.try_send(buf[..n].to_vec()) {
+                    match recv_hint(&sock, &mut buf) {
+                        Ok(Received { truncated: true, .. }) => {} // longer than any path: not from the library
+                        Ok(Received { len, .. }) if len > MAX_HINT => {}
+                        Ok(Received { sender: None, .. }) => vol.note_path_hint_refused(),
+                        Ok(Received { len, sender: Some(who), .. }) => match tx.try_send((buf[..len].to_vec(), who)) {
                             Ok(()) => {}
                             Err(TrySendError::Full(_)) => vol.note_path_hint_dropped(),
                             Err(TrySendError::Disconnected(_)) => break,
                         },
-                        Ok(_) => {} // longer than any path: not from the library
                         Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                         Err(e) => {
@@ -131,9 +246,9 @@ impl HintListener {
             let mnt = mnt.as_os_str().as_bytes().to_vec();
             std::thread::Builder::new().name("hints".into()).spawn(move || {
                 let mut state = PathHints::default();
-                for hint in rx {
+                for (hint, who) in rx {
                     if let Some(parts) = components(&mnt, &hint) {
-                        vol.hint_path(&parts, &mut state);
+                        vol.hint_path(&parts, who, &mut state);
                     }
                 }
             })?

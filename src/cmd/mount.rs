@@ -173,8 +173,10 @@ fn write_final_stats(vol: &Volume, devices: &Devices, path: &Path) -> Result<()>
     write_json(&stats_json(vol, devices, true), path)
 }
 
-/// As root, into /run or wherever `stats=` says: 0600, through no symlink
-/// (`fs::safefile::replace`).
+/// Readable by root only: the counters show what the daemon read and learnt
+/// (StepAhead's KB, hits and misses), which would tell other users whether
+/// names exist in directories they may not search. Written 0600 through no
+/// symlink (`fs::safefile::replace`).
 fn write_json(v: &serde_json::Value, path: &Path) -> Result<()> {
     let text = serde_json::to_string_pretty(v)? + "\n";
     fs::safefile::replace(path, text.as_bytes()).with_context(|| format!("{}", path.display()))
@@ -276,10 +278,12 @@ fn stepahead_keys(vol: &Volume, final_figures: bool) -> serde_json::Map<String, 
         "prefetch_lone_skips": s.prefetch_lone_skips,
         "path_hints": s.path_hints,
         "path_hints_dropped": s.path_hints_dropped,
+        "path_hints_denied": s.path_hints_denied,
         "path_hint_blocks": s.path_hint_blocks,
         "kb_entries": s.kb_entries,
         "kb_dirs": s.kb_dirs,
         "kb_bytes": s.kb_bytes,
+        "kb_dirs_evicted": s.kb_dirs_evicted,
     });
     match v {
         serde_json::Value::Object(m) => m,

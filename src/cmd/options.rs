@@ -39,7 +39,8 @@ pub struct MountOptions {
     pub cold_age_s: Option<u64>,
     /// Write the engine's counters here as JSON at unmount (`stats=PATH`).
     pub stats: Option<std::path::PathBuf>,
-    /// StepAhead prefetching (`stepahead`, `stepahead_budget=BLOCKS`, `stepahead_depth=LEVELS`).
+    /// StepAhead prefetching (`stepahead`, `stepahead_budget=BLOCKS`, `stepahead_depth=LEVELS`,
+    /// `stepahead_paths=ahead|exact`, `stepahead_kb_mb=MIB`).
     pub stepahead: Option<fs::stepahead::StepAheadOptions>,
     /// The kernel opens files without asking the daemon (`kernel_opens`;
     /// always so on read-only mounts): see fuse::CachePolicy::kernel_opens.
@@ -136,6 +137,9 @@ impl MountOptions {
                         Some("exact") => false,
                         _ => bail!("mount option stepahead_paths needs a value: stepahead_paths=ahead or stepahead_paths=exact"),
                     };
+                }
+                "stepahead_kb_mb" => {
+                    o.stepahead.get_or_insert_with(Default::default).kb_bytes = number(value)?.clamp(1, 1 << 20) << 20;
                 }
                 "stepahead_depth" => {
                     o.stepahead.get_or_insert_with(Default::default).depth = number(value)?.clamp(1, 16);
@@ -264,6 +268,9 @@ mod tests {
         assert!(p("stepahead_paths=some").is_err());
         assert!(p("stepahead_paths").is_err());
         assert!(p("stepahead_budget=x").is_err());
+        assert_eq!(p("stepahead_kb_mb=16").unwrap().stepahead.map(|s| s.kb_bytes), Some(16 << 20));
+        assert_eq!(p("stepahead").unwrap().stepahead.map(|s| s.kb_bytes), Some(128 << 20));
+        assert!(p("stepahead_kb_mb=lots").is_err());
     }
 
     #[test]

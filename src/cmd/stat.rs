@@ -1,6 +1,6 @@
 //! `ext4lazy stat IMAGE`: what the volume is, in words or as JSON.
 //! `ext4lazy stat MOUNTPOINT`: the live figures of a mounted volume, which its
-//! daemon refreshes every second.
+//! daemon refreshes every second (root only: the file is 0600).
 
 use anyhow::{Context, Result};
 use blockdev::FileDevice;
@@ -27,8 +27,18 @@ pub fn run(image: &Path, as_json: bool) -> Result<()> {
 
 fn live(mountpoint: &Path, as_json: bool) -> Result<()> {
     let path = super::mount::live_stats_path(mountpoint);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("{} is not an ext4lazy mount point (no live figures at {})", mountpoint.display(), path.display()))?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        // They tell what the daemon read and learnt, names included: root's only.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            anyhow::bail!("the live figures of {} ({}) are readable by root only", mountpoint.display(), path.display())
+        }
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!("{} is not an ext4lazy mount point (no live figures at {})", mountpoint.display(), path.display())
+            })
+        }
+    };
     let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}", path.display()))?;
     if as_json {
         println!("{}", serde_json::to_string_pretty(&v)?);

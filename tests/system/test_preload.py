@@ -8,8 +8,10 @@ a KB made wrong on purpose), since a mount's KB starts empty and follows every c
 """
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -168,3 +170,110 @@ def hint_socket(mnt):
     for b in os.path.realpath(mnt).encode():
         h = ((h ^ b) * 0x100000001b3) % (1 << 64)
     return f"/run/ext4lazy/{h:016x}.hints"
+
+
+NOBODY = 65534
+
+
+def as_user(uid, fn):
+    """Run `fn()` in a forked child that has become `uid` (group `uid`, no supplementary groups): its exit status
+    (0 when `fn` returned True). A fork, not an exec: no interpreter path need be open to that user."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            code = 0 if fn() else 1
+        except BaseException:
+            code = 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def send_hint_as(uid, sock, path):
+    """One datagram on the hint socket from a process of `uid`, as the library sends it."""
+    def send():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.sendto(path.encode("utf-8", "surrogateescape"), sock)
+        return True
+    assert as_user(uid, send) == 0
+
+
+def live_stats_file(mnt):
+    """/run/ext4lazy/<canonical mount point, / as _>.stats.json (src/cmd/mount.rs, live_stats_path)."""
+    return "/run/ext4lazy/" + os.path.realpath(mnt).strip("/").replace("/", "_") + ".stats.json"
+
+
+def live_stats(adapter, mnt, until):
+    """The live figures (refreshed every second), once `until` holds (30 s at most)."""
+    deadline = time.time() + 30
+    while True:
+        p = subprocess.run([adapter.bin, "stat", "--json", mnt], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        s = json.loads(p.stdout)
+        if until(s) or time.time() > deadline:
+            return s
+        time.sleep(0.25)
+
+
+def test_hints_only_for_what_the_sender_may_look_up(adapter, mounts, workdir):
+    """Any local user may send hints (with allow_other the socket is 0666; nothing relies on that mode): the daemon
+    takes each sender's uid and gid from the kernel (SO_PASSCRED) and reads and learns only what that user could
+    look up. `nobody`'s hint into root's 0700 directory is refused (counted) and nothing in it is learnt, while its
+    hint into an open directory is taken; root's hint for the same secret path is taken. The figures that show
+    this are root's only (live file and -o stats= file 0600)."""
+    src = os.path.join(workdir, "hint-perm-src")
+    os.makedirs(os.path.join(src, "secret", "sub"))
+    os.makedirs(os.path.join(src, "pub", "open"))
+    for i in range(150):
+        with open(os.path.join(src, "secret", f"name-{i:03d}"), "w") as f:
+            f.write("x")
+    with open(os.path.join(src, "secret", "sub", "f"), "w") as f:
+        f.write("y")
+    with open(os.path.join(src, "pub", "open", "f"), "w") as f:
+        f.write("z")
+    os.chmod(src, 0o755)
+    os.chmod(os.path.join(src, "secret"), 0o700)
+    img = os.path.join(workdir, "hint-perm.img")
+    util.run(["mkfs.ext4", "-F", "-q", "-d", src, img, "16M"])
+    stats = os.path.join(workdir, "hint-perm-stats.json")
+    m = mounts.mount(adapter, img, options=["ro", "stepahead", "allow_other", f"stats={stats}"], label="pl-perm")
+    sock = hint_socket(m.mnt)
+    assert oct(os.stat(sock).st_mode & 0o777) == oct(0o666)
+    mnt = os.path.realpath(m.mnt)
+    # Nothing has listed anything yet: the KB is empty (no walk of the mount before the hints).
+    send_hint_as(NOBODY, sock, mnt + "/secret/sub/f")
+    send_hint_as(NOBODY, sock, mnt + "/pub/open/f")
+    s1 = live_stats(adapter, m.mnt, until=lambda s: s.get("path_hints", 0) >= 2)
+    print(f"after nobody's hints: {s1['path_hints']} hints, {s1.get('path_hints_denied')} denied, "
+          f"KB {s1['kb_entries']} entries in {s1['kb_dirs']} directories, {s1['path_hint_blocks']} blocks")
+    assert s1["path_hints"] == 2 and s1["path_hints_dropped"] == 0, s1
+    assert s1.get("path_hints_denied") == 1, s1
+    assert s1["kb_dirs"] >= 3, s1                              # /, pub, pub/open (not lost+found: 0700 too)
+    assert s1["kb_entries"] < 150, s1                          # not secret's 152 names
+    send_hint_as(0, sock, mnt + "/secret/sub/f")
+    s2 = live_stats(adapter, m.mnt, until=lambda s: s.get("path_hints", 0) >= 3)
+    print(f"after root's: {s2['path_hints']} hints, {s2.get('path_hints_denied')} denied, "
+          f"KB {s2['kb_entries']} entries in {s2['kb_dirs']} directories, {s2['path_hint_blocks']} blocks")
+    assert s2["path_hints"] == 3 and s2["path_hints_denied"] == 1, s2
+    assert s2["kb_entries"] >= s1["kb_entries"] + 150, (s1, s2)
+    assert s2["path_hint_blocks"] > s1["path_hint_blocks"], (s1, s2)
+    # The figures tell who learnt what: root's only, and `nobody` cannot read them.
+    live = live_stats_file(m.mnt)
+    assert oct(os.stat(live).st_mode & 0o777) == oct(0o600) and os.stat(live).st_uid == 0
+    def refused():
+        try:
+            open(live).close()
+        except PermissionError:
+            return True
+        return False
+    assert as_user(NOBODY, refused) == 0, "nobody could open the live figures"
+    m.umount()
+    assert oct(os.stat(stats).st_mode & 0o777) == oct(0o600)
+    with open(stats) as f:
+        final = json.load(f)
+    assert final["path_hints_denied"] == 1, final

@@ -5,7 +5,7 @@
 //! block device. Modules split by concern: block mapping, directories, file
 //! contents, xattrs, statfs, journal location and in-memory replay.
 
-mod acl;
+pub mod acl;
 mod attr;
 mod bitmaps;
 mod bmap;
@@ -28,6 +28,7 @@ mod volume;
 mod write;
 mod xattr;
 
+pub use acl::Cred;
 pub use attr::Stat;
 pub use bmap::Mapping;
 pub use dir::{DirEntry, DirEntryRef};

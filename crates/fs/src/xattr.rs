@@ -1,6 +1,7 @@
 //! Extended attributes as user space sees them: in-inode ones first, then the
 //! external block; ACLs converted to the VFS format; system.data hidden.
 
+use crate::acl::{self, Acl, Cred, Owner};
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use ondisk::inode::Inode;
@@ -51,6 +52,30 @@ impl Volume {
             .find(|(n, _)| n == name)
             .map(|(_, v)| v)
             .ok_or(FsError::NoXattr)
+    }
+
+    /// The inode's access ACL, if it has one.
+    fn access_acl(&self, inode: &Inode) -> Result<Option<Acl>> {
+        let at = Location::Inode(u64::from(inode.ino));
+        match self.raw_xattrs(inode)?.into_iter().find(|x| x.name_index == ACL_ACCESS) {
+            None => Ok(None),
+            Some(x) => Acl::from_xattr(&xattr::acl_disk_to_xattr(&x.value).map_err(|e| e.at(at))?).map(Some),
+        }
+    }
+
+    /// Whether `who` may `want` (`acl::MAY_*` bits) of `inode`, by its mode,
+    /// owner, group and access ACL, as the kernel decides for one user and
+    /// one group. An ACL that cannot be read refuses.
+    pub fn permits(&self, inode: &Inode, who: Cred, want: u16) -> bool {
+        let owner = Owner { mode: inode.base.mode, uid: inode.uid(), gid: inode.gid() };
+        // Cases the ACL cannot change: no need to read it.
+        if who.uid == 0 || who.uid == owner.uid || owner.mode & 0o070 == 0 {
+            return acl::permits(owner, None, who, want);
+        }
+        match self.access_acl(inode) {
+            Ok(a) => acl::permits(owner, a.as_ref(), who, want),
+            Err(_) => false,
+        }
     }
 
     /// Names as listxattr(2) returns them: each followed by a NUL.

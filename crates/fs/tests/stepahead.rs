@@ -674,6 +674,9 @@ fn hint_components(path: &str) -> Vec<&[u8]> {
     out
 }
 
+/// A hint's sender that may look everywhere.
+const ROOT: fs::Cred = fs::Cred { uid: 0, gid: 0 };
+
 fn open_with_path_hints(img: &Path, cache_bytes: usize, path_ahead: bool) -> Volume {
     let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(img, false).unwrap());
     let sa = stepahead::StepAheadOptions { path_ahead, ..Default::default() };
@@ -702,7 +705,7 @@ fn path_hints_never_change_results() {
                 }
                 let mut state = stepahead::PathHints::default();
                 for (p, want) in paths.iter().zip(&expected) {
-                    vol.hint_path(&hint_components(p), &mut state);
+                    vol.hint_path(&hint_components(p), ROOT, &mut state);
                     assert_eq!(&resolve(&vol, ROOT_INO, &split(p)), want, "{kb} KB, ahead {path_ahead}: {p}");
                 }
                 let st = vol.stepahead_stats(true);
@@ -733,7 +736,7 @@ fn a_path_hint_prefetches_a_cold_deep_path() {
                 vol.with_kb_mut(|k| stepahead::learn_tree(&base, k, ROOT_INO).map(|_| ())).unwrap().unwrap();
             }
             let before = vol.stepahead_stats(false);
-            let read = vol.hint_path(&split(deep), &mut stepahead::PathHints::default());
+            let read = vol.hint_path(&split(deep), ROOT, &mut stepahead::PathHints::default());
             let hinted = vol.stepahead_stats(false);
             assert_eq!(resolve(&vol, ROOT_INO, &split(deep)), want);
             let after = vol.stepahead_stats(false);
@@ -748,5 +751,95 @@ fn a_path_hint_prefetches_a_cold_deep_path() {
                 assert!(read >= 11, "{read}");
             }
         }
+    }
+}
+
+/// Path hints come from any local user: a hint reads and learns only what
+/// its sender could look up itself. `private/` (0700, uid 1000) holds a
+/// subdirectory and 40 files; `shared/` (0750, uid 1000) has an ACL that lets
+/// uid 2000 in; `pub/` is open. On a cold volume, a hint for a path inside
+/// each from several senders: the owner, root and the named user go in;
+/// others (even of the owning group: it has no bits) stop at the door, with
+/// the directory neither read nor learnt, and are counted as denied.
+#[test]
+fn path_hints_read_only_what_the_sender_may_search() {
+    use fs::stepahead::PathHints;
+    use fs::{CreateKind, Cred, Mapping, SetAttr, XattrMode};
+    let Some((work, src)) = common::setup_empty() else { return };
+    std::fs::create_dir_all(src.join("pub/open")).unwrap();
+    std::fs::write(src.join("pub/open/f"), b"x").unwrap();
+    let img = common::make_image(work.path(), "perm.img", 32, &[], &src);
+    // (directory inode, its first block) of private/, private/inner, shared/.
+    let (private, inner, shared) = {
+        let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(&img, true).unwrap());
+        let vol = Volume::open(dev, VolumeOptions { read_only: false, ..Default::default() }).unwrap();
+        vol.setattr(ROOT_INO, &SetAttr { mode: Some(0o755), ..Default::default() }).unwrap();
+        let dir = |parent: u32, name: &str, mode: u16| vol.create(parent, name.as_bytes(), CreateKind::Dir, mode, 1000, 1000).unwrap();
+        let p = dir(ROOT_INO, "private", 0o700);
+        let i = dir(p.ino, "inner", 0o755);
+        vol.create(i.ino, b"deep", CreateKind::File, 0o644, 1000, 1000).unwrap();
+        for n in 0..40 {
+            vol.create(p.ino, format!("f{n}").as_bytes(), CreateKind::File, 0o644, 1000, 1000).unwrap();
+        }
+        let s = dir(ROOT_INO, "shared", 0o750);
+        vol.create(s.ino, b"doc", CreateKind::File, 0o644, 1000, 1000).unwrap();
+        let acl = fs::acl::Acl(
+            [(fs::acl::USER_OBJ, 7, u32::MAX), (fs::acl::USER, 5, 2000), (fs::acl::GROUP_OBJ, 5, u32::MAX), (fs::acl::MASK, 5, u32::MAX), (fs::acl::OTHER, 0, u32::MAX)]
+                .into_iter()
+                .map(|(tag, perm, id)| fs::acl::Entry { tag, perm, id })
+                .collect(),
+        );
+        vol.set_xattr(s.ino, b"system.posix_acl_access", &acl.to_xattr(), XattrMode::Any).unwrap();
+        let first = |ino: u32| match vol.map_block(&vol.inode(ino).unwrap(), 0, 1).unwrap() {
+            Mapping::Mapped { pblk, .. } => (ino, pblk),
+            m => panic!("{ino}: {m:?}"),
+        };
+        let out = (first(p.ino), first(i.ino), first(s.ino));
+        vol.shutdown().unwrap();
+        out
+    };
+    let cred = |uid, gid| Cred { uid, gid };
+    let cases = [
+        ("private/inner/deep", cred(2000, 2000), false),
+        ("private/inner/deep", cred(2000, 1000), false),
+        ("private/inner/deep", cred(1000, 1000), true),
+        ("private/inner/deep", cred(0, 0), true),
+        ("shared/doc", cred(2000, 2000), true),
+        ("shared/doc", cred(3000, 3000), false),
+    ];
+    for path_ahead in [true, false] {
+        for (path, who, allowed) in cases {
+            let (dir, block) = if path.starts_with("shared") { shared } else { private };
+            let what = format!("{path} from {who:?}, ahead {path_ahead}");
+            let vol = open_with_path_hints(&img, 64 << 20, path_ahead);
+            if !path_ahead {
+                // Exact hints read only what the KB plans: give it the tree.
+                vol.with_kb_mut(|k| stepahead::learn_tree(&open(&img), k, ROOT_INO).map(|_| ())).unwrap().unwrap();
+            }
+            let mut state = PathHints::default();
+            let read = vol.hint_path(&split(path), who, &mut state);
+            let st = vol.stepahead_stats(false);
+            assert_eq!((st.path_hints, st.path_hints_denied), (1, u64::from(!allowed)), "{what}: {st:?}");
+            assert_eq!(vol.is_cached(block), allowed, "{what}: the directory's block read ({read} blocks read)");
+            if path_ahead {
+                let knows = vol.with_kb(|k| (k.knows(dir), k.knows(inner.0), k.knows(ROOT_INO))).unwrap();
+                assert_eq!(knows.0, allowed, "{what}: the directory learnt");
+                assert!(allowed || !knows.1, "{what}: nothing below it learnt either");
+                assert!(knows.2, "{what}: the root, which everyone may list, is learnt");
+                assert!(!allowed || read > 0, "{what}");
+            }
+            if path.starts_with("private") && allowed {
+                assert!(vol.is_cached(inner.1), "{what}: the whole path read");
+            }
+        }
+    }
+    // A listing read ahead of a directory the KB knows also reads its known
+    // subdirectories' first blocks: only those the sender may list.
+    for (who, allowed) in [(cred(2000, 2000), false), (cred(1000, 1000), true)] {
+        let vol = open_with_path_hints(&img, 64 << 20, true);
+        vol.with_kb_mut(|k| stepahead::learn_tree(&open(&img), k, ROOT_INO).map(|_| ())).unwrap().unwrap();
+        vol.hint_path(&split("no-such-name"), who, &mut PathHints::default());
+        assert_eq!(vol.is_cached(private.1), allowed, "{who:?}: private/ read with its parent's listing");
+        assert_eq!(vol.stepahead_stats(false).path_hints_denied, 0, "{who:?}: the hint itself was for /");
     }
 }

@@ -242,11 +242,12 @@ impl Ext4Fuse {
 
     fn access(&self, req: &Request, ino: u64, mask: u32) -> Result<(), Errno> {
         let i = self.inode(ino)?;
-        let s = self.vol.stat(&i);
         if mask & libc::W_OK as u32 != 0 && self.vol.is_read_only() {
             return Err(Errno::EROFS);
         }
-        if attr::may_access(&s, req.uid, req.gid, mask) {
+        // Supplementary groups are not in the request: only the primary group counts.
+        let who = fs::acl::Cred { uid: req.uid, gid: req.gid };
+        if self.vol.permits(&i, who, (mask & 7) as u16) {
             Ok(())
         } else {
             Err(Errno::EACCES)

@@ -17,6 +17,7 @@
 use super::learn::DirLayout;
 use super::prefetch::Lone;
 use super::{plan, StepAhead};
+use crate::acl::Cred;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use ondisk::dir::ftype;
@@ -40,15 +41,29 @@ impl Volume {
         }
     }
 
+    /// The first blocks of known directories `dirs`.
+    fn add_known_dirs(sa: &StepAhead, dirs: &[u32], out: &mut Vec<u64>) {
+        let kb = sa.kb.read();
+        for &c in dirs {
+            Self::known_dir_blocks(&kb, c, SUBDIR_BLOCKS, out);
+        }
+    }
+
     /// Directory `dir` is about to be listed from its start.
     pub fn hint_listing(&self, dir: &Inode) {
         let Some(sa) = self.stepahead_on() else { return };
         let mut budget = sa.opts.budget_blocks;
-        self.listing_ahead(sa, dir, &mut budget);
+        self.listing_ahead(sa, dir, None, &mut budget);
     }
 
-    /// The listing hint's reads, within `budget`: the blocks read.
-    pub(super) fn listing_ahead(&self, sa: &StepAhead, dir: &Inode, budget: &mut usize) -> usize {
+    /// The listing hint's reads, within `budget`: the blocks read. With a
+    /// `sender` (a path hint), only subdirectories it may list are read
+    /// ahead; `dir` itself the caller has checked.
+    pub(super) fn listing_ahead(&self, sa: &StepAhead, dir: &Inode, sender: Option<Cred>, budget: &mut usize) -> usize {
+        // Without a sender, the kernel admitted the listing; root may list
+        // anything: no checks then.
+        let checked = sender.filter(|who| who.uid != 0);
+        let may_list = |d: &Inode| checked.is_none_or(|who| self.may_list(d, who));
         let mut read = 0;
         if !dir.is_dir() {
             return read;
@@ -56,19 +71,37 @@ impl Volume {
         // The layout from the inode is exact (the KB's may be stale).
         let Ok(layout) = self.dir_layout(dir) else { return read };
         let mut first: Vec<u64> = layout.extent_blocks.iter().chain(&layout.blocks).copied().collect();
+        let mut known_subdirs = Vec::new();
         {
             let kb = sa.kb.read();
-            let children = kb.children(dir.ino);
-            for &c in &children {
+            for c in kb.children(dir.ino) {
                 self.push_inode_block(c, &mut first);
-            }
-            for &c in &children {
                 if kb.knows(c) {
-                    Self::known_dir_blocks(&kb, c, SUBDIR_BLOCKS, &mut first);
+                    known_subdirs.push(c);
                 }
             }
         }
+        // A sender's: only those it may list (checked outside the KB's lock:
+        // an ACL may need a read); those whose inode is not cached yet wait
+        // for the batch that reads it.
+        let mut unchecked = Vec::new();
+        if checked.is_some() {
+            known_subdirs.retain(|&c| match self.inode_cached(c) {
+                Some(d) => may_list(&d),
+                None => {
+                    unchecked.push(c);
+                    false
+                }
+            });
+        }
+        Self::add_known_dirs(sa, &known_subdirs, &mut first);
         read += self.hint_prefetch(&first, budget, Lone::Read).read;
+        if !unchecked.is_empty() {
+            unchecked.retain(|&c| self.inode_cached(c).is_some_and(|d| may_list(&d)));
+            let mut blocks = Vec::new();
+            Self::add_known_dirs(sa, &unchecked, &mut blocks);
+            read += self.hint_prefetch(&blocks, budget, Lone::Read).read;
+        }
         let Some(entries) = self.learn_cached(&sa.kb, dir, &layout) else { return read };
         let mut frontier = real_children(&entries);
         // Level by level down the subtree: the entries' inode blocks, then
@@ -80,7 +113,7 @@ impl Volume {
                 self.push_inode_block(c, &mut inode_blocks);
             }
             read += self.hint_prefetch(&inode_blocks, budget, Lone::Read).read;
-            let subdirs: Vec<Inode> = {
+            let mut subdirs: Vec<Inode> = {
                 let kb = sa.kb.read();
                 frontier
                     .iter()
@@ -89,6 +122,8 @@ impl Volume {
                     .filter(Inode::is_dir)
                     .collect()
             };
+            // Outside the KB's lock: an ACL may need a read.
+            subdirs.retain(|d| may_list(d));
             let layouts: Vec<Vec<u64>> = subdirs.iter().map(|d| self.dir_blocks_without_io(d, SUBDIR_BLOCKS)).collect();
             let sub: Vec<u64> = layouts.iter().flatten().copied().collect();
             read += self.hint_prefetch(&sub, budget, Lone::Read).read;

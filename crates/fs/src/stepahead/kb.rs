@@ -10,6 +10,11 @@
 //! open-addressing table (linear probing, at most 3/4 full) of 8-byte slots
 //! `hash << 32 | child` with a parallel array of 2-byte block indexes. An
 //! entry costs 10 bytes per slot, i.e. 13-27 bytes at the table's load range.
+//!
+//! Bounded: the KB holds at most `limit` bytes (`bytes()`, by capacity). What
+//! would go over evicts arbitrary directories (the map's own order) down to
+//! three quarters of it; a directory bigger than half the limit is not learnt.
+//! Forgetting only costs hints: the directory is learnt again when listed.
 
 use std::collections::HashMap;
 
@@ -26,6 +31,11 @@ pub enum DirKind {
 const NO_LBLK: u16 = u16::MAX;
 /// A slot is empty when its child is 0 (inode 0 is never a valid child).
 const EMPTY: u64 = 0;
+/// Bytes a table slot costs: the slot and its block index.
+const SLOT_BYTES: usize = 10;
+/// The default bound (`stepahead_kb_mb=`): several times the largest KB the
+/// benchmarks build (1.76M names of an ARC scan at 21-26 bytes each: 37-46 MiB).
+pub const DEFAULT_LIMIT: usize = 128 << 20;
 
 struct DirInfo {
     blocks: Box<[u64]>,
@@ -45,7 +55,6 @@ pub struct Hint {
     pub lblk: Option<u32>,
 }
 
-#[derive(Default)]
 pub struct KnowledgeBase {
     dirs: HashMap<u32, DirInfo>,
     /// Blocks every lookup in a directory may read before its entry block:
@@ -53,6 +62,18 @@ pub struct KnowledgeBase {
     /// directories that have any are here (big or fragmented ones).
     index: HashMap<u32, Box<[u64]>>,
     entries: usize,
+    /// Bytes of every directory's arrays and of the index lists.
+    arrays: usize,
+    /// Most bytes held (`bytes()`).
+    limit: usize,
+    /// Directories forgotten to stay within the limit (or too big to learn).
+    evicted: u64,
+}
+
+impl Default for KnowledgeBase {
+    fn default() -> Self {
+        Self::with_limit(DEFAULT_LIMIT)
+    }
 }
 
 /// A fast 64-bit hash of a name (word at a time, then a full avalanche),
@@ -95,6 +116,11 @@ fn slot_hash(s: u64) -> u32 {
 }
 
 impl DirInfo {
+    /// Bytes of its arrays.
+    fn array_bytes(&self) -> usize {
+        self.blocks.len() * 8 + self.slots.len() * SLOT_BYTES
+    }
+
     fn home(&self, hash: u32) -> usize {
         // Spread the hash again so that the table index uses well-mixed bits.
         (u64::from(hash).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & (self.slots.len() - 1)
@@ -176,9 +202,67 @@ impl DirInfo {
     }
 }
 
+/// Bytes a directory-map bucket costs (plus the control byte hashbrown keeps).
+const DIR_BUCKET: usize = std::mem::size_of::<(u32, DirInfo)>() + 1;
+const INDEX_BUCKET: usize = std::mem::size_of::<(u32, Box<[u64]>)>() + 1;
+
 impl KnowledgeBase {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A KB that holds at most `limit` bytes (`bytes()`).
+    pub fn with_limit(limit: usize) -> Self {
+        KnowledgeBase { dirs: HashMap::new(), index: HashMap::new(), entries: 0, arrays: 0, limit, evicted: 0 }
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Directories forgotten to stay within the limit, since the start.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+
+    /// Bytes the maps would take for their entries alone, with room for
+    /// their slack after a shrink (hashbrown keeps up to about twice).
+    fn bytes_after_shrink(&self) -> usize {
+        std::mem::size_of::<Self>() + 2 * (self.dirs.len() * DIR_BUCKET + self.index.len() * INDEX_BUCKET) + self.arrays
+    }
+
+    /// Back within the limit after `keep` grew or was learnt: forget other
+    /// directories, arbitrary ones (the map's order), down to 3/4 of the
+    /// limit, so that eviction is rare; `keep` itself last, if alone it is
+    /// too big.
+    fn fit(&mut self, keep: u32) {
+        if self.bytes() <= self.limit {
+            return;
+        }
+        let target = self.limit / 4 * 3;
+        let mut victims = Vec::new();
+        let mut after = self.bytes_after_shrink();
+        for (&d, info) in &self.dirs {
+            if after <= target {
+                break;
+            }
+            if d != keep {
+                victims.push(d);
+                after = after.saturating_sub(2 * DIR_BUCKET + info.array_bytes());
+            }
+        }
+        for d in victims {
+            self.forget_dir(d);
+            self.evicted += 1;
+        }
+        self.dirs.shrink_to_fit();
+        self.index.shrink_to_fit();
+        if self.bytes() > self.limit && self.dirs.contains_key(&keep) {
+            self.forget_dir(keep);
+            self.evicted += 1;
+            self.dirs.shrink_to_fit();
+            self.index.shrink_to_fit();
+        }
     }
 
     /// Record directory `dir` as just read, replacing what was known of it.
@@ -198,6 +282,11 @@ impl KnowledgeBase {
             .map(|(name, child, lblk)| (name_hash(name), child, u16::try_from(lblk).unwrap_or(NO_LBLK)))
             .collect();
         let size = table_size(list.len());
+        if blocks.len() * 8 + size * SLOT_BYTES > self.limit / 2 {
+            // Would crowd out everything else: not worth knowing.
+            self.evicted += 1;
+            return;
+        }
         let mut info = DirInfo {
             blocks: blocks.into(),
             slots: vec![EMPTY; size].into_boxed_slice(),
@@ -209,24 +298,34 @@ impl KnowledgeBase {
             info.put(h, child, lblk);
         }
         self.entries += info.len as usize;
+        self.arrays += info.array_bytes();
         self.dirs.insert(dir, info);
+        self.fit(dir);
     }
 
     pub fn forget_dir(&mut self, dir: u32) {
         if let Some(info) = self.dirs.remove(&dir) {
             self.entries -= info.len as usize;
+            self.arrays -= info.array_bytes();
         }
-        self.index.remove(&dir);
+        if let Some(b) = self.index.remove(&dir) {
+            self.arrays -= b.len() * 8;
+        }
     }
 
     /// The interior blocks (htree index nodes, extent-tree blocks) of a known
     /// directory; an empty list forgets them.
     pub fn set_index_blocks(&mut self, dir: u32, blocks: &[u64]) {
-        if blocks.is_empty() || !self.dirs.contains_key(&dir) {
-            self.index.remove(&dir);
+        let old = if blocks.is_empty() || !self.dirs.contains_key(&dir) {
+            self.index.remove(&dir)
         } else {
-            self.index.insert(dir, blocks.into());
+            self.arrays += blocks.len() * 8;
+            self.index.insert(dir, blocks.into())
+        };
+        if let Some(b) = old {
+            self.arrays -= b.len() * 8;
         }
+        self.fit(dir);
     }
 
     pub fn index_blocks(&self, dir: u32) -> &[u64] {
@@ -253,8 +352,14 @@ impl KnowledgeBase {
         }
         if let Some(info) = self.dirs.get_mut(&dir) {
             let lblk = lblk.and_then(|l| u16::try_from(l).ok()).unwrap_or(NO_LBLK);
+            let before = info.array_bytes();
             if info.put(name_hash(name), child, lblk) {
                 self.entries += 1;
+            }
+            let after = info.array_bytes();
+            if after != before {
+                self.arrays = self.arrays + after - before;
+                self.fit(dir);
             }
         }
     }
@@ -283,7 +388,9 @@ impl KnowledgeBase {
     /// The directory's blocks changed (growth): keep its entries, replace the list.
     pub fn set_dir_blocks(&mut self, dir: u32, blocks: &[u64]) {
         if let Some(info) = self.dirs.get_mut(&dir) {
+            self.arrays = self.arrays + blocks.len() * 8 - info.blocks.len() * 8;
             info.blocks = blocks.into();
+            self.fit(dir);
         }
     }
 
@@ -295,6 +402,8 @@ impl KnowledgeBase {
             let mut v = std::mem::take(&mut info.blocks).into_vec();
             v.push(pblk);
             info.blocks = v.into_boxed_slice();
+            self.arrays += 8;
+            self.fit(dir);
         } else if (info.blocks.len() as u64) < lblk {
             self.forget_dir(dir);
         }
@@ -349,15 +458,15 @@ impl KnowledgeBase {
     /// Memory held, by capacity: the directory map's buckets (plus one control
     /// byte each, as hashbrown keeps) and every directory's arrays.
     pub fn bytes(&self) -> usize {
-        let bucket = std::mem::size_of::<(u32, DirInfo)>() + 1;
-        let arrays: usize = self
-            .dirs
-            .values()
-            .map(|d| d.blocks.len() * 8 + d.slots.len() * 8 + d.lblks.len() * 2)
-            .sum();
-        let index_bucket = std::mem::size_of::<(u32, Box<[u64]>)>() + 1;
+        std::mem::size_of::<Self>() + self.dirs.capacity() * DIR_BUCKET + self.index.capacity() * INDEX_BUCKET + self.arrays
+    }
+
+    /// `bytes()` counted afresh from every array (tests check the running count).
+    #[cfg(test)]
+    fn bytes_recounted(&self) -> usize {
+        let arrays: usize = self.dirs.values().map(|d| d.blocks.len() * 8 + d.slots.len() * 8 + d.lblks.len() * 2).sum();
         let index: usize = self.index.values().map(|b| b.len() * 8).sum();
-        std::mem::size_of::<Self>() + self.dirs.capacity() * bucket + arrays + self.index.capacity() * index_bucket + index
+        std::mem::size_of::<Self>() + self.dirs.capacity() * DIR_BUCKET + arrays + self.index.capacity() * INDEX_BUCKET + index
     }
 }
 
@@ -392,8 +501,14 @@ mod tests {
         }
         kb.note_entry(7, b"x", 1, None);
         assert_eq!(kb.lookup(7, b"x"), None, "unknown directories are not created by a note");
+        assert_eq!(kb.bytes(), kb.bytes_recounted());
+        kb.set_index_blocks(2, &[7, 8]);
+        kb.grow_dir(2, 2, 502);
+        kb.set_dir_blocks(2, &[500, 501, 502, 503]);
+        assert_eq!(kb.bytes(), kb.bytes_recounted());
         kb.forget_dir(2);
         assert!(kb.is_empty());
+        assert_eq!(kb.bytes(), kb.bytes_recounted());
         assert_eq!(kb.dir_blocks(2), None);
     }
 
@@ -443,6 +558,8 @@ mod tests {
             let per = kb.bytes() as f64 / kb.len() as f64;
             eprintln!("KB: {} dirs, {:.1} bytes/entry", kb.dirs(), per);
             assert!(per <= 32.0, "{per} bytes per entry");
+            assert_eq!(kb.bytes(), kb.bytes_recounted());
+            assert_eq!(kb.evicted(), 0, "1M entries fit the default limit");
         }
         // Grown one entry at a time (note_entry) instead of learnt at once.
         let mut grown = KnowledgeBase::new();
@@ -453,6 +570,52 @@ mod tests {
         let per = grown.bytes() as f64 / grown.len() as f64;
         eprintln!("KB grown by notes: {per:.1} bytes/entry");
         assert!(per <= 32.0, "{per}");
+    }
+
+    /// Learning far beyond the limit (a tree 25x bigger, one directory at a
+    /// time, and one directory grown by notes) never holds more than it, and
+    /// what is still known answers as before.
+    #[test]
+    fn stays_within_its_limit() {
+        const LIMIT: usize = 1 << 20;
+        let ns = names(50);
+        let child = |d: u32, i: usize| d * 100 + i as u32 + 1;
+        let mut kb = KnowledgeBase::with_limit(LIMIT);
+        for d in 11..20_011u32 {
+            kb.learn_dir(d, DirKind::Linear, &[u64::from(d)], ns.iter().enumerate().map(|(i, n)| (&n[..], child(d, i), 0)));
+            assert!(kb.bytes() <= LIMIT, "{} bytes after {d}", kb.bytes());
+            assert_eq!(kb.lookup(d, &ns[7]), Some(child(d, 7)), "the directory just learnt is known");
+        }
+        assert_eq!(kb.bytes(), kb.bytes_recounted());
+        assert!(kb.evicted() >= 19_000, "{}", kb.evicted());
+        assert!(kb.dirs() >= 200 && kb.bytes() >= LIMIT / 2, "{} dirs, {} bytes: still useful", kb.dirs(), kb.bytes());
+        assert_eq!(kb.len(), kb.dirs() * ns.len());
+        for d in kb.known_dirs() {
+            for (i, n) in ns.iter().enumerate() {
+                assert_eq!(kb.hint(d, n), Some(Hint { child: child(d, i), lblk: Some(0) }));
+            }
+        }
+        // One directory grown past half the limit by notes: the others go
+        // first, then the directory itself.
+        let big = names(100_000);
+        kb.learn_dir(5, DirKind::Htree, &[9], std::iter::empty());
+        let mut gone_at = None;
+        for (i, n) in big.iter().enumerate() {
+            kb.note_entry(5, n, i as u32 + 1, Some(0));
+            assert!(kb.bytes() <= LIMIT, "{} bytes at note {i}", kb.bytes());
+            if !kb.knows(5) {
+                gone_at = Some(i);
+                break;
+            }
+        }
+        let gone_at = gone_at.expect("the directory outgrew the limit");
+        assert!(gone_at > 30_000, "kept while it fitted: {gone_at}");
+        assert_eq!(kb.bytes(), kb.bytes_recounted());
+        // Too big to learn at once: not learnt, nothing else lost.
+        kb.learn_dir(7, DirKind::Linear, &[1], ns.iter().map(|n| (&n[..], 3, 0)));
+        kb.learn_dir(6, DirKind::Htree, &[2], big.iter().map(|n| (&n[..], 4, 0)));
+        assert!(!kb.knows(6) && kb.knows(7));
+        assert_eq!(kb.bytes(), kb.bytes_recounted());
     }
 
     #[test]

@@ -44,12 +44,15 @@ pub struct StepAheadOptions {
     /// reads its parent ahead as a listing hint would (`stepahead_paths=ahead`,
     /// the default); `stepahead_paths=exact` reads only what the path needs.
     pub path_ahead: bool,
+    /// Most bytes the knowledge base holds (`stepahead_kb_mb=`): beyond it,
+    /// directories are forgotten (`kb::KnowledgeBase::with_limit`).
+    pub kb_bytes: usize,
 }
 
 impl Default for StepAheadOptions {
     fn default() -> Self {
         // 512 blocks = 2 MiB a hint with 4 KiB blocks; 32 = a SATA NCQ queue.
-        StepAheadOptions { budget_blocks: 512, congestion_limit: 32, depth: 3, path_ahead: true }
+        StepAheadOptions { budget_blocks: 512, congestion_limit: 32, depth: 3, path_ahead: true, kb_bytes: kb::DEFAULT_LIMIT }
     }
 }
 
@@ -61,23 +64,26 @@ pub(crate) struct StepAhead {
     backoffs: AtomicU64,
     /// Hints that came down to one request and left it to the operation.
     lone_skips: AtomicU64,
-    /// Full-path hints (preload library): taken, dropped while busy, and the
-    /// blocks they prefetched.
+    /// Full-path hints (preload library): taken, dropped while busy, refused
+    /// (no credentials, or a directory on the path the sender may not search
+    /// or list), and the blocks they prefetched.
     path_hints: AtomicU64,
     path_hints_dropped: AtomicU64,
+    path_hints_denied: AtomicU64,
     path_hint_blocks: AtomicU64,
 }
 
 impl StepAhead {
     pub(crate) fn new(opts: StepAheadOptions) -> Self {
         StepAhead {
-            kb: RwLock::new(KnowledgeBase::new()),
+            kb: RwLock::new(KnowledgeBase::with_limit(opts.kb_bytes)),
             opts,
             batches: AtomicU64::new(0),
             backoffs: AtomicU64::new(0),
             lone_skips: AtomicU64::new(0),
             path_hints: AtomicU64::new(0),
             path_hints_dropped: AtomicU64::new(0),
+            path_hints_denied: AtomicU64::new(0),
             path_hint_blocks: AtomicU64::new(0),
         }
     }
@@ -121,14 +127,17 @@ pub struct StepAheadStats {
     /// lookup itself (it reads them with its own readahead).
     pub prefetch_lone_skips: u64,
     /// Full-path hints received from the preload library (every one counted,
-    /// dropped or not), dropped because the queue was full, and the blocks
-    /// the rest prefetched.
+    /// dropped or not), dropped because the queue was full, refused or cut
+    /// short for the sender's permissions, and the blocks the rest prefetched.
     pub path_hints: u64,
     pub path_hints_dropped: u64,
+    pub path_hints_denied: u64,
     pub path_hint_blocks: u64,
     pub kb_entries: u64,
     pub kb_dirs: u64,
     pub kb_bytes: u64,
+    /// Directories the KB forgot to stay within its limit.
+    pub kb_dirs_evicted: u64,
 }
 
 impl StepAheadStats {
@@ -166,11 +175,13 @@ impl Volume {
             st.prefetch_lone_skips = sa.lone_skips.load(Ordering::Relaxed);
             st.path_hints = sa.path_hints.load(Ordering::Relaxed);
             st.path_hints_dropped = sa.path_hints_dropped.load(Ordering::Relaxed);
+            st.path_hints_denied = sa.path_hints_denied.load(Ordering::Relaxed);
             st.path_hint_blocks = sa.path_hint_blocks.load(Ordering::Relaxed);
             let kb = sa.kb.read();
             st.kb_entries = kb.len() as u64;
             st.kb_dirs = kb.dirs() as u64;
             st.kb_bytes = kb.bytes() as u64;
+            st.kb_dirs_evicted = kb.evicted();
         }
         st
     }

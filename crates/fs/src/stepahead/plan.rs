@@ -24,6 +24,10 @@ pub struct Plan {
     pub known: usize,
     /// The inode the plan reached: `start`, or the child of the last known step.
     pub at: u32,
+    /// Each directory the plan searches, in order, with the number of
+    /// `blocks` planned before its own: cutting `blocks` there leaves out
+    /// that directory and everything after it (a caller that may not search it).
+    pub searched: Vec<(u32, usize)>,
 }
 
 impl Plan {
@@ -52,6 +56,7 @@ pub fn plan(vol: &Volume, kb: &KnowledgeBase, start: u32, path: &[&[u8]]) -> Pla
     let mut dir = start;
     for name in path {
         let (Some(blocks), Some(kind)) = (kb.dir_blocks(dir), kb.dir_kind(dir)) else { break };
+        p.searched.push((dir, p.blocks.len()));
         let hint = kb.hint(dir, name);
         let entry_blk = hint.and_then(|h| h.lblk).map(|l| l as usize).filter(|&l| l < blocks.len());
         for &b in kb.index_blocks(dir) {
