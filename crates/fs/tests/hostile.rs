@@ -311,3 +311,45 @@ fn an_unused_inode_count_past_the_group_is_survived() {
     }
     vol.shutdown().unwrap();
 }
+
+/// Two files whose extents claim the same blocks (a cross-link): freeing
+/// them twice must be refused as corruption, whether the second free comes
+/// in the same transaction as the first (the bitmap bit is still set then)
+/// or after it committed, and the free-block count must not move twice.
+#[test]
+fn blocks_claimed_by_two_files_are_not_freed_twice() {
+    let Some((work, src)) = common::setup_empty() else { return };
+    for name in ["a", "c"] {
+        std::fs::write(src.join(format!("{name}1")), vec![1u8; 32 << 10]).unwrap();
+        std::fs::write(src.join(format!("{name}2")), vec![2u8; 32 << 10]).unwrap();
+    }
+    let img = common::make_image(work.path(), "crosslink.img", 16, &[], &src);
+    // The start of each file's one extent: i_block word 5 (ee_start_lo).
+    let start_of = |path: &str| {
+        let out = std::process::Command::new("debugfs").args(["-R", &format!("bmap {path} 0")]).arg(&img).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse::<u64>().unwrap()
+    };
+    for name in ["a", "c"] {
+        let target = start_of(&format!("/{name}1"));
+        let cmd = format!("sif /{name}2 block[5] {target}");
+        let out = std::process::Command::new("debugfs").args(["-w", "-R", &cmd]).arg(&img).output().unwrap();
+        assert!(out.status.success(), "debugfs: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(start_of(&format!("/{name}2")), target, "{name}2 now shares {name}1's blocks");
+    }
+    let dev = Arc::new(FileDevice::open(&img, true).unwrap());
+    let vol = Volume::open(dev, VolumeOptions { read_only: false, ..Default::default() }).unwrap();
+    for (name, sync_between) in [("a", false), ("c", true)] {
+        let free_before = vol.statfs().bfree;
+        vol.unlink(fs::ROOT_INO, format!("{name}1").as_bytes()).unwrap();
+        if sync_between {
+            vol.sync().unwrap();
+        }
+        let second = vol.unlink(fs::ROOT_INO, format!("{name}2").as_bytes());
+        let err = second.expect_err("the second file's blocks were freed already: refuse, never free twice");
+        assert!(err.to_string().contains("not in use") || err.to_string().contains("freed twice"), "{name}: {err}");
+        vol.sync().unwrap();
+        assert_eq!(vol.statfs().bfree, free_before + (32 << 10) / u64::from(vol.block_size()), "{name}: the shared blocks were counted free once");
+        assert!(vol.lookup(&vol.inode(fs::ROOT_INO).unwrap(), format!("{name}2").as_bytes()).unwrap().is_some(), "{name}2 stays");
+    }
+    vol.shutdown().unwrap();
+}

@@ -239,6 +239,20 @@ impl Volume {
             }
             b = gend;
         }
+        // Freed already in this transaction (two maps claim the block): the
+        // runs pending are disjoint, so only the last one starting below our
+        // end can overlap us.
+        let end = start + len;
+        if let Some((&s, &l)) = ws.pending_frees.range(..end).next_back() {
+            if s + l > start {
+                return Err(FsError::Format(ondisk::FormatError::corrupt(
+                    "block map",
+                    ondisk::Location::Block(start.max(s)),
+                    ondisk::Corruption::BadField { field: "block freed twice (claimed by two maps)", value: start.max(s) },
+                )));
+            }
+        }
+        ws.pending_frees.insert(start, len);
         ws.deferred.push(super::Deferred::Free { start, len });
         Ok(())
     }

@@ -84,6 +84,10 @@ pub struct WriteState {
     pub stats: WriteStats,
     /// Changes that wait for the running transaction to commit (see [`Deferred`]).
     pub deferred: Vec<Deferred>,
+    /// The block runs `deferred` frees, start -> length, never overlapping:
+    /// a second free of a block before the commit is found here, as a first
+    /// free is found by its bitmap bit.
+    pub pending_frees: std::collections::BTreeMap<u64, u64>,
     /// Lazy mode: the age of each transaction still in the log, oldest first,
     /// as (sequence, when its blocks were last changed at the latest): its
     /// commit time, or for a cleaning transaction that of the youngest
@@ -205,6 +209,7 @@ impl WriteState {
             unwritten: Default::default(),
             stats: WriteStats::default(),
             deferred: Vec::new(),
+            pending_frees: Default::default(),
             ages: Default::default(),
             undo: None,
             undo_spare: None,
@@ -474,6 +479,7 @@ impl Volume {
     /// write-back is dropped only once this commit is durable.
     fn apply_deferred(&self, ws: &mut WriteState) -> Result<Vec<u64>> {
         let mut forgotten = Vec::new();
+        ws.pending_frees.clear();
         for d in std::mem::take(&mut ws.deferred) {
             match d {
                 Deferred::Free { start, len } => self.release_blocks(ws, start, len)?,

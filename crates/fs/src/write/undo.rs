@@ -99,7 +99,11 @@ impl Volume {
             }
         }
         ws.sb = u.sb.clone();
-        ws.deferred.truncate(u.deferred);
+        for d in ws.deferred.drain(u.deferred.min(ws.deferred.len())..) {
+            if let super::Deferred::Free { start, .. } = d {
+                ws.pending_frees.remove(&start);
+            }
+        }
         u.recycle(ws);
     }
 
