@@ -237,6 +237,8 @@ impl Volume {
                     ondisk::Corruption::BadField { field: "freeing a block that is not in use", value: x },
                 )));
             }
+            ws.freed.groups.insert(g, ());
+            ws.freed.desc_blocks.insert(self.desc_block_of(g), ());
             b = gend;
         }
         // Freed already in this transaction (two maps claim the block): the

@@ -2,7 +2,8 @@
 //! into preallocated extents, and freeing ranges (truncate, punch). The
 //! tree's own changes are in [`super::extent_tree`].
 
-use super::WriteState;
+use super::extent_tree::ExtentPath;
+use super::{Split, WriteState};
 use crate::bmap::Mapping;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
@@ -128,43 +129,63 @@ impl Volume {
     }
 
     /// Free every block at logical block >= `from` and drop it from the tree.
-    pub(crate) fn truncate_blocks(&self, ws: &mut WriteState, inode: &mut Inode, from: u64) -> Result<()> {
+    pub(crate) fn truncate_blocks(&self, ws: &mut WriteState, inode: &mut Inode, from: u64, split: &mut Split) -> Result<()> {
         if !inode.has_flag(flags::EXTENTS) {
             return self.truncate_indirect(ws, inode, from);
         }
-        self.unmap_range(ws, inode, from, u64::MAX)
+        self.unmap_range(ws, inode, from, u64::MAX, split)
     }
 
     /// Free the blocks mapped at logical blocks [from, to) and drop them from
     /// the tree, splitting an extent the range ends inside (truncate, punch).
-    /// One leaf at a time: the cost is that of the leaves the range covers.
-    pub(crate) fn unmap_range(&self, ws: &mut WriteState, inode: &mut Inode, from: u64, to: u64) -> Result<()> {
+    /// One leaf at a time, and in a leaf one extent at a time: the cost is
+    /// that of the leaves the range covers. Before each extent is freed, a
+    /// cut (`split`) commits what is done if the extent's frees might not fit
+    /// in the running transaction; the leaf is written first without the
+    /// extents freed so far, so that each cut leaves a whole tree.
+    pub(crate) fn unmap_range(&self, ws: &mut WriteState, inode: &mut Inode, from: u64, to: u64, split: &mut Split) -> Result<()> {
         debug_assert!(inode.has_flag(flags::EXTENTS));
         let mut at = from;
-        while at < to {
+        'leaves: while at < to {
             let mut path = self.extent_path(inode, at)?;
             let (exts, pos) = path.leaf();
             let next = path.next_key();
             let first = pos.saturating_sub(1);
             // A range inside one extent splits it in two: an insertion.
             if let Some(&e) = exts.get(first).filter(|e| u64::from(e.block) < from && e.end() > to) {
-                self.free_range(ws, inode, e.start + (from - u64::from(e.block)), to - from)?;
+                let start = e.start + (from - u64::from(e.block));
+                // The insertion may split every node on the path and grow the tree.
+                if self.txn_full(ws, self.free_credits(start, to - from, path.depth()) + 3 * (path.depth() as u64 + 2)) {
+                    self.split_here(ws, inode, split)?;
+                    continue 'leaves;
+                }
+                self.free_range(ws, inode, start, to - from)?;
                 let piece = |lo: u64, hi: u64| Extent { block: lo as u32, len: (hi - lo) as u16, start: e.start + (lo - u64::from(e.block)), uninit: e.uninit };
                 let pieces = [piece(u64::from(e.block), from), piece(to, e.end())];
                 return self.replace_extent(ws, inode, &mut path, first, &pieces);
             }
             // Otherwise extents only lose blocks or go: this leaf changes alone.
+            let exts = exts.to_vec();
             let old_first = exts.first().map(|e| e.block);
             let mut kept = Vec::with_capacity(exts.len());
             let mut changed = false;
-            for &e in exts {
+            for (i, &e) in exts.iter().enumerate() {
                 let (b, x) = (u64::from(e.block), e.end());
                 if x <= from || b >= to {
                     kept.push(e);
                     continue;
                 }
-                changed = true;
                 let (lo, hi) = (b.max(from), x.min(to));
+                if self.txn_full(ws, self.free_credits(e.start + (lo - b), hi - lo, path.depth())) {
+                    if changed {
+                        kept.extend_from_slice(&exts[i..]);
+                        self.store_leaf(ws, inode, &mut path, kept, old_first)?;
+                    }
+                    self.split_here(ws, inode, split)?;
+                    // On from this extent, found again: the tree above may have changed.
+                    continue 'leaves;
+                }
+                changed = true;
                 self.free_range(ws, inode, e.start + (lo - b), hi - lo)?;
                 let piece = |lo: u64, hi: u64| Extent { block: lo as u32, len: (hi - lo) as u16, start: e.start + (lo - b), uninit: e.uninit };
                 if b < lo {
@@ -175,11 +196,7 @@ impl Volume {
                 }
             }
             if changed {
-                let first_changed = kept.first().map(|e| e.block) != old_first;
-                *path.leaf_mut() = kept;
-                path.levels.last_mut().expect("a path is never empty").node.sync_count();
-                let k = path.depth();
-                self.removed(ws, inode, &mut path, k, first_changed)?;
+                self.store_leaf(ws, inode, &mut path, kept, old_first)?;
             }
             match next {
                 Some(n) if n > at => at = n,
@@ -187,6 +204,27 @@ impl Volume {
             }
         }
         self.shrink(ws, inode)
+    }
+
+    /// Make `kept` the path's leaf: write it (and the keys above it if its
+    /// first extent changed), or free it if it is empty.
+    fn store_leaf(&self, ws: &mut WriteState, inode: &mut Inode, path: &mut ExtentPath, kept: Vec<Extent>, old_first: Option<u32>) -> Result<()> {
+        let first_changed = kept.first().map(|e| e.block) != old_first;
+        *path.leaf_mut() = kept;
+        path.levels.last_mut().expect("a path is never empty").node.sync_count();
+        let k = path.depth();
+        self.removed(ws, inode, path, k, first_changed)
+    }
+
+    /// Blocks that freeing [start, start + len) may add to a transaction: a
+    /// bitmap and a descriptor block for each group the range spans (applied
+    /// at commit), and the extent tree's nodes on a path of `depth` below
+    /// the root and the inode's block.
+    fn free_credits(&self, start: u64, len: u64, depth: usize) -> u64 {
+        let (g0, g1) = (self.block_group_of(start), self.block_group_of(start + len.max(1) - 1));
+        let groups = u64::from(g1 - g0) + 1;
+        let descs = self.desc_block_of(g1) - self.desc_block_of(g0) + 1;
+        groups + descs + depth as u64 + 1
     }
 
     /// Free `len` blocks from `start` that `inode` mapped.

@@ -22,6 +22,7 @@ mod inline;
 mod mount;
 mod ops;
 mod spare;
+mod split;
 mod txn;
 mod undo;
 mod xattrops;
@@ -29,6 +30,7 @@ mod xattrops;
 pub use cleaner::CleanerPolicy;
 pub use iflags::OpenAccess;
 pub use ops::{CreateKind, Falloc, SetAttr};
+pub(crate) use split::Split;
 pub use txn::Txn;
 pub use xattrops::XattrMode;
 
@@ -120,10 +122,19 @@ pub struct WriteState {
     pub(crate) committing: Option<committer::Committing>,
     /// The running transaction commits once it holds this many blocks: half
     /// of what the journal accepts (jbd2 commits at the limit; half leaves
-    /// room for the operation about to start, and operations are atomic: a
-    /// commit never splits one). Kept here so that no request takes the
-    /// journal's lock for it while a commit holds that lock.
+    /// room for the operation about to start, and ordinary operations are
+    /// atomic: a commit never splits one; only those bigger than a
+    /// transaction commit partway, `split`). Kept here so that no request
+    /// takes the journal's lock for it while a commit holds that lock.
     pub(crate) commit_limit: u64,
+    /// What one transaction may hold (None without a journal), for the
+    /// operations that commit partway (`split`).
+    pub(crate) txn_limit: Option<split::TxnLimit>,
+    /// Groups the running transaction's deferred frees will change.
+    pub(crate) freed: split::FreedGroups,
+    /// The running operation committed part of itself (`split`): it can no
+    /// longer be rolled back whole.
+    pub(crate) partway: bool,
 }
 
 /// The write lock, held. A panic that unwinds through its holder can leave
@@ -221,6 +232,9 @@ impl WriteState {
             spare: Default::default(),
             committing: None,
             commit_limit: 4096,
+            txn_limit: None,
+            freed: Default::default(),
+            partway: false,
             inode_hints: Default::default(),
             block_hints: Default::default(),
         }
@@ -480,6 +494,7 @@ impl Volume {
     fn apply_deferred(&self, ws: &mut WriteState) -> Result<Vec<u64>> {
         let mut forgotten = Vec::new();
         ws.pending_frees.clear();
+        ws.freed.clear();
         for d in std::mem::take(&mut ws.deferred) {
             match d {
                 Deferred::Free { start, len } => self.release_blocks(ws, start, len)?,

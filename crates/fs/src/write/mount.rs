@@ -58,6 +58,7 @@ impl Volume {
                 Err(e) => return Err(super::journal_err(e)),
             }
             ws.commit_limit = (j.max_transaction_blocks() / 2).max(16);
+            ws.txn_limit = Some(super::split::TxnLimit { max_blocks: j.max_transaction_blocks(), layout: *j.layout() });
             let j = Arc::new(parking_lot::RwLock::new(j));
             self.committer = Some(super::committer::Committer::start(j.clone(), self.block_size(), self.opts.lazy)?);
             self.jbd2 = Some(j);
@@ -90,7 +91,7 @@ impl Volume {
                 return Ok(()); // not an orphan (never was, or already freed)
             }
             let inode = self.inode(ino)?;
-            self.free_file(ws, inode)
+            self.free_file(ws, inode, false)
         })
     }
 

@@ -3,7 +3,7 @@
 //! link counts, times) consistent at its end.
 
 use super::iflags::{self, refuse_if};
-use super::{now, WriteState};
+use super::{now, Split, WriteState};
 use crate::bmap::Mapping;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
@@ -465,11 +465,12 @@ impl Volume {
             ws.sb.f.last_orphan = inode.ino;
             return self.write_inode(ws, &inode);
         }
-        self.free_file(ws, inode)
+        self.free_file(ws, inode, false)
     }
 
-    /// Release every block and the inode itself.
-    pub(crate) fn free_file(&self, ws: &mut WriteState, mut inode: Inode) -> Result<()> {
+    /// Release every block and the inode itself. `listed`: the inode is on
+    /// the orphan list (and stays there: the caller takes it off).
+    pub(crate) fn free_file(&self, ws: &mut WriteState, mut inode: Inode, listed: bool) -> Result<()> {
         let is_dir = inode.is_dir();
         if is_dir {
             self.kb_change(ws, crate::stepahead::KbChange::Forget { dir: inode.ino });
@@ -477,9 +478,13 @@ impl Volume {
         let has_data = !(inode.is_symlink() && inode.size() < I_BLOCK_SIZE as u64 && !inode.has_flag(flags::EXTENTS))
             && !inode.has_flag(flags::INLINE_DATA)
             && matches!(inode.file_type(), mode::S_IFREG | mode::S_IFDIR | mode::S_IFLNK);
+        // A delete that commits partway is on the orphan list at each cut:
+        // the next mount finishes it.
+        let mut split = Split::orphan(listed);
         if has_data {
-            self.truncate_blocks(ws, &mut inode, 0)?;
+            self.truncate_blocks(ws, &mut inode, 0, &mut split)?;
         }
+        self.end_split(ws, &mut inode, split);
         let acl = inode.file_acl();
         if acl != 0 {
             self.release_xattr_block(ws, acl)?;
@@ -530,11 +535,22 @@ impl Volume {
 
     /// rename(2), with RENAME_NOREPLACE and RENAME_EXCHANGE.
     pub fn rename(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, exchange: bool) -> Result<()> {
-        self.atomic(|ws| self.rename_in(ws, parent, name, newparent, newname, noreplace, exchange))
+        self.atomic(|ws| {
+            let replaced = self.rename_in(ws, parent, name, newparent, newname, noreplace, exchange)?;
+            self.drop_replaced(ws, replaced)
+        })
     }
 
+    /// The inode a rename replaced, once the rename is whole: freeing it may
+    /// commit partway (`split`), and every cut must be a whole state.
+    fn drop_replaced(&self, ws: &mut WriteState, replaced: Option<Inode>) -> Result<()> {
+        replaced.map_or(Ok(()), |victim| self.drop_if_unlinked(ws, victim))
+    }
+
+    /// Returns the inode whose name the rename took over, for
+    /// [`Volume::drop_replaced`] to write or free.
     #[allow(clippy::too_many_arguments)]
-    fn rename_in(&self, ws: &mut WriteState, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, exchange: bool) -> Result<()> {
+    fn rename_in(&self, ws: &mut WriteState, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, exchange: bool) -> Result<Option<Inode>> {
         if newname.len() > ondisk::dir::MAX_NAME_LEN {
             return Err(FsError::NameTooLong);
         }
@@ -588,14 +604,15 @@ impl Volume {
             touch(&mut other, false);
             self.write_inode(ws, &src)?;
             self.write_inode(ws, &other)?;
-            return self.finish_rename(ws, parent, newparent, src_dir, dst_dir);
+            return self.finish_rename(ws, parent, newparent, src_dir, dst_dir).map(|()| None);
         }
+        let mut replaced = None;
         if let Some((dst_ino, _)) = dst {
             if noreplace {
                 return Err(FsError::Exists);
             }
             if dst_ino == src_ino {
-                return Ok(()); // two names of one inode: nothing to do
+                return Ok(None); // two names of one inode: nothing to do
             }
             let mut victim = self.inode(dst_ino)?;
             match (src.is_dir(), victim.is_dir()) {
@@ -612,7 +629,7 @@ impl Volume {
                 victim.base.links_count = victim.base.links_count.saturating_sub(1);
             }
             touch(&mut victim, false);
-            self.drop_if_unlinked(ws, victim)?;
+            replaced = Some(victim);
         } else {
             self.add_entry(ws, &mut dst_dir, newname, src_ino, dirent_type(src.base.mode))?;
         }
@@ -628,7 +645,8 @@ impl Volume {
         }
         touch(&mut src, false);
         self.write_inode(ws, &src)?;
-        self.finish_rename(ws, parent, newparent, src_dir, dst_dir)
+        self.finish_rename(ws, parent, newparent, src_dir, dst_dir)?;
+        Ok(replaced)
     }
 
     /// rename(2) with RENAME_WHITEOUT: the source name is left holding a
@@ -637,8 +655,9 @@ impl Volume {
     #[allow(clippy::too_many_arguments)]
     pub fn rename_whiteout(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, uid: u32, gid: u32) -> Result<()> {
         self.atomic(|ws| {
-            self.rename_in(ws, parent, name, newparent, newname, noreplace, false)?;
-            self.create_in(ws, parent, name, &CreateKind::Char(0), 0, 0, uid, gid).map(|_| ())
+            let replaced = self.rename_in(ws, parent, name, newparent, newname, noreplace, false)?;
+            self.create_in(ws, parent, name, &CreateKind::Char(0), 0, 0, uid, gid)?;
+            self.drop_replaced(ws, replaced)
         })
     }
 
@@ -804,13 +823,13 @@ impl Volume {
                 Falloc::PunchHole => {
                     self.zero_partial_blocks(&inode, offset, end)?;
                     if whole_lo < whole_hi {
-                        self.unmap_range(ws, &mut inode, whole_lo, whole_hi)?;
+                        self.unmap_range(ws, &mut inode, whole_lo, whole_hi, &mut Split::Punch)?;
                     }
                 }
                 Falloc::ZeroRange => {
                     self.zero_partial_blocks(&inode, offset, end)?;
                     if whole_lo < whole_hi {
-                        self.unmap_range(ws, &mut inode, whole_lo, whole_hi)?;
+                        self.unmap_range(ws, &mut inode, whole_lo, whole_hi, &mut Split::Punch)?;
                     }
                     self.map_or_allocate(ws, &mut inode, first, last - first + 1, true)?;
                 }
@@ -901,18 +920,31 @@ impl Volume {
         let bs = u64::from(self.block_size());
         let old = inode.size();
         if size < old {
-            self.truncate_blocks(ws, inode, size.div_ceil(bs))?;
-            // Zero the rest of a partial last block, so a later extension reads zeros.
-            if size % bs != 0 {
-                if let crate::bmap::Mapping::Mapped { pblk, unwritten: false, .. } = self.map_block(inode, size / bs, 1)? {
-                    let mut buf = vec![0u8; bs as usize];
-                    self.dev.read_at(pblk * bs, &mut buf, IoClass::Data).map_err(|e| FsError::io("reading the last block", e))?;
-                    buf[(size % bs) as usize..].fill(0);
-                    self.write_data(pblk, &buf)?;
-                }
-            }
+            // The final size first: a truncate that commits partway (`split`)
+            // is on the orphan list with it, and the next mount truncates to it.
+            set_size(inode, size);
+            // An unlinked file still open is on the orphan list already.
+            let mut split = Split::orphan(inode.links_count() == 0);
+            self.truncate_blocks(ws, inode, size.div_ceil(bs), &mut split)?;
+            self.end_split(ws, inode, split);
+            self.zero_tail(inode, size)?;
         }
         set_size(inode, size);
+        Ok(())
+    }
+
+    /// Zero the rest of the block a new end of file `size` falls inside, so
+    /// that a later extension reads zeros there.
+    fn zero_tail(&self, inode: &Inode, size: u64) -> Result<()> {
+        let bs = u64::from(self.block_size());
+        if !size.is_multiple_of(bs) {
+            if let crate::bmap::Mapping::Mapped { pblk, unwritten: false, .. } = self.map_block(inode, size / bs, 1)? {
+                let mut buf = vec![0u8; bs as usize];
+                self.dev.read_at(pblk * bs, &mut buf, IoClass::Data).map_err(|e| FsError::io("reading the last block", e))?;
+                buf[(size % bs) as usize..].fill(0);
+                self.write_data(pblk, &buf)?;
+            }
+        }
         Ok(())
     }
 
@@ -981,23 +1013,54 @@ impl Volume {
         self.write_super_home(ws)
     }
 
-    /// Free every inode on the orphan list (unlinked while open).
+    /// Finish every inode on the orphan list, as the kernel's
+    /// `ext4_orphan_cleanup`: free those without names (unlinked while open,
+    /// or a delete a crash cut short), truncate the others to their size (a
+    /// truncate a crash cut short). Each leaves the list in the transaction
+    /// that finishes it, and a transaction without room for the next is
+    /// committed first: thousands of orphans take many transactions, and a
+    /// big one splits as a delete does (`split`).
     pub(crate) fn free_orphans(&self, ws: &mut WriteState) -> Result<()> {
-        let mut next = ws.sb.f.last_orphan;
         let mut n = 0;
-        while next != 0 && n < self.sb.f.inodes_count {
-            let inode = self.inode(next)?;
-            next = inode.base.dtime;
-            ws.sb.f.last_orphan = next;
-            if inode.links_count() == 0 {
-                self.free_file(ws, inode)?;
+        // The count bounds a list that loops.
+        while ws.sb.f.last_orphan != 0 && n < self.sb.f.inodes_count {
+            let mut inode = self.inode(ws.sb.f.last_orphan)?;
+            let next = inode.base.dtime;
+            if self.txn_full(ws, ORPHAN_CREDITS) {
+                self.commit_partway(ws)?;
             }
+            if inode.links_count() == 0 {
+                self.free_file(ws, inode, true)?;
+            } else {
+                self.finish_truncate(ws, &mut inode)?;
+            }
+            ws.sb.f.last_orphan = next;
             n += 1;
         }
         ws.sb.f.last_orphan = 0;
         Ok(())
     }
+
+    /// An orphan that still has names: a truncate a crash cut short. Free
+    /// what lies past its size (extent-mapped regular files: the only ones
+    /// we truncate) and take it off the list.
+    fn finish_truncate(&self, ws: &mut WriteState, inode: &mut Inode) -> Result<()> {
+        if inode.is_reg() && inode.has_flag(flags::EXTENTS) && !inode.has_flag(flags::INLINE_DATA) {
+            let size = inode.size();
+            let mut split = Split::orphan(true);
+            self.truncate_blocks(ws, inode, size.div_ceil(u64::from(self.block_size())), &mut split)?;
+            self.zero_tail(inode, size)?;
+        }
+        inode.base.dtime = 0;
+        self.write_inode(ws, inode)
+    }
 }
+
+/// What freeing one orphan adds to a transaction besides its extents (each
+/// of which makes its own room): its inode's block, inode bitmap and
+/// descriptor, its xattr block with that block's bitmap and descriptor,
+/// the tree's last node.
+const ORPHAN_CREDITS: u64 = 8;
 
 /// Keep `InodeBase::zeroed` reachable for tests of fresh inodes.
 #[cfg(test)]

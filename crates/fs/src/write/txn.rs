@@ -71,6 +71,11 @@ impl Txn {
         self.blocks.len()
     }
 
+    /// Blocks this transaction revokes.
+    pub fn revoked_len(&self) -> usize {
+        self.revoked.len()
+    }
+
     pub fn blocks(&self) -> impl Iterator<Item = (u64, &Block)> {
         self.blocks.iter().map(|(&b, d)| (b, d))
     }

@@ -38,7 +38,7 @@ impl Undo {
     /// An empty record for the operation about to start, in the maps the
     /// last operation left (an untar runs 200,000 operations: two fresh hash
     /// maps each were a measurable share of their cost).
-    fn begin(ws: &mut WriteState) -> Self {
+    pub(super) fn begin(ws: &mut WriteState) -> Self {
         let (blocks, groups) = ws.undo_spare.take().unwrap_or_default();
         debug_assert!(blocks.is_empty() && groups.is_empty());
         Undo { sb: ws.sb.clone(), blocks, groups, deferred: ws.deferred.len() }
@@ -46,7 +46,7 @@ impl Undo {
 
     /// Keep the maps (emptied) for the next operation, and the old block
     /// versions nothing else holds any more as spares.
-    fn recycle(mut self, ws: &mut WriteState) {
+    pub(super) fn recycle(mut self, ws: &mut WriteState) {
         for (_, (cached, slot)) in self.blocks.drain() {
             drop(slot);
             if let Some(p) = cached {
@@ -117,6 +117,7 @@ impl Volume {
         loop {
             ws.undo = Some(Undo::begin(&mut ws));
             ws.sync_wanted = false;
+            ws.partway = false;
             let result = self.run_op(&mut ws, &mut op);
             let undo = ws.undo.take().expect("set above");
             let err = match result {
@@ -133,6 +134,12 @@ impl Volume {
             };
             self.kb_discard(&mut ws);
             self.roll_back(&mut ws, undo);
+            if ws.partway {
+                // Part of it is committed (`split`): memory is back at its last
+                // cut, which only the next mount's orphan processing finishes.
+                ws.failed.get_or_insert_with(|| format!("an operation failed after committing part of itself: {err}"));
+                return Err(err);
+            }
             if matches!(err, FsError::NoSpace) && !retried && ws.deferred.iter().any(|d| matches!(d, super::Deferred::Free { .. })) {
                 retried = true;
                 self.commit(&mut ws)?;
