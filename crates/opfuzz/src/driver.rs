@@ -79,6 +79,8 @@ pub struct Stats {
     pub errnos: u64,
     pub tolerated: u64,
     pub tolerated_xattr: u64,
+    /// Inodes e2fsck flagged that the K3 check accepted (`sys::e2fsck_k3`).
+    pub k3_inodes: usize,
     pub generic_seek: usize,
     pub other_seek: usize,
     pub compared_paths: usize,
@@ -367,8 +369,9 @@ impl State<'_> {
             return Err(self.diverge(format!("unmount after op #{}: {e}", self.log.len())));
         }
         let scratch = self.cfg.workdir.join("fsck-copy.img");
-        if let Err(e) = self.sides.fsck(&scratch) {
-            return Err(self.diverge(format!("e2fsck after op #{}: {e}", self.log.len())));
+        match self.sides.fsck(&scratch) {
+            Ok(k3) => self.stats.k3_inodes += k3,
+            Err(e) => return Err(self.diverge(format!("e2fsck after op #{}: {e}", self.log.len()))),
         }
         self.stats.batches += 1;
         if last {

@@ -201,6 +201,7 @@ fn go(cfg: &Config, run: Run) -> bool {
                 [k, e] => format!(", first ENOSPC at op kernel {k:?} ext4lazy {e:?}, {} outcomes tolerated", s.tolerated),
             };
             let enospc = if s.tolerated_xattr > 0 { format!("{enospc}, {} setxattr ENOSPC differences tolerated (D4)", s.tolerated_xattr) } else { enospc };
+            let enospc = if s.k3_inodes > 0 { format!("{enospc}, {} inodes e2fsck flagged accepted as K3 (e2fsprogs #145)", s.k3_inodes) } else { enospc };
             println!(
                 "ok [{label}] {} ops ({} errnos), {} batches, {:.1} s ({:.0} ops/s), {} paths compared, seek maps: {} generic, {} other than the kernel's{enospc}",
                 s.ops,
