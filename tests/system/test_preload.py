@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -209,15 +208,8 @@ def live_stats_file(mnt):
 
 
 def live_stats(adapter, mnt, until):
-    """The live figures (refreshed every second), once `until` holds (30 s at most)."""
-    deadline = time.time() + 30
-    while True:
-        p = subprocess.run([adapter.bin, "stat", "--json", mnt], capture_output=True, text=True, timeout=30)
-        assert p.returncode == 0, p.stderr
-        s = json.loads(p.stdout)
-        if until(s) or time.time() > deadline:
-            return s
-        time.sleep(0.25)
+    """The live figures, once `until` holds (30 s at most)."""
+    return util.live_stats(adapter.bin, mnt, until, timeout=30)
 
 
 def test_hints_only_for_what_the_sender_may_look_up(adapter, mounts, workdir):

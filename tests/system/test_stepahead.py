@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 
 import pytest
 
@@ -24,15 +23,8 @@ def only_ext4lazy(adapter_id):
 
 
 def live_stats(adapter, mnt, until=lambda s: True):
-    """The live figures (the daemon refreshes them every second): wait up to 5 s for `until`."""
-    deadline = time.time() + 5
-    while True:
-        p = subprocess.run([adapter.bin, "stat", "--json", mnt], capture_output=True, text=True, timeout=30)
-        assert p.returncode == 0, p.stderr
-        s = json.loads(p.stdout)
-        if until(s) or time.time() > deadline:
-            return s
-        time.sleep(0.25)
+    """The live figures: wait up to 5 s for `until`."""
+    return util.live_stats(adapter.bin, mnt, until)
 
 
 @pytest.mark.parametrize("variant", ["default", "inline_data", "noextent",

@@ -382,7 +382,7 @@ fn walk(vol: &Volume) -> Vec<(String, u32, u16, u64)> {
     let mut todo = vec![(ROOT_INO, String::new())];
     while let Some((dir, prefix)) = todo.pop() {
         let inode = vol.inode(dir).unwrap();
-        vol.hint_listing(&inode);
+        vol.hint_listing(&inode, fs::Cred { uid: 0, gid: 0 });
         let mut entries = Vec::new();
         vol.read_dir(&inode, 0, &mut |e| {
             entries.push(e);
@@ -841,5 +841,16 @@ fn path_hints_read_only_what_the_sender_may_search() {
         vol.hint_path(&split("no-such-name"), who, &mut PathHints::default());
         assert_eq!(vol.is_cached(private.1), allowed, "{who:?}: private/ read with its parent's listing");
         assert_eq!(vol.stepahead_stats(false).path_hints_denied, 0, "{who:?}: the hint itself was for /");
+    }
+    // A FUSE listing of / (which the kernel let its reader list) reads ahead
+    // and learns only the subdirectories that reader may list.
+    for (who, allowed) in [(cred(2000, 2000), false), (cred(1000, 1000), true), (cred(0, 0), true)] {
+        let vol = open_with_path_hints(&img, 64 << 20, true);
+        vol.hint_listing(&vol.inode(ROOT_INO).unwrap(), who);
+        assert_eq!(vol.is_cached(private.1), allowed, "{who:?}: private/ read with the listing of /");
+        let knows = vol.with_kb(|k| (k.knows(ROOT_INO), k.knows(private.0), k.knows(inner.0))).unwrap();
+        assert!(knows.0, "{who:?}: / is learnt");
+        assert_eq!(knows.1, allowed, "{who:?}: private/ learnt");
+        assert!(allowed || !knows.2, "{who:?}: nothing below private/ learnt");
     }
 }

@@ -46,13 +46,15 @@ pub enum AtimePolicy {
 }
 
 impl Ext4Fuse {
-    /// The directory a readdir(plus) lists; the start of a listing is an access.
-    fn listing(&self, ino: u64, offset: u64) -> Result<fs::Inode, Errno> {
+    /// The directory a readdir(plus) by `reader` lists; the start of a
+    /// listing is an access.
+    fn listing(&self, reader: fs::Cred, ino: u64, offset: u64) -> Result<fs::Inode, Errno> {
         let dir = self.inode(ino)?;
         if offset == 0 {
             self.accessed(dir.ino);
-            // StepAhead: fetch the listing and what the next steps need at once.
-            self.vol.hint_listing(&dir);
+            // StepAhead: fetch the listing and what the next steps need at
+            // once, below it only what the reader could list itself.
+            self.vol.hint_listing(&dir, reader);
         } else {
             self.vol.hint_listing_continues(&dir, offset);
         }

@@ -109,8 +109,8 @@ impl Ext4Fuse {
             // With FUSE_NO_OPENDIR_SUPPORT, ENOSYS tells the kernel to stop sending
             // OPENDIR and RELEASEDIR altogether (readdir checks the inode itself).
             Op::OpenDir | Op::ReleaseDir => return Err(Errno::ENOSYS),
-            Op::ReadDir { offset, size } => self.readdir(ino, offset, DirBuf::new(out, size), false)?,
-            Op::ReadDirPlus { offset, size } => self.readdir(ino, offset, DirBuf::new(out, size), true)?,
+            Op::ReadDir { offset, size } => self.readdir(req, ino, offset, DirBuf::new(out, size), false)?,
+            Op::ReadDirPlus { offset, size } => self.readdir(req, ino, offset, DirBuf::new(out, size), true)?,
             Op::Statfs => {
                 let s = self.vol.statfs();
                 let st = fusewire::Statfs { blocks: s.blocks, bfree: s.bfree, bavail: s.bavail, files: s.files, ffree: s.ffree, bsize: s.bsize, namelen: s.namelen, frsize: s.bsize };
@@ -202,8 +202,8 @@ impl Ext4Fuse {
         Ok(())
     }
 
-    fn readdir(&self, ino: u64, offset: u64, mut buf: DirBuf<'_>, plus: bool) -> Result<(), Errno> {
-        let dir = self.listing(ino, offset)?;
+    fn readdir(&self, req: &Request, ino: u64, offset: u64, mut buf: DirBuf<'_>, plus: bool) -> Result<(), Errno> {
+        let dir = self.listing(fs::Cred { uid: req.uid, gid: req.gid }, ino, offset)?;
         let mut full = false;
         let r = self.vol.scan_dir(&dir, offset, &mut |e| {
             let dtype = attr::dirent_kind(e.file_type);

@@ -1,5 +1,6 @@
 """Small process / mount helpers shared by the tests and the benchmark."""
 import contextlib
+import json
 import os
 import shlex
 import subprocess
@@ -195,3 +196,16 @@ def sparse_sha256(path):
 def bench(binary, *args, timeout=900):
     """Run `ext4lazy bench ARGS` with the ext4lazy binary `binary`; the completed process."""
     return subprocess.run([binary, "bench", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def live_stats(binary, mnt, until=lambda s: True, timeout=5):
+    """A daemon's live figures (`ext4lazy stat --json`, refreshed every second), once `until` holds or after
+    `timeout` seconds."""
+    deadline = time.time() + timeout
+    while True:
+        p = subprocess.run([binary, "stat", "--json", mnt], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        s = json.loads(p.stdout)
+        if until(s) or time.time() > deadline:
+            return s
+        time.sleep(0.25)

@@ -49,19 +49,19 @@ impl Volume {
         }
     }
 
-    /// Directory `dir` is about to be listed from its start.
-    pub fn hint_listing(&self, dir: &Inode) {
+    /// Directory `dir` is about to be listed from its start by `reader`
+    /// (the kernel has checked that it may).
+    pub fn hint_listing(&self, dir: &Inode, reader: Cred) {
         let Some(sa) = self.stepahead_on() else { return };
         let mut budget = sa.opts.budget_blocks;
-        self.listing_ahead(sa, dir, None, &mut budget);
+        self.listing_ahead(sa, dir, Some(reader), &mut budget);
     }
 
     /// The listing hint's reads, within `budget`: the blocks read. With a
-    /// `sender` (a path hint), only subdirectories it may list are read
-    /// ahead; `dir` itself the caller has checked.
+    /// `sender` (a reader or a path hint's sender), only subdirectories it
+    /// may list are read ahead; `dir` itself the caller has checked.
     pub(super) fn listing_ahead(&self, sa: &StepAhead, dir: &Inode, sender: Option<Cred>, budget: &mut usize) -> usize {
-        // Without a sender, the kernel admitted the listing; root may list
-        // anything: no checks then.
+        // Without a sender (the library API's own walks) or for root, no checks.
         let checked = sender.filter(|who| who.uid != 0);
         let may_list = |d: &Inode| checked.is_none_or(|who| self.may_list(d, who));
         let mut read = 0;
