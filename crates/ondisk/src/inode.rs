@@ -1,7 +1,7 @@
 //! Inodes: the 128-byte base record plus the extra fields that follow it when
 //! the inode size is larger (timestamps' nanoseconds, checksum high half, ...).
 
-use crate::bytes::{le16, lo_hi, need, put_le16};
+use crate::bytes::{le16, lo_hi, need, put_le16, put_le32};
 use crate::csum::crc32c;
 use crate::superblock::{feature, Superblock};
 use crate::{le_struct, Corruption, FormatError, Location, Result};
@@ -137,6 +137,41 @@ impl Timestamp {
         let base = self.sec as i32 as u32;
         let epoch = ((self.sec - i64::from(base as i32)) >> 32) as u32 & 3;
         (base, epoch | (self.nsec << 2))
+    }
+
+    /// What the kernel's `timestamp_truncate` makes of a time on ext4:
+    /// seconds clamped to the range the inode can store (1901..2446 with the
+    /// extra word's epoch bits, 1901..2038 without), nanoseconds dropped at
+    /// either limit or without the extra word. Unclamped, a time outside the
+    /// range would wrap into another epoch.
+    pub fn clamped(self, extra: bool) -> Timestamp {
+        let min = i64::from(i32::MIN);
+        let max = if extra { (1i64 << 34) - 1 + min } else { i64::from(i32::MAX) };
+        let sec = self.sec.clamp(min, max);
+        let nsec = if sec == min || sec == max || !extra { 0 } else { self.nsec };
+        Timestamp { sec, nsec }
+    }
+}
+
+/// One of an inode's timestamps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeField {
+    Access,
+    Modify,
+    Change,
+    /// i_crtime: only in records whose extra fields reach it.
+    Birth,
+}
+
+impl TimeField {
+    /// Offset of the field's extra word (nanoseconds and epoch bits).
+    fn extra_offset(self) -> usize {
+        match self {
+            TimeField::Change => 0x84,
+            TimeField::Modify => 0x88,
+            TimeField::Access => 0x8C,
+            TimeField::Birth => 0x94,
+        }
     }
 }
 
@@ -349,6 +384,61 @@ impl Inode {
         self.base.gid_lo = gid as u16;
         self.base.gid_hi = (gid >> 16) as u16;
     }
+    pub fn set_size(&mut self, size: u64) {
+        self.base.size_lo = size as u32;
+        self.base.size_hi = (size >> 32) as u32;
+    }
+    pub fn set_flags(&mut self, flags: u32) {
+        self.base.flags = flags;
+    }
+    pub fn insert_flags(&mut self, flags: u32) {
+        self.base.flags |= flags;
+    }
+    pub fn remove_flags(&mut self, flags: u32) {
+        self.base.flags &= !flags;
+    }
+    /// Set timestamp `field` to `t`, clamped to what this record can hold:
+    /// with the nanoseconds and epoch bits where its extra word lies within
+    /// extra_isize (as the kernel's EXT4_INODE_SET_XTIME), else whole
+    /// seconds. A birth time the record has no room for is not kept.
+    pub fn set_time(&mut self, field: TimeField, t: Timestamp) {
+        // i_crtime's seconds word is an extra field too (0x90).
+        if field == TimeField::Birth && !self.extra_field_fits(0x90, 4) {
+            return;
+        }
+        let extra_fits = self.extra_field_fits(field.extra_offset(), 4);
+        let (base, extra) = t.clamped(extra_fits).encode();
+        match field {
+            TimeField::Access => self.base.atime = base,
+            TimeField::Modify => self.base.mtime = base,
+            TimeField::Change => self.base.ctime = base,
+            TimeField::Birth => {
+                if let Some(e) = self.extra.as_mut() {
+                    e.crtime = base;
+                }
+            }
+        }
+        if let Some(e) = self.extra.as_mut().filter(|_| extra_fits) {
+            match field {
+                TimeField::Access => e.atime_extra = extra,
+                TimeField::Modify => e.mtime_extra = extra,
+                TimeField::Change => e.ctime_extra = extra,
+                TimeField::Birth => e.crtime_extra = extra,
+            }
+        }
+    }
+    /// Store device number `rdev` (`new_encode_dev` layout) as the kernel
+    /// does: the old 16-bit form in i_block[0] when major and minor both fit
+    /// in a byte, else the new form in i_block[1].
+    pub fn set_rdev(&mut self, rdev: u32) {
+        let (major, minor) = ((rdev >> 8) & 0xfff, (rdev & 0xff) | ((rdev >> 12) & 0xfff00));
+        self.base.block[..8].fill(0);
+        if major < 256 && minor < 256 {
+            put_le32(&mut self.base.block, 0, (major << 8) | minor);
+        } else {
+            put_le32(&mut self.base.block, 4, rdev);
+        }
+    }
     pub fn links_count(&self) -> u16 {
         self.base.links_count
     }
@@ -463,6 +553,61 @@ mod tests {
         ino.write_to(&sb, &mut rec);
         assert!(Inode::parse(&sb, 12, &rec).is_err());
         assert_eq!(ino.as_written(&rec), None);
+    }
+
+    #[test]
+    fn times_clamp_as_the_kernel_does() {
+        let t = |sec, nsec| Timestamp { sec, nsec };
+        let min = i64::from(i32::MIN);
+        let max = (1i64 << 34) - 1 + min;
+        assert_eq!(t(-6_314_732_163, 5).clamped(true), t(min, 0));
+        assert_eq!(t(min, 7).clamped(true), t(min, 0));
+        assert_eq!(t(min + 1, 7).clamped(true), t(min + 1, 7));
+        assert_eq!(t(max + 1, 7).clamped(true), t(max, 0));
+        assert_eq!(t(1 << 32, 7).clamped(true), t(1 << 32, 7));
+        assert_eq!(t(1 << 32, 7).clamped(false), t(i64::from(i32::MAX), 0));
+        assert_eq!(t(5, 7).clamped(false), t(5, 0));
+        // Every time in range round-trips through the on-disk encoding.
+        for sec in [min + 1, -1, 0, 1 << 31, (1 << 32) + 5, max - 1] {
+            let (b, x) = t(sec, 9).clamped(true).encode();
+            assert_eq!(Timestamp::decode(b, Some(x)), t(sec, 9));
+        }
+    }
+
+    #[test]
+    fn setters_write_what_the_getters_read_back_through_a_record() {
+        let sb = sample();
+        let t = Timestamp { sec: (1 << 32) + 7, nsec: 123_456_789 };
+        // Each extra_isize decides which extra words exist (ctime's from 8,
+        // mtime's from 12, atime's from 16, crtime from 20/24).
+        for isize in [0u16, 4, 8, 12, 16, 20, 24, 32] {
+            let mut ino = sample_inode(&sb);
+            ino.extra.as_mut().unwrap().extra_isize = isize;
+            ino.set_size(0x1_2345_6789);
+            ino.set_flags(flags::EXTENTS | flags::NOATIME);
+            for f in [TimeField::Access, TimeField::Modify, TimeField::Change, TimeField::Birth] {
+                ino.set_time(f, t);
+            }
+            let back = Inode::parse(&sb, 12, &ino.to_bytes(&sb)).unwrap();
+            assert_eq!(back.size(), 0x1_2345_6789);
+            assert!(back.has_flag(flags::NOATIME));
+            let whole = Timestamp { sec: i64::from(i32::MAX), nsec: 0 };
+            let want = |off: usize| if usize::from(isize) + 128 >= off + 4 { t } else { whole };
+            assert_eq!(back.ctime(), want(0x84), "extra_isize {isize}");
+            assert_eq!(back.mtime(), want(0x88), "extra_isize {isize}");
+            assert_eq!(back.atime(), want(0x8C), "extra_isize {isize}");
+            let birth = match isize {
+                0..=16 => None,
+                20 => Some(whole),
+                _ => Some(t),
+            };
+            assert_eq!(back.crtime(), birth, "extra_isize {isize}");
+        }
+        let mut dev = sample_inode(&sb);
+        for rdev in [(8 << 8) | 1, (300 << 8) | 5, (1 << 20) | (3 << 8) | 0x42] {
+            dev.set_rdev(rdev);
+            assert_eq!(Inode::parse(&sb, 12, &dev.to_bytes(&sb)).unwrap().rdev(), rdev, "{rdev:#x}");
+        }
     }
 
     #[test]

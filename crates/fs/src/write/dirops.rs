@@ -127,8 +127,7 @@ impl Volume {
         let runs = self.ensure_mapped(ws, dir, lblk, 1)?;
         let bs = u64::from(self.block_size());
         let size = (lblk + 1) * bs;
-        dir.base.size_lo = size as u32;
-        dir.base.size_hi = (size >> 32) as u32;
+        dir.set_size(size);
         self.kb_change(ws, KbChange::Grown { dir: dir.ino, lblk, pblk: runs[0].1 });
         if ondisk::bytes::le16(&dir.base.block, 6) > 0 && dir.has_flag(flags::EXTENTS) {
             // Its extent tree has interior blocks, which may just have changed.
@@ -223,7 +222,7 @@ impl Volume {
             htree::set_tail(&mut root, htree::ROOT_OFFSET, seed);
         }
         self.install(ws, pblk0, root);
-        dir.base.flags |= flags::INDEX;
+        dir.insert_flags(flags::INDEX);
         Ok(())
     }
 

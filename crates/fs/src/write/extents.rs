@@ -16,7 +16,7 @@ impl Volume {
         let per = i64::from(self.block_size() / 512);
         let cur = inode.blocks_512(&self.sb) as i64;
         let new = (cur + delta * per).max(0) as u64;
-        inode.base.flags &= !flags::HUGE_FILE;
+        inode.remove_flags(flags::HUGE_FILE);
         inode.base.blocks_lo = new as u32;
         inode.base.blocks_hi = (new >> 32) as u16;
     }

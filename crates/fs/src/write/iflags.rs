@@ -97,7 +97,7 @@ impl Volume {
             if changed & NOT_CHANGEABLE != 0 {
                 return Err(FsError::Unsupported(format!("changing inode flags {:#x}", changed & NOT_CHANGEABLE)));
             }
-            inode.base.flags = (old & !USER_MODIFIABLE) | new;
+            inode.set_flags((old & !USER_MODIFIABLE) | new);
             super::ops::touch_ctime(&mut inode);
             self.write_inode(ws, &inode)?;
             Ok(inode)

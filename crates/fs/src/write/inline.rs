@@ -76,9 +76,8 @@ impl Volume {
         let mut block = [0u8; I_BLOCK_SIZE];
         block[..head].copy_from_slice(&contents[..head]);
         inode.base.block = block;
-        inode.base.flags = (inode.base.flags & !flags::EXTENTS) | flags::INLINE_DATA;
-        inode.base.size_lo = size as u32;
-        inode.base.size_hi = (size >> 32) as u32;
+        inode.set_flags((inode.base.flags & !flags::EXTENTS) | flags::INLINE_DATA);
+        inode.set_size(size);
         let mut all = others;
         // Always present on an inline inode, empty when i_block holds everything (e2fsck and the kernel expect it).
         all.push(inline_data(contents.split_off(head)));
@@ -152,8 +151,7 @@ impl Volume {
         let runs = self.ensure_mapped(ws, dir, 0, 1)?;
         self.install(ws, runs[0].1, block);
         let size = u64::from(self.block_size());
-        dir.base.size_lo = size as u32;
-        dir.base.size_hi = (size >> 32) as u32;
+        dir.set_size(size);
         self.store_xattrs(ws, dir, other_xattrs)
     }
 
@@ -169,7 +167,7 @@ impl Volume {
         if !self.sb.has_incompat(feature::incompat::EXTENTS) {
             return Err(FsError::Unsupported("converting inline data on a volume without extents".into()));
         }
-        inode.base.flags &= !flags::INLINE_DATA;
+        inode.remove_flags(flags::INLINE_DATA);
         inode.base.block = [0; I_BLOCK_SIZE];
         self.init_extent_root(inode);
         Ok(())

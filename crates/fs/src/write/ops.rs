@@ -10,7 +10,7 @@ use crate::volume::Volume;
 use blockdev::IoClass;
 use ondisk::dir::ftype;
 use ondisk::extent::{ExtentHeader, ExtentNode};
-use ondisk::inode::{flags, mode, Inode, InodeBase, InodeExtra, Timestamp, GOOD_OLD_INODE_SIZE, I_BLOCK_SIZE, ROOT_INO};
+use ondisk::inode::{flags, mode, Inode, InodeBase, InodeExtra, TimeField, Timestamp, GOOD_OLD_INODE_SIZE, I_BLOCK_SIZE, ROOT_INO};
 use ondisk::superblock::feature;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -80,51 +80,16 @@ fn next_generation() -> u32 {
     GENERATION.fetch_add(0x9E37_79B9, Ordering::Relaxed) ^ (t.nsec.rotate_left(13) ^ t.sec as u32)
 }
 
-/// What the kernel's `timestamp_truncate` makes of a time on ext4: seconds
-/// clamped to the range the inode can store (1901..2446 with the extra epoch
-/// bits, 1901..2038 without), nanoseconds dropped at either limit or when
-/// the inode has no room for them. Without it a time outside the range wrapped
-/// into another epoch (opfuzz: utimes to year -230 read back as year 1901 on
-/// the kernel, as garbage here).
-pub(crate) fn clamp_time(t: Timestamp, extra: bool) -> Timestamp {
-    let min = i64::from(i32::MIN);
-    let max = if extra { (1i64 << 34) - 1 + min } else { i64::from(i32::MAX) };
-    let sec = t.sec.clamp(min, max);
-    // As timestamp_truncate: no nanoseconds at either limit.
-    let nsec = if sec == min || sec == max || !extra { 0 } else { t.nsec };
-    Timestamp { sec, nsec }
-}
-
-fn set_time(inode: &mut Inode, which: &str, t: Timestamp) {
-    let has_extra = inode.extra.as_ref().is_some_and(|e| usize::from(e.extra_isize) >= 16);
-    let (base, extra) = clamp_time(t, has_extra).encode();
-    match which {
-        "a" => inode.base.atime = base,
-        "m" => inode.base.mtime = base,
-        "c" => inode.base.ctime = base,
-        _ => unreachable!(),
-    }
-    if let Some(e) = inode.extra.as_mut() {
-        if usize::from(e.extra_isize) >= 16 {
-            match which {
-                "a" => e.atime_extra = extra,
-                "m" => e.mtime_extra = extra,
-                _ => e.ctime_extra = extra,
-            }
-        }
-    }
-}
-
 /// Set ctime to now (a change to the inode alone).
 pub(super) fn touch_ctime(inode: &mut Inode) {
-    set_time(inode, "c", now());
+    inode.set_time(TimeField::Change, now());
 }
 
 fn touch(inode: &mut Inode, mtime: bool) {
     let t = now();
-    set_time(inode, "c", t);
+    inode.set_time(TimeField::Change, t);
     if mtime {
-        set_time(inode, "m", t);
+        inode.set_time(TimeField::Modify, t);
     }
 }
 
@@ -137,11 +102,6 @@ pub enum Falloc {
     PunchHole,
     /// FALLOC_FL_ZERO_RANGE.
     ZeroRange,
-}
-
-fn set_size(inode: &mut Inode, size: u64) {
-    inode.base.size_lo = size as u32;
-    inode.base.size_hi = (size >> 32) as u32;
 }
 
 /// How long a request waits for the write lock by spinning before it sleeps.
@@ -204,22 +164,15 @@ impl Volume {
         let mut inode = Inode { ino, base, extra, raw: vec![0u8; size] };
         inode.set_uid(uid);
         inode.set_gid(gid);
-        for w in ["a", "m", "c"] {
-            set_time(&mut inode, w, t);
-        }
-        if let Some(e) = inode.extra.as_mut() {
-            if usize::from(e.extra_isize) >= 24 {
-                let (b, x) = t.encode();
-                e.crtime = b;
-                e.crtime_extra = x;
-            }
+        for f in [TimeField::Access, TimeField::Modify, TimeField::Change, TimeField::Birth] {
+            inode.set_time(f, t);
         }
         inode
     }
 
     pub(super) fn init_extent_root(&self, inode: &mut Inode) {
         if self.sb.has_incompat(feature::incompat::EXTENTS) {
-            inode.base.flags |= flags::EXTENTS;
+            inode.insert_flags(flags::EXTENTS);
             let mut root = [0u8; I_BLOCK_SIZE];
             ExtentNode::Leaf(ExtentHeader { entries: 0, max: 4, depth: 0, generation: 0 }, vec![]).write(&mut root);
             inode.base.block = root;
@@ -289,7 +242,7 @@ impl Volume {
         let (mode_bits, acls) = self.inherit_acls(&dir, kind.type_bits() | (perm & 0o7777), umask)?;
         let ino = self.alloc_inode(ws, parent, is_dir)?;
         let mut inode = self.new_inode(ino, mode_bits, uid, gid);
-        inode.base.flags |= iflags::inherited(dir.base.flags, mode_bits);
+        inode.insert_flags(iflags::inherited(dir.base.flags, mode_bits));
         match kind {
             CreateKind::File => self.init_extent_root(&mut inode),
             CreateKind::Dir => {
@@ -299,7 +252,7 @@ impl Volume {
                 let block = self.init_dir_block(&inode, parent);
                 self.install(ws, runs[0].1, block);
                 self.kb_change(ws, crate::stepahead::KbChange::NewDir { dir: ino, parent, pblk: runs[0].1 });
-                set_size(&mut inode, u64::from(self.block_size()));
+                inode.set_size(u64::from(self.block_size()));
             }
             CreateKind::Symlink(target) => {
                 if target.is_empty() || target.len() >= self.block_size() as usize {
@@ -315,16 +268,9 @@ impl Volume {
                     data[..target.len()].copy_from_slice(target);
                     self.write_data(runs[0].1, &data)?;
                 }
-                set_size(&mut inode, target.len() as u64);
+                inode.set_size(target.len() as u64);
             }
-            CreateKind::Char(rdev) | CreateKind::Block(rdev) => {
-                let (major, minor) = ((rdev >> 8) & 0xfff, (rdev & 0xff) | ((rdev >> 12) & 0xfff00));
-                if major < 256 && minor < 256 {
-                    ondisk::bytes::put_le32(&mut inode.base.block, 0, (major << 8) | minor);
-                } else {
-                    ondisk::bytes::put_le32(&mut inode.base.block, 4, *rdev);
-                }
-            }
+            CreateKind::Char(rdev) | CreateKind::Block(rdev) => inode.set_rdev(*rdev),
             CreateKind::Fifo | CreateKind::Socket => {}
         }
         if acls.is_empty() {
@@ -358,7 +304,7 @@ impl Volume {
             let (mode_bits, acls) = self.inherit_acls(&dir, mode::S_IFREG | (perm & 0o7777), umask)?;
             let ino = self.alloc_inode(ws, parent, false)?;
             let mut inode = self.new_inode(ino, mode_bits, uid, gid);
-            inode.base.flags |= iflags::inherited(dir.base.flags, mode_bits);
+            inode.insert_flags(iflags::inherited(dir.base.flags, mode_bits));
             self.init_extent_root(&mut inode);
             inode.base.links_count = 0;
             inode.base.dtime = ws.sb.f.last_orphan;
@@ -493,7 +439,7 @@ impl Volume {
         }
         inode.base.dtime = now().sec as u32;
         inode.base.links_count = 0;
-        set_size(&mut inode, 0);
+        inode.set_size(0);
         self.write_inode(ws, &inode)?;
         self.free_inode(ws, inode.ino, is_dir)
     }
@@ -778,7 +724,7 @@ impl Volume {
                 self.mark_written(ws, &mut inode, lblk, len)?;
             }
             if end > inode.size() {
-                set_size(&mut inode, end);
+                inode.set_size(end);
             }
             touch(&mut inode, true);
             self.write_inode(ws, &inode)?;
@@ -836,7 +782,7 @@ impl Volume {
             }
             let grows = mode != Falloc::PunchHole && !keep_size && end > inode.size();
             if grows {
-                set_size(&mut inode, end);
+                inode.set_size(end);
             }
             // ext4_fallocate calls file_modified(): mtime and ctime change in
             // every mode, plain preallocation inside the size too.
@@ -905,12 +851,12 @@ impl Volume {
                 }
             }
             if let Some(t) = attr.atime {
-                set_time(&mut inode, "a", t);
+                inode.set_time(TimeField::Access, t);
             }
             if let Some(t) = attr.mtime {
-                set_time(&mut inode, "m", t);
+                inode.set_time(TimeField::Modify, t);
             }
-            set_time(&mut inode, "c", attr.ctime.unwrap_or_else(now));
+            inode.set_time(TimeField::Change, attr.ctime.unwrap_or_else(now));
             self.write_inode(ws, &inode)?;
             Ok(inode)
         })
@@ -922,14 +868,14 @@ impl Volume {
         if size < old {
             // The final size first: a truncate that commits partway (`split`)
             // is on the orphan list with it, and the next mount truncates to it.
-            set_size(inode, size);
+            inode.set_size(size);
             // An unlinked file still open is on the orphan list already.
             let mut split = Split::orphan(inode.links_count() == 0);
             self.truncate_blocks(ws, inode, size.div_ceil(bs), &mut split)?;
             self.end_split(ws, inode, split);
             self.zero_tail(inode, size)?;
         }
-        set_size(inode, size);
+        inode.set_size(size);
         Ok(())
     }
 
@@ -968,7 +914,7 @@ impl Volume {
         }
         let r = self.atomic(|ws| {
             let mut inode = self.inode(ino)?; // re-read under the lock
-            set_time(&mut inode, "a", t);
+            inode.set_time(TimeField::Access, t);
             self.write_inode(ws, &inode)?;
             ws.sync_wanted = false; // the sync flag is about contents, not access times
             Ok(true)
@@ -1062,7 +1008,6 @@ impl Volume {
 /// the tree's last node.
 const ORPHAN_CREDITS: u64 = 8;
 
-/// Keep `InodeBase::zeroed` reachable for tests of fresh inodes.
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1072,24 +1017,5 @@ mod tests {
         assert_eq!(dirent_type(mode::S_IFDIR | 0o755), ftype::DIR);
         assert_eq!(dirent_type(mode::S_IFLNK), ftype::SYMLINK);
         assert_eq!(dirent_type(0), ftype::UNKNOWN);
-    }
-
-    #[test]
-    fn times_clamp_as_the_kernel_does() {
-        let t = |sec, nsec| Timestamp { sec, nsec };
-        let min = i64::from(i32::MIN);
-        let max = (1i64 << 34) - 1 + min;
-        assert_eq!(clamp_time(t(-6_314_732_163, 5), true), t(min, 0));
-        assert_eq!(clamp_time(t(min, 7), true), t(min, 0));
-        assert_eq!(clamp_time(t(min + 1, 7), true), t(min + 1, 7));
-        assert_eq!(clamp_time(t(max + 1, 7), true), t(max, 0));
-        assert_eq!(clamp_time(t(1 << 32, 7), true), t(1 << 32, 7));
-        assert_eq!(clamp_time(t(1 << 32, 7), false), t(i64::from(i32::MAX), 0));
-        assert_eq!(clamp_time(t(5, 7), false), t(5, 0));
-        // Every time in range round-trips through the on-disk encoding.
-        for sec in [min + 1, -1, 0, 1 << 31, (1 << 32) + 5, max - 1] {
-            let (b, x) = clamp_time(t(sec, 9), true).encode();
-            assert_eq!(Timestamp::decode(b, Some(x)), t(sec, 9));
-        }
     }
 }

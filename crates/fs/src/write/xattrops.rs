@@ -234,14 +234,7 @@ impl Volume {
             self.install(ws, blk, data);
             set_file_acl(inode, blk);
         }
-        let t = now();
-        let (b, x) = t.encode();
-        inode.base.ctime = b;
-        if let Some(e) = inode.extra.as_mut() {
-            if e.extra_isize >= 4 {
-                e.ctime_extra = x;
-            }
-        }
+        inode.set_time(ondisk::inode::TimeField::Change, now());
         self.write_inode(ws, inode)
     }
 
