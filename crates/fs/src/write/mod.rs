@@ -514,6 +514,13 @@ impl Volume {
         self.write.as_ref().map(|w| w.lock().stats)
     }
 
+    /// The orphan list's head as the write path has it (0: empty; the
+    /// list goes on through each inode's dtime). For tests.
+    #[doc(hidden)]
+    pub fn last_orphan_for_tests(&self) -> u32 {
+        self.write.as_ref().map_or(self.sb.f.last_orphan, |w| w.lock().sb.f.last_orphan)
+    }
+
     /// Why the volume turned read-only, if a device error made it so.
     pub fn failure(&self) -> Option<String> {
         self.write.as_ref().and_then(|w| w.lock().failed.clone())

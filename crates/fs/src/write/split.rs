@@ -151,10 +151,13 @@ impl Volume {
             self.kb_apply(ws);
             ws.partway = true;
         }
-        self.commit(ws)?;
+        // A new record even when the commit fails: the operation's caller
+        // (`Volume::atomic`) rolls back to this cut with it, and finds the
+        // volume read-only.
+        let r = self.commit(ws);
         if in_operation {
             ws.undo = Some(super::undo::Undo::begin(ws));
         }
-        Ok(())
+        r
     }
 }
