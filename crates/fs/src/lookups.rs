@@ -20,12 +20,17 @@ const SHARDS: usize = 16;
 
 pub(crate) struct Lookups {
     shards: Box<[Mutex<IntMap<u32, u64>>]>,
+    /// Numbers freed on disk while held: free in the bitmaps, yet not to be
+    /// handed out, so statfs must not count them free. Few (unlinked files
+    /// the kernel still caches); an entry goes with its last FORGET.
+    freed_held: Mutex<IntMap<u32, ()>>,
 }
 
 impl Default for Lookups {
     fn default() -> Self {
         Lookups {
             shards: (0..SHARDS).map(|_| Mutex::new(IntMap::default())).collect(),
+            freed_held: Mutex::new(IntMap::default()),
         }
     }
 }
@@ -50,8 +55,23 @@ impl Lookups {
                 *c -= n;
             } else {
                 m.remove(&ino);
+                self.freed_held.lock().remove(&ino);
             }
         }
+    }
+
+    /// Inode `ino` was freed on disk: if the kernel still holds it, it stays
+    /// unusable until forgotten.
+    pub(crate) fn freed(&self, ino: u32) {
+        if self.holds(ino) {
+            self.freed_held.lock().insert(ino, ());
+        }
+    }
+
+    /// The numbers freed on disk while held (some may be in use again if the
+    /// operation that freed one was undone: the caller checks the bitmap).
+    pub(crate) fn freed_held(&self) -> Vec<u32> {
+        self.freed_held.lock().keys().copied().collect()
     }
 
     pub(crate) fn holds(&self, ino: u32) -> bool {

@@ -20,6 +20,8 @@ impl Volume {
         let total = self.sb.blocks_count();
         let overhead = self.overhead_blocks();
         let (bfree, ffree) = self.free_counts();
+        // Free numbers the kernel still holds are not free for a create.
+        let ffree = ffree.saturating_sub(self.free_but_held_inodes());
         // Freed by the running transaction: free already, reusable after its commit.
         let bfree = bfree + self.deferred_free_blocks();
         // The kernel holds back 2% (at most 4096 clusters) on extent volumes for emergencies.
@@ -34,6 +36,17 @@ impl Volume {
             bsize: self.block_size,
             namelen: 255,
         }
+    }
+
+    /// Inodes free in the bitmaps that the allocator skips: the kernel still
+    /// holds lookups of them (`lookups.rs`).
+    fn free_but_held_inodes(&self) -> u64 {
+        let ipg = self.sb.f.inodes_per_group;
+        let free_on_disk = |ino: u32| {
+            let (g, idx) = ((ino - 1) / ipg, ((ino - 1) % ipg) as usize);
+            self.inode_bitmap(g).is_ok_and(|bits| !ondisk::bitmap::test(&bits, idx))
+        };
+        self.lookups.freed_held().into_iter().filter(|&ino| self.lookups.holds(ino) && free_on_disk(ino)).count() as u64
     }
 
     /// Free blocks and free inodes: the sums of the group descriptors (the

@@ -158,6 +158,7 @@ impl Volume {
         }
         self.install(ws, gd.inode_bitmap(), block);
         self.set_group(ws, g, gd, Some(Kind::Inode));
+        self.lookups.freed(ino);
         Ok(())
     }
 
