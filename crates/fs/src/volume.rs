@@ -104,6 +104,9 @@ pub struct Volume {
     pub(crate) open_files: parking_lot::Mutex<std::collections::HashMap<u32, u64>>,
     /// The kernel's lookup counts: numbers not to reuse yet (`lookups.rs`).
     pub(crate) lookups: crate::lookups::Lookups,
+    /// Most blocks one write(2) allocates in one operation (a longer one goes
+    /// in pieces: `Volume::write`); set from the journal at a read-write mount.
+    pub(crate) write_piece_blocks: u64,
     /// StepAhead's knowledge base and counters, when it is on.
     pub(crate) stepahead: Option<crate::stepahead::StepAhead>,
     /// Path-translation reads served from the cache or not (the hit rate).
@@ -173,6 +176,7 @@ impl Volume {
             write: None,
             open_files: Default::default(),
             lookups: Default::default(),
+            write_piece_blocks: u64::MAX,
             stepahead,
             translation: Default::default(),
             reads_in_flight: Default::default(),

@@ -400,12 +400,14 @@ fn full_volume_fails_operations_whole() {
                     let max = if rng.below(4) == 0 { 400_000 } else { 20_000 };
                     let len = 1 + rng.below(max);
                     let bytes: Vec<u8> = (0..len).map(|i| (i as u64 * 7 + step) as u8).collect();
+                    // A long write goes in pieces (a small journal here): on a full
+                    // volume it may end short, as the kernel's does, after whole pieces.
                     vol.write(resolve(&vol, f), off as u64, &bytes).map(|n| {
-                        assert_eq!(n, len);
-                        if data.len() < off + len {
-                            data.resize(off + len, 0);
+                        assert!(n > 0 && n <= len, "{n} of {len}");
+                        if data.len() < off + n {
+                            data.resize(off + n, 0);
                         }
-                        data[off..off + len].copy_from_slice(&bytes);
+                        data[off..off + n].copy_from_slice(&bytes[..n]);
                     })
                 }
                 8 if !files.is_empty() => {

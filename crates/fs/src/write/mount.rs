@@ -59,6 +59,12 @@ impl Volume {
             }
             ws.commit_limit = (j.max_transaction_blocks() / 2).max(16);
             ws.txn_limit = Some(super::split::TxnLimit { max_blocks: j.max_transaction_blocks(), layout: *j.layout() });
+            // A piece of a write may allocate each block in another group: a
+            // bitmap and a descriptor block each, on top of a running
+            // transaction just under commit_limit (half the limit). An eighth
+            // leaves room for its tree nodes; on a journal of 32 MiB or more
+            // no FUSE write (1 MiB at most) is ever cut.
+            self.write_piece_blocks = (j.max_transaction_blocks() / 8).max(8);
             let j = Arc::new(parking_lot::RwLock::new(j));
             self.committer = Some(super::committer::Committer::start(j.clone(), self.block_size(), self.opts.lazy)?);
             self.jbd2 = Some(j);

@@ -618,11 +618,42 @@ impl Volume {
     }
 
     /// Write `data` at `offset` of a regular file; returns the bytes written.
+    ///
+    /// Into fragmented free space every block of a write may land in another
+    /// group, and a write bigger than `write_piece_blocks` could then need
+    /// more than a transaction holds: it goes in pieces, each an operation of
+    /// its own (a commit may come between them), as the kernel's writeback
+    /// restarts its handle. Readers wait for the whole write (the data lock);
+    /// a crash may keep a prefix of it, as the kernel's may. An error after a
+    /// piece is done makes a short write.
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         if data.is_empty() {
             return Ok(0);
         }
         let _map = self.data_lock(ino).write();
+        let bs = u64::from(self.block_size());
+        let piece = self.write_piece_blocks.saturating_mul(bs);
+        let mut done = 0usize;
+        while done < data.len() {
+            let at = offset + done as u64;
+            // Pieces end on block boundaries: no block is shared by two.
+            let room = (piece - at % bs).min((data.len() - done) as u64) as usize;
+            match self.write_piece(ino, at, &data[done..done + room]) {
+                Ok(n) => {
+                    done += n;
+                    if n < room {
+                        break; // cut short at the largest file size
+                    }
+                }
+                Err(_) if done > 0 => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
+    }
+
+    /// One operation of [`Volume::write`], under the file's data lock.
+    fn write_piece(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
             // The kernel writes only regular files (a symlink's target is no data to write into).
