@@ -408,3 +408,77 @@ fn orphans_at_mount_ordered() {
 fn orphans_at_mount_lazy() {
     orphans_at_mount(true);
 }
+
+/// A block-mapped (ext3-style) file written by the kernel into the holes of
+/// deleted files over hundreds of groups, deleted on a recording device in
+/// several transactions; every transaction boundary recovered: the file is
+/// whole or gone, never a map of freed blocks.
+fn block_mapped_delete(lazy: bool) {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    assert!(common::is_root(), "the kernel writes the file and mounts the cuts (root)");
+    let mkfs: Vec<&str> = MKFS.iter().copied().chain(["-O", "^extents,^flex_bg,^64bit"]).collect();
+    let img = common::make_image(work.path(), "ext3.img", 128, &mkfs, &empty);
+    let tag = format!("block-mapped delete {}", mode(lazy));
+    let mnt = work.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let big: Vec<u8> = (0..24u32 << 20).step_by(4).flat_map(|i| i.to_le_bytes()).collect();
+    common::kernel_mounted(&img, &mnt, |m| {
+        for i in 0..900 {
+            std::fs::write(m.join(format!("f{i}")), vec![0x11u8; 100 * 1024]).unwrap();
+        }
+        std::process::Command::new("sync").status().unwrap();
+        for i in (0..900).step_by(2) {
+            std::fs::remove_file(m.join(format!("f{i}"))).unwrap();
+        }
+        std::process::Command::new("sync").status().unwrap();
+        std::fs::write(m.join("big"), &big).unwrap();
+    });
+    let base = std::fs::read(&img).unwrap();
+
+    let dev = Arc::new(FaultDevice::new(FileDevice::open(&img, true).unwrap()));
+    let vol = open_on(dev.clone(), lazy);
+    let start = dev.event_count();
+    let before = commits(&vol);
+    vol.unlink(ROOT_INO, b"big").unwrap_or_else(|e| panic!("{tag}: {e}"));
+    vol.sync().unwrap_or_else(|e| panic!("{tag}: the commit after it: {e}"));
+    let split = commits(&vol) - before;
+    assert!(split >= 2, "{tag}: the delete must need more than one transaction ({split} commits)");
+    eprintln!("{tag}: {split} commits");
+    drop(vol); // a crash
+    let events = dev.events();
+
+    // Whole or gone: a sample of blocks across the file (its indirect blocks too).
+    let check = |what: &str, size: Option<u64>, mut read: Box<dyn FnMut(u64, usize) -> Vec<u8> + '_>| {
+        let Some(size) = size else { return };
+        assert_eq!(size, big.len() as u64, "{what}: the file's size");
+        for off in (0..big.len()).step_by(997 * 1024).chain([big.len() - 4096]) {
+            assert!(read(off as u64, 4096) == big[off..off + 4096], "{what}: bytes at {off}");
+        }
+    };
+    let ours = |what: &str, vol: &Volume| {
+        let inode = ino_of(vol, b"big").map(|i| vol.inode(i).unwrap());
+        check(what, inode.as_ref().map(|i| i.size()), Box::new(|off, n| vol.read(inode.as_ref().unwrap(), off, n).unwrap()));
+    };
+    let kernels = |what: &str, mnt: &Path| {
+        let f = std::fs::File::open(mnt.join("big")).ok();
+        check(what, f.as_ref().map(|f| f.metadata().unwrap().len()), Box::new(|off, n| {
+            let mut buf = vec![0; n];
+            f.as_ref().unwrap().read_exact_at(&mut buf, off).unwrap();
+            buf
+        }));
+    };
+    let orphaned = recover_cuts(work.path(), &tag, &base, &events, start, lazy, true, ours, kernels);
+    assert!(orphaned > 0, "{tag}: no cut fell between the delete's transactions");
+}
+
+#[test]
+fn split_block_mapped_delete_ordered() {
+    block_mapped_delete(false);
+}
+
+#[test]
+fn split_block_mapped_delete_lazy() {
+    block_mapped_delete(true);
+}

@@ -8,7 +8,7 @@ use crate::bmap::Mapping;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use ondisk::extent::{Extent, MAX_INIT_LEN};
-use ondisk::inode::{flags, Inode, I_BLOCK_SIZE};
+use ondisk::inode::{flags, Inode};
 
 impl Volume {
     /// Change i_blocks by `delta` file-system blocks.
@@ -131,7 +131,7 @@ impl Volume {
     /// Free every block at logical block >= `from` and drop it from the tree.
     pub(crate) fn truncate_blocks(&self, ws: &mut WriteState, inode: &mut Inode, from: u64, split: &mut Split) -> Result<()> {
         if !inode.has_flag(flags::EXTENTS) {
-            return self.truncate_indirect(ws, inode, from);
+            return self.truncate_indirect(ws, inode, from, split);
         }
         self.unmap_range(ws, inode, from, u64::MAX, split)
     }
@@ -241,38 +241,63 @@ impl Volume {
     }
 
     /// Block-mapped files can be freed entirely (unlink) but not shortened yet.
-    fn truncate_indirect(&self, ws: &mut WriteState, inode: &mut Inode, from: u64) -> Result<()> {
+    /// A big one is freed over several transactions (`split`): before each
+    /// block is freed a cut may come, and every pointer to a block already
+    /// freed is zero by then, in the inode (written at the cut) and in the
+    /// indirect blocks above it (written first): each cut leaves a map of
+    /// blocks still in use.
+    fn truncate_indirect(&self, ws: &mut WriteState, inode: &mut Inode, from: u64, split: &mut Split) -> Result<()> {
         if from != 0 {
             return Err(FsError::Unsupported("shortening block-mapped (ext2/ext3-style) files".into()));
         }
         let per = u64::from(self.block_size() / 4);
-        let ptrs: Vec<u64> = (0..15).map(|i| u64::from(ondisk::bytes::le32(&inode.base.block, i * 4))).collect();
-        for (i, &p) in ptrs.iter().enumerate() {
+        let mut path = Vec::new();
+        for i in 0..15 {
+            let p = u64::from(ondisk::bytes::le32(&inode.base.block, i * 4));
+            if p == 0 {
+                continue;
+            }
             let levels = match i {
                 0..=11 => 0,
                 12 => 1,
                 13 => 2,
                 _ => 3,
             };
-            self.free_indirect(ws, p, levels, per)?;
+            self.free_indirect(ws, inode, p, levels, per, split, &mut path)?;
+            ondisk::bytes::put_le32(&mut inode.base.block, i * 4, 0);
         }
-        inode.base.block = [0; I_BLOCK_SIZE];
-        self.adjust_blocks(inode, -(inode.blocks_512(&self.sb) as i64 / i64::from(self.block_size() / 512)));
         Ok(())
     }
 
-    fn free_indirect(&self, ws: &mut WriteState, blk: u64, levels: u32, per: u64) -> Result<()> {
-        if blk == 0 {
-            return Ok(());
-        }
+    /// Free the subtree at `blk`, `levels` of indirect blocks above its data.
+    /// `path`: the indirect blocks above it, each as it is now (the pointers
+    /// to children freed already zeroed), written at a cut.
+    #[allow(clippy::too_many_arguments)]
+    fn free_indirect(&self, ws: &mut WriteState, inode: &mut Inode, blk: u64, levels: u32, per: u64, split: &mut Split, path: &mut Vec<(u64, Vec<u8>)>) -> Result<()> {
         self.check_block(blk, "indirect block")?;
-        if levels > 0 {
-            let data = self.meta(blk)?;
-            for i in 0..per as usize {
-                self.free_indirect(ws, u64::from(ondisk::bytes::le32(&data, i * 4)), levels - 1, per)?;
+        // This block's bitmap and descriptor, the path's blocks, the inode's.
+        if self.txn_full(ws, path.len() as u64 + 3) {
+            for (b, data) in path.iter() {
+                self.install(ws, *b, data.clone());
             }
-            return self.free_meta_block(ws, blk);
+            self.split_here(ws, inode, split)?;
         }
-        self.free_blocks(ws, blk, 1)
+        if levels > 0 {
+            path.push((blk, self.meta(blk)?.to_vec()));
+            for i in 0..per as usize {
+                let child = u64::from(ondisk::bytes::le32(&path[path.len() - 1].1, i * 4));
+                if child != 0 {
+                    self.free_indirect(ws, inode, child, levels - 1, per, split, path)?;
+                    let last = path.len() - 1;
+                    ondisk::bytes::put_le32(&mut path[last].1, i * 4, 0);
+                }
+            }
+            path.pop();
+            self.free_meta_block(ws, blk)?;
+        } else {
+            self.free_blocks(ws, blk, 1)?;
+        }
+        self.adjust_blocks(inode, -1);
+        Ok(())
     }
 }
