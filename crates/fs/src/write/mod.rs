@@ -12,24 +12,30 @@
 //! journal, writes it home.
 
 mod alloc;
+mod attrs;
 mod cleaner;
 pub(crate) mod committer;
+mod data;
 mod dirops;
 mod extent_tree;
 mod extents;
 pub(crate) mod iflags;
 mod inline;
 mod mount;
+mod namespace;
 mod ops;
+mod orphans;
 mod spare;
 mod split;
 mod txn;
 mod undo;
 mod xattrops;
 
+pub use attrs::SetAttr;
 pub use cleaner::CleanerPolicy;
+pub use data::Falloc;
 pub use iflags::OpenAccess;
-pub use ops::{CreateKind, Falloc, SetAttr};
+pub use namespace::CreateKind;
 pub(crate) use split::Split;
 pub use txn::Txn;
 pub use xattrops::XattrMode;
