@@ -23,7 +23,7 @@
 mod common;
 
 use blockdev::fault::{crash_image, Event, Volatile};
-use blockdev::{BlockDevice, FaultDevice, FileDevice};
+use blockdev::{FaultDevice, FileDevice};
 use fs::{CreateKind, Falloc, SetAttr, Volume, VolumeOptions, ROOT_INO};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -42,17 +42,7 @@ const FULL: u64 = (2 * FRAG_BLOCKS - 1) * BS;
 /// every cut writes two copies of it).
 const WRITTEN_EVERY: u64 = 8;
 
-fn opts(lazy: bool) -> VolumeOptions {
-    VolumeOptions { read_only: false, lazy, ..Default::default() }
-}
-
-fn open_on(dev: Arc<dyn BlockDevice>, lazy: bool) -> Volume {
-    Volume::open(dev, opts(lazy)).unwrap()
-}
-
-fn open(img: &Path, lazy: bool) -> Volume {
-    open_on(Arc::new(FileDevice::open(img, true).unwrap()), lazy)
-}
+use common::{open_rw as open, open_rw_on as open_on, rw_options as opts};
 
 fn mode(lazy: bool) -> &'static str {
     if lazy {

@@ -10,7 +10,7 @@
 
 mod common;
 
-use blockdev::{BlockDevice, FaultDevice, FileDevice};
+use blockdev::{FaultDevice, FileDevice};
 use fs::{CreateKind, Falloc, FsError, SetAttr, Volume, VolumeOptions, ROOT_INO};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,17 +22,7 @@ const GAP: u64 = 255;
 /// Blocks of the spread file: with GAP, it reaches over the whole volume.
 const SPREAD_BLOCKS: u64 = 480;
 
-fn opts(lazy: bool) -> VolumeOptions {
-    VolumeOptions { read_only: false, lazy, ..Default::default() }
-}
-
-fn open_on(dev: Arc<dyn BlockDevice>, lazy: bool) -> Volume {
-    Volume::open(dev, opts(lazy)).unwrap()
-}
-
-fn open(img: &Path, lazy: bool) -> Volume {
-    open_on(Arc::new(FileDevice::open(img, true).unwrap()), lazy)
-}
+use common::{open_rw as open, open_rw_on as open_on};
 
 fn commits(vol: &Volume) -> u64 {
     vol.write_stats().unwrap().commits

@@ -224,3 +224,18 @@ pub fn e2fsck_clean_in(img: &Path, lazy: bool) {
         e2fsck_clean(img);
     }
 }
+
+/// Read-write options, ordered or lazy journal mode.
+pub fn rw_options(lazy: bool) -> fs::VolumeOptions {
+    fs::VolumeOptions { read_only: false, lazy, ..Default::default() }
+}
+
+/// A read-write volume on `dev`.
+pub fn open_rw_on(dev: std::sync::Arc<dyn blockdev::BlockDevice>, lazy: bool) -> fs::Volume {
+    fs::Volume::open(dev, rw_options(lazy)).unwrap()
+}
+
+/// A read-write volume on image `img`.
+pub fn open_rw(img: &Path, lazy: bool) -> fs::Volume {
+    open_rw_on(std::sync::Arc::new(blockdev::FileDevice::open(img, true).unwrap()), lazy)
+}
