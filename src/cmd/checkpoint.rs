@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 pub fn run(image: &Path) -> Result<()> {
     let image = std::fs::canonicalize(image).with_context(|| format!("cannot open {}", image.display()))?;
-    if let Some(at) = super::helper::mounted_at(&image)? {
+    if let Some(at) = super::umount::mounted_at(&image)? {
         bail!("{} is mounted on {}: unmount it first", image.display(), at.display());
     }
     // The same lock a mounting daemon holds until it has written everything.

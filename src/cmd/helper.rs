@@ -2,7 +2,7 @@
 //! run by `mount -t fuse.ext4lazy` and by fstab entries of that type.
 
 use anyhow::{bail, Result};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Which helper name this process was started under, if any.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,29 +59,4 @@ pub fn run_helper() -> Result<()> {
     let mut opts = vec!["rw".to_string()];
     opts.extend(options);
     super::mount::run(&opts, Path::new(image), Path::new(mnt))
-}
-
-/// Where `image` is mounted now, by ext4lazy (as the source) or by the kernel
-/// through a loop device backed by it.
-pub fn mounted_at(image: &Path) -> Result<Option<PathBuf>> {
-    let image_s = image.display().to_string();
-    let loops = loop_devices_of(image);
-    for m in super::umount::mounts()? {
-        if m.source == image_s || loops.iter().any(|l| *l == m.source) {
-            return Ok(Some(m.target));
-        }
-    }
-    Ok(None)
-}
-
-/// /dev/loopN devices whose backing file is `image`.
-fn loop_devices_of(image: &Path) -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir("/sys/block") else { return Vec::new() };
-    dir.filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let backing = std::fs::read_to_string(e.path().join("loop/backing_file")).ok()?;
-            (Path::new(backing.trim()) == image).then(|| format!("/dev/{name}"))
-        })
-        .collect()
 }

@@ -50,32 +50,6 @@ fn live(mountpoint: &Path, as_json: bool) -> Result<()> {
     Ok(())
 }
 
-/// The journal figures every stat report carries at its top level (the
-/// interface external checks rely on). Cleaner work is only known while the
-/// volume is mounted: an image reports zero.
-pub fn journal_keys(vol: &Volume) -> serde_json::Map<String, serde_json::Value> {
-    let j = vol.journal_stats().unwrap_or_default();
-    let w = vol.write_stats().unwrap_or_default();
-    let v = json!({
-        "journal_blocks": j.journal_blocks,
-        "journal_used_blocks": j.journal_used_blocks,
-        "journal_tail": j.journal_tail,
-        "journal_head": j.journal_head,
-        "journal_live_blocks": j.journal_live_blocks,
-        // Live share of the used log: what moving the tail along would cost.
-        "journal_live_ratio": if j.journal_used_blocks == 0 { 0.0 } else { j.journal_live_blocks as f64 / j.journal_used_blocks as f64 },
-        "jmap_entries": j.jmap_entries,
-        "jmap_bytes": j.jmap_bytes,
-        "cleaner_blocks_moved": w.cleaner_blocks_moved,
-        "cleaner_steps_cut_short": w.cleaner_steps_cut_short,
-        "blocks_migrated_home": w.blocks_migrated_home,
-    });
-    match v {
-        serde_json::Value::Object(m) => m,
-        _ => unreachable!("built as an object"),
-    }
-}
-
 fn describe(vol: &Volume) -> serde_json::Value {
     let sb = &vol.sb;
     let st = vol.statfs();
@@ -110,7 +84,7 @@ fn describe(vol: &Volume) -> serde_json::Value {
         "journal": journal,
     });
     if let Some(m) = v.as_object_mut() {
-        m.extend(journal_keys(vol));
+        m.extend(super::mount::journal_keys(vol));
     }
     v
 }

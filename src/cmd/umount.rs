@@ -97,6 +97,31 @@ pub fn wait_for_daemon(image: &Path) -> Result<()> {
     }
 }
 
+/// Where `image` is mounted now, by ext4lazy (as the source) or by the kernel
+/// through a loop device backed by it.
+pub fn mounted_at(image: &Path) -> Result<Option<PathBuf>> {
+    let image_s = image.display().to_string();
+    let loops = loop_devices_of(image);
+    for m in mounts()? {
+        if m.source == image_s || loops.iter().any(|l| *l == m.source) {
+            return Ok(Some(m.target));
+        }
+    }
+    Ok(None)
+}
+
+/// /dev/loopN devices whose backing file is `image`.
+fn loop_devices_of(image: &Path) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/sys/block") else { return Vec::new() };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let backing = std::fs::read_to_string(e.path().join("loop/backing_file")).ok()?;
+            (Path::new(backing.trim()) == image).then(|| format!("/dev/{name}"))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
