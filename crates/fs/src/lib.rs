@@ -5,6 +5,8 @@
 //! block device. Modules split by concern: block mapping, directories, file
 //! contents, xattrs, statfs, journal location and in-memory replay.
 
+#![forbid(unsafe_code)]
+
 pub mod acl;
 mod attr;
 mod bitmaps;

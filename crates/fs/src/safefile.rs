@@ -24,8 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const MODE: u32 = 0o600;
 
 fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 fn invalid(path: &Path, why: &str) -> io::Error {
@@ -103,7 +102,7 @@ pub fn open_log(path: &Path) -> io::Result<File> {
                 if m.mode() & 0o7777 != MODE {
                     f.set_permissions(std::fs::Permissions::from_mode(MODE))?;
                 }
-                clear_nonblock(&f)?;
+                // O_NONBLOCK stays: on a regular file it changes nothing.
                 return Ok(f);
             }
             drop(f);
@@ -114,17 +113,6 @@ pub fn open_log(path: &Path) -> io::Result<File> {
         Err(_) => std::fs::remove_file(path)?,
     }
     create_new(path, true)
-}
-
-fn clear_nonblock(f: &File) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let fd = f.as_raw_fd();
-    // SAFETY: fcntl on a descriptor we own.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// Read `path` if it is a file we may trust: not a symlink, a regular file,
@@ -204,17 +192,7 @@ mod tests {
             match plant {
                 0 => symlink(&victim, &log).unwrap(),
                 1 => std::fs::hard_link(&victim, &log).unwrap(),
-                _ => assert_eq!(
-                    unsafe {
-                        libc::mkfifo(
-                            std::ffi::CString::new(log.as_os_str().as_encoded_bytes())
-                                .unwrap()
-                                .as_ptr(),
-                            0o666,
-                        )
-                    },
-                    0
-                ),
+                _ => assert!(std::process::Command::new("mkfifo").arg(&log).status().unwrap().success()),
             }
             let mut f = open_log(&log).unwrap();
             f.write_all(b"line\n").unwrap();

@@ -5,6 +5,8 @@
 //! directly. FUSE inode 1 is the root; ext4's root
 //! is inode 2 and inode 1 (bad blocks) is never visible, so only those two swap.
 
+#![forbid(unsafe_code)]
+
 mod attr;
 mod caller;
 mod inject;
@@ -89,7 +91,6 @@ pub struct Ext4Fuse {
     /// Requests that panic on purpose (`inject_panic=`, for tests).
     pub(crate) inject: Option<PanicTrigger>,
 }
-
 
 /// ext4 inode number of a FUSE node id.
 pub(crate) fn ext4_ino(ino: u64) -> Result<u32, Errno> {

@@ -19,6 +19,9 @@
 //! journal block -> device block (the fs layer maps the journal inode), and
 //! recovery reads through a [`JournalReader`] (which [`Journal`] implements).
 
+// The one unsafe code is a test's counting allocator (jmap.rs).
+#![cfg_attr(not(test), forbid(unsafe_code))]
+
 use std::fmt;
 use std::io;
 

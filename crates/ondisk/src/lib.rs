@@ -4,6 +4,8 @@
 //! or hostile input) and serialising back, with its checksum, in one place.
 //! Policy (allocation, caching, journaling modes) lives in other crates.
 
+#![forbid(unsafe_code)]
+
 pub mod bitmap;
 pub mod bytes;
 pub mod csum;
