@@ -1,4 +1,5 @@
-//! Request classes for kernel file systems, from the volume layout.
+//! Request classes for kernel file systems, from the volume layout. ext4's
+//! structures are read with `ondisk`, XFS's few fields here.
 //!
 //! The kernel does not tell the image server what a request carries, so the
 //! server reads the volume's own description: for ext4, the journal's extents
@@ -10,6 +11,10 @@
 //! floating metadata this cannot see (docs/DISKMODELS.md).
 
 use blockdev::IoClass;
+use ondisk::extent::ExtentNode;
+use ondisk::group_desc::{group_has_super, GroupDesc};
+use ondisk::superblock::Superblock;
+use ondisk::Location;
 
 #[derive(Clone, Debug, Default)]
 pub struct Layout {
@@ -22,10 +27,6 @@ pub struct Layout {
 fn le16(b: &[u8], o: usize) -> u64 {
     b.get(o..o + 2)
         .map_or(0, |s| u16::from_le_bytes([s[0], s[1]]) as u64)
-}
-fn le32(b: &[u8], o: usize) -> u64 {
-    b.get(o..o + 4)
-        .map_or(0, |s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]) as u64)
 }
 fn be16(b: &[u8], o: usize) -> u64 {
     b.get(o..o + 2)
@@ -119,67 +120,33 @@ impl Layout {
     }
 }
 
-fn probe_ext4(sb: &[u8], read: &mut impl FnMut(u64, &mut [u8]) -> bool) -> Option<Layout> {
-    let log_bs = le32(sb, 0x18);
-    if log_bs > 6 {
-        return None;
-    }
-    let bs = 1024u64 << log_bs;
-    let incompat = le32(sb, 0x60);
-    let is64 = incompat & 0x80 != 0;
-    let blocks = le32(sb, 0x04) | if is64 { le32(sb, 0x150) << 32 } else { 0 };
-    let first_data = le32(sb, 0x14);
-    let bpg = le32(sb, 0x20);
-    let ipg = le32(sb, 0x28);
-    let inode_size = le16(sb, 0x58).max(128);
-    let desc_size = if is64 { le16(sb, 0xFE).max(32) } else { 32 };
-    let reserved_gdt = le16(sb, 0xCE);
-    let ro_compat = le32(sb, 0x64);
-    let sparse_super = ro_compat & 0x1 != 0;
-    if bpg == 0 || blocks == 0 || ipg == 0 {
-        return None;
-    }
-    let groups = (blocks - first_data).div_ceil(bpg);
+fn probe_ext4(sb_bytes: &[u8], read: &mut impl FnMut(u64, &mut [u8]) -> bool) -> Option<Layout> {
+    let sb = Superblock::parse(sb_bytes).ok()?;
+    let bs = u64::from(sb.block_size());
+    let blocks = sb.blocks_count();
+    let first_data = u64::from(sb.f.first_data_block);
+    let bpg = u64::from(sb.f.blocks_per_group);
+    let groups = sb.group_count();
     if groups > 10_000_000 {
         return None;
     }
-    let gdt_blocks = (groups * desc_size).div_ceil(bs);
+    let desc_size = sb.desc_size();
+    let gdt_blocks = (u64::from(groups) * desc_size as u64).div_ceil(bs);
+    let reserved_gdt = u64::from(sb.f.reserved_gdt_blocks);
     let mut meta = Vec::new();
     // superblock and group-descriptor copies
-    let has_backup = |g: u64| {
-        if g <= 1 || !sparse_super {
-            return true;
-        }
-        for p in [3u64, 5, 7] {
-            let mut x = p;
-            while x < g {
-                x *= p;
-            }
-            if x == g {
-                return true;
-            }
-        }
-        false
-    };
-    for g in 0..groups {
-        if has_backup(g) {
-            let start = first_data + g * bpg;
-            meta.push((start * bs, (start + 1 + gdt_blocks + reserved_gdt) * bs));
-        }
+    for g in (0..groups).filter(|&g| group_has_super(&sb, g)) {
+        let start = first_data + u64::from(g) * bpg;
+        meta.push((start * bs, (start + 1 + gdt_blocks + reserved_gdt) * bs));
     }
     meta.push((0, 2048.max(bs))); // boot block + primary superblock
-                                  // bitmaps and inode tables from the descriptors
-    let gdt_start = (first_data + 1) * bs;
+    // bitmaps and inode tables from the descriptors
     let mut gdt = vec![0u8; (gdt_blocks * bs) as usize];
-    if read(gdt_start, &mut gdt) {
-        let itb = (ipg * inode_size).div_ceil(bs);
-        for g in 0..groups as usize {
-            let d = &gdt[g * desc_size as usize..];
-            let hi = |o: usize| if desc_size >= 64 { le32(d, o) << 32 } else { 0 };
-            let bb = le32(d, 0x00) | hi(0x20);
-            let ib = le32(d, 0x04) | hi(0x24);
-            let it = le32(d, 0x08) | hi(0x28);
-            for (b, n) in [(bb, 1), (ib, 1), (it, itb)] {
+    if read((first_data + 1) * bs, &mut gdt) {
+        let itb = (u64::from(sb.f.inodes_per_group) * u64::from(sb.inode_size())).div_ceil(bs);
+        for (g, d) in (0..groups).zip(gdt.chunks_exact(desc_size)) {
+            let Ok(gd) = GroupDesc::parse(&sb, g, d) else { continue };
+            for (b, n) in [(gd.block_bitmap(), 1), (gd.inode_bitmap(), 1), (gd.inode_table(), itb)] {
                 if b > 0 && b < blocks {
                     meta.push((b * bs, (b + n) * bs));
                 }
@@ -188,10 +155,12 @@ fn probe_ext4(sb: &[u8], read: &mut impl FnMut(u64, &mut [u8]) -> bool) -> Optio
     }
     // the journal, from the superblock's copy of the journal inode's i_block
     let mut journal = Vec::new();
-    let jnl_backup_type = sb.get(0xFD).copied().unwrap_or(0);
-    if le32(sb, 0xE0) != 0 && jnl_backup_type == 1 {
-        let iblock = &sb[0x10C..0x10C + 60];
-        ext4_extents(iblock, bs, read, 0, &mut journal);
+    if sb.f.journal_inum != 0 && sb.f.jnl_backup_type == 1 {
+        let mut iblock = [0u8; 60];
+        for (w, v) in iblock.chunks_exact_mut(4).zip(sb.f.jnl_blocks) {
+            w.copy_from_slice(&v.to_le_bytes());
+        }
+        ext4_extents(&iblock, bs, read, 0, &mut journal);
     }
     Some(Layout {
         kind: "ext4",
@@ -208,30 +177,22 @@ fn ext4_extents(
     level: u32,
     out: &mut Vec<(u64, u64)>,
 ) {
-    if le16(node, 0) != 0xF30A || level > 5 {
+    if level > 5 {
         return;
     }
-    let entries = le16(node, 2) as usize;
-    let depth = le16(node, 6);
-    for i in 0..entries {
-        let e = 12 + i * 12;
-        if e + 12 > node.len() {
-            break;
+    match ExtentNode::parse(node, Location::Inode(8)) {
+        Ok(ExtentNode::Leaf(_, extents)) => {
+            out.extend(extents.iter().map(|e| (e.start * bs, (e.start + u64::from(e.len)) * bs)));
         }
-        if depth == 0 {
-            let mut len = le16(node, e + 4);
-            if len > 32768 {
-                len -= 32768; // unwritten extent
-            }
-            let start = le32(node, e + 8) | (le16(node, e + 6) << 32);
-            out.push((start * bs, (start + len) * bs));
-        } else {
-            let leaf = le32(node, e + 4) | (le16(node, e + 8) << 32);
-            let mut blk = vec![0u8; bs as usize];
-            if read(leaf * bs, &mut blk) {
-                ext4_extents(&blk, bs, read, level + 1, out);
+        Ok(ExtentNode::Index(_, children)) => {
+            for c in children {
+                let mut blk = vec![0u8; bs as usize];
+                if read(c.leaf * bs, &mut blk) {
+                    ext4_extents(&blk, bs, read, level + 1, out);
+                }
             }
         }
+        Err(_) => {}
     }
 }
 
