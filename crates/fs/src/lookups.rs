@@ -14,7 +14,8 @@
 //! inode number so the request threads rarely meet on a lock.
 
 use crate::intmap::IntMap;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 const SHARDS: usize = 16;
 
@@ -24,6 +25,8 @@ pub(crate) struct Lookups {
     /// handed out, so statfs must not count them free. Few (unlinked files
     /// the kernel still caches); an entry goes with its last FORGET.
     freed_held: Mutex<IntMap<u32, ()>>,
+    /// Signalled when a freed number's last lookup is forgotten.
+    released: Condvar,
 }
 
 impl Default for Lookups {
@@ -31,6 +34,7 @@ impl Default for Lookups {
         Lookups {
             shards: (0..SHARDS).map(|_| Mutex::new(IntMap::default())).collect(),
             freed_held: Mutex::new(IntMap::default()),
+            released: Condvar::new(),
         }
     }
 }
@@ -55,7 +59,9 @@ impl Lookups {
                 *c -= n;
             } else {
                 m.remove(&ino);
-                self.freed_held.lock().remove(&ino);
+                if self.freed_held.lock().remove(&ino).is_some() {
+                    self.released.notify_all();
+                }
             }
         }
     }
@@ -72,6 +78,23 @@ impl Lookups {
     /// operation that freed one was undone: the caller checks the bitmap).
     pub(crate) fn freed_held(&self) -> Vec<u32> {
         self.freed_held.lock().keys().copied().collect()
+    }
+
+    /// Wait up to `limit` for the last FORGET of a number in `held` (freed
+    /// on disk while held). The kernel queues an unlinked file's FORGET
+    /// before unlink returns, but a request thread may serve the next
+    /// create before another thread has served that FORGET.
+    pub(crate) fn wait_released(&self, held: &[u32], limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut fh = self.freed_held.lock();
+        loop {
+            if held.iter().any(|ino| !fh.contains_key(ino)) {
+                return true;
+            }
+            if self.released.wait_until(&mut fh, deadline).timed_out() {
+                return held.iter().any(|ino| !fh.contains_key(ino));
+            }
+        }
     }
 
     pub(crate) fn holds(&self, ino: u32) -> bool {

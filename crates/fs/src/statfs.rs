@@ -41,12 +41,22 @@ impl Volume {
     /// Inodes free in the bitmaps that the allocator skips: the kernel still
     /// holds lookups of them (`lookups.rs`).
     fn free_but_held_inodes(&self) -> u64 {
+        self.free_but_held().len() as u64
+    }
+
+    /// Whether a new inode can be allocated now (a free one nobody holds).
+    pub(crate) fn inode_available(&self) -> bool {
+        self.free_counts().1 > self.free_but_held_inodes()
+    }
+
+    /// The numbers behind [`Self::free_but_held_inodes`].
+    pub(crate) fn free_but_held(&self) -> Vec<u32> {
         let ipg = self.sb.f.inodes_per_group;
         let free_on_disk = |ino: u32| {
             let (g, idx) = ((ino - 1) / ipg, ((ino - 1) % ipg) as usize);
             self.inode_bitmap(g).is_ok_and(|bits| !ondisk::bitmap::test(&bits, idx))
         };
-        self.lookups.freed_held().into_iter().filter(|&ino| self.lookups.holds(ino) && free_on_disk(ino)).count() as u64
+        self.lookups.freed_held().into_iter().filter(|&ino| self.lookups.holds(ino) && free_on_disk(ino)).collect()
     }
 
     /// Free blocks and free inodes: the sums of the group descriptors (the

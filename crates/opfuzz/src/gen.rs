@@ -97,6 +97,15 @@ pub const PROFILES: &[Profile] = &[
         stages: &[],
     },
     Profile {
+        name: "inodes",
+        what: "a volume of 128 inodes that stays out of inodes: every create, mkdir, symlink and fifo meets the last free number and the one just freed",
+        mkfs: &["-b", "4096", "-I", "256", "-N", "128"],
+        size: 64 << 20,
+        block: 4096,
+        batch: 600,
+        stages: &[],
+    },
+    Profile {
         name: "enospc",
         what: "a 24 MiB volume filled to ENOSPC and past it, then emptied a little and filled again",
         mkfs: &["-b", "1024", "-I", "256"],
@@ -597,6 +606,7 @@ impl Gen {
             "xattr" => [4, 2, 1, 3, 1, 1, 1, 1, 2, 2, 2, 1, 2, 30, 15, 2, 2, 2, 1],
             "inline" => [12, 6, 1, 20, 10, 6, 6, 3, 4, 2, 5, 2, 3, 6, 2, 1, 1, 1, 2],
             "enospc" => [8, 3, 1, 30, 10, 3, 5, 6, 2, 1, 8, 1, 3, 5, 1, 1, 1, 1, 1],
+            "inodes" => [20, 6, 3, 3, 1, 2, 1, 1, 8, 4, 14, 4, 4, 2, 1, 1, 1, 1, 1],
             _ => [10, 4, 1, 14, 5, 5, 5, 6, 6, 3, 6, 2, 3, 5, 2, 2, 2, 2, 2],
         }
     }

@@ -290,7 +290,8 @@ impl Volume {
     /// rename(2), with RENAME_NOREPLACE and RENAME_EXCHANGE.
     pub fn rename(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, exchange: bool) -> Result<()> {
         self.atomic(|ws| {
-            let replaced = self.rename_in(ws, parent, name, newparent, newname, noreplace, exchange)?;
+            let how = if exchange { RenameHow::Exchange } else { RenameHow::Move };
+            let replaced = self.rename_in(ws, parent, name, newparent, newname, noreplace, how)?;
             self.drop_replaced(ws, replaced)
         })
     }
@@ -304,7 +305,7 @@ impl Volume {
     /// Returns the inode whose name the rename took over, for
     /// [`Volume::drop_replaced`] to write or free.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn rename_in(&self, ws: &mut WriteState, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, exchange: bool) -> Result<Option<Inode>> {
+    pub(super) fn rename_in(&self, ws: &mut WriteState, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, how: RenameHow) -> Result<Option<Inode>> {
         if newname.len() > ondisk::dir::MAX_NAME_LEN {
             return Err(FsError::NameTooLong);
         }
@@ -333,7 +334,7 @@ impl Volume {
         if src.is_dir() && newparent != parent && self.is_ancestor(src_ino, newparent)? {
             return Err(FsError::InvalidMove);
         }
-        if exchange {
+        if how == RenameHow::Exchange {
             let (dst_ino, _) = dst.ok_or(FsError::NotFound)?;
             let mut other = self.inode(dst_ino)?;
             if other.is_dir() && newparent != parent && self.is_ancestor(dst_ino, parent)? {
@@ -372,6 +373,9 @@ impl Volume {
             match (src.is_dir(), victim.is_dir()) {
                 (true, false) => return Err(FsError::NotDir),
                 (false, true) => return Err(FsError::IsDir),
+                // The kernel's ext4 allocates the whiteout before it looks
+                // into the target directory: out of inodes wins.
+                (true, true) if how == RenameHow::Whiteout && !self.inode_available() => return Err(FsError::NoSpace),
                 (true, true) if !self.dir_is_empty(&victim)? => return Err(FsError::NotEmpty),
                 _ => {}
             }
@@ -409,7 +413,7 @@ impl Volume {
     #[allow(clippy::too_many_arguments)]
     pub fn rename_whiteout(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, uid: u32, gid: u32) -> Result<()> {
         self.atomic(|ws| {
-            let replaced = self.rename_in(ws, parent, name, newparent, newname, noreplace, false)?;
+            let replaced = self.rename_in(ws, parent, name, newparent, newname, noreplace, RenameHow::Whiteout)?;
             self.create_in(ws, parent, name, &CreateKind::Char(0), 0, 0, uid, gid)?;
             self.drop_replaced(ws, replaced)
         })
@@ -424,6 +428,16 @@ impl Volume {
         self.write_inode(ws, &src_dir)?;
         self.write_inode(ws, &dst_dir)
     }
+}
+
+/// What a rename leaves behind: nothing, the target's old inode at the
+/// source name (RENAME_EXCHANGE), or a whiteout (RENAME_WHITEOUT, added by
+/// the caller once the rename is done).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum RenameHow {
+    Move,
+    Exchange,
+    Whiteout,
 }
 
 #[cfg(test)]

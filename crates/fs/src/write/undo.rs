@@ -20,6 +20,13 @@ use crate::volume::Volume;
 use ondisk::group_desc::GroupDesc;
 use ondisk::superblock::Superblock;
 use crate::intmap::IntMap;
+use std::time::Duration;
+
+/// How long a create on a volume whose only free inodes the kernel still
+/// holds waits for their FORGET before it reports ENOSPC. A FORGET already
+/// queued arrives in microseconds; a number held longer (a process whose
+/// working directory was removed) costs each create this much while held.
+const FORGET_WAIT: Duration = Duration::from_millis(250);
 
 /// The state an operation found, for what it has changed so far.
 pub struct Undo {
@@ -109,11 +116,13 @@ impl Volume {
 
     /// Run one modifying operation under the write lock, all or nothing.
     /// A full disk with blocks freed by the running transaction is retried once
-    /// after committing it (those blocks may be reused only then).
+    /// after committing it (those blocks may be reused only then); one whose
+    /// only free inodes are still held by the kernel, once after their FORGET.
     pub(crate) fn atomic<T>(&self, mut op: impl FnMut(&mut WriteState) -> Result<T>) -> Result<T> {
         // (`writer` refuses if an operation panicked halfway before.)
         let mut ws = self.writer()?;
         let mut retried = false;
+        let mut waited_for_forget = false;
         loop {
             ws.undo = Some(Undo::begin(&mut ws));
             ws.sync_wanted = false;
@@ -144,6 +153,19 @@ impl Volume {
                 retried = true;
                 self.commit(&mut ws)?;
                 continue;
+            }
+            if matches!(err, FsError::NoSpace) && !waited_for_forget {
+                // Every free inode may be one the kernel is about to forget
+                // (`lookups.rs`): wait for that FORGET without the write
+                // lock, which the request threads may need to reach it.
+                let held = self.free_but_held();
+                if !held.is_empty() && self.free_counts().1 <= held.len() as u64 {
+                    waited_for_forget = true;
+                    drop(ws);
+                    self.lookups.wait_released(&held, FORGET_WAIT);
+                    ws = self.writer()?;
+                    continue;
+                }
             }
             return Err(self.fail_on_io(&mut ws, err));
         }
