@@ -108,7 +108,9 @@ pub fn fix_ext4(img: &mut [u8]) {
             tail: raw[ondisk::group_desc::GroupDescHiFields::FIELDS_END.min(dsize)..].into(),
         };
         if csum {
-            for (blk, kind) in [(gd.block_bitmap(), ondisk::bitmap::Kind::Block), (gd.inode_bitmap(), ondisk::bitmap::Kind::Inode)] {
+            for (blk, kind) in
+                [(gd.block_bitmap(), ondisk::bitmap::Kind::Block), (gd.inode_bitmap(), ondisk::bitmap::Kind::Inode)]
+            {
                 if let Some(bits) = block_mut(img, blk, bs) {
                     let bits = bits.to_vec();
                     ondisk::bitmap::set_checksum(&sb, &mut gd, &bits, kind);

@@ -104,7 +104,8 @@ pub fn superblock(data: &[u8]) {
     }
     let Ok(sb) = Superblock::parse(&raw) else { return };
     let _ = sb.check_supported();
-    let _ = (sb.feature_names(), sb.csum_seed(), sb.first_ino(), sb.inode_size(), sb.needs_recovery(), sb.has_journal());
+    let _ =
+        (sb.feature_names(), sb.csum_seed(), sb.first_ino(), sb.inode_size(), sb.needs_recovery(), sb.has_journal());
     let _ = (sb.blocks_count(), sb.r_blocks_count(), sb.free_blocks_count());
     let groups = sb.group_count();
     let per_block = u64::from(sb.block_size()) / sb.desc_size() as u64;
@@ -133,7 +134,11 @@ pub fn group_desc(data: &[u8]) {
     if ctl & KEEP == 0 {
         let gd = GroupDesc {
             lo: GroupDescFields::read_fields(&raw),
-            hi: if size >= GroupDescHiFields::FIELDS_END { GroupDescHiFields::read_fields(&raw) } else { Default::default() },
+            hi: if size >= GroupDescHiFields::FIELDS_END {
+                GroupDescHiFields::read_fields(&raw)
+            } else {
+                Default::default()
+            },
             tail: raw[GroupDescHiFields::FIELDS_END.min(size)..].into(),
         };
         raw = gd.to_bytes(&sb, group);
@@ -293,7 +298,8 @@ pub fn dir(data: &[u8]) {
         for e in &entries {
             dir::write_entry(&mut out, e.offset, e.inode, e.rec_len, e.file_type, e.name);
         }
-        let again: Vec<_> = DirIter::new(&out, bs, true, Location::Unknown).map(|e| e.expect("a written entry parses")).collect();
+        let again: Vec<_> =
+            DirIter::new(&out, bs, true, Location::Unknown).map(|e| e.expect("a written entry parses")).collect();
         assert_eq!(again, entries);
     }
     for e in &entries {
@@ -336,7 +342,8 @@ pub fn htree(data: &[u8]) {
     } else {
         let _ = htree::verify_tail(&buf, off, seed, Location::Unknown);
     }
-    let parsed = if root { DxNode::parse_root(&buf, Location::Unknown) } else { DxNode::parse_node(&buf, Location::Unknown) };
+    let parsed =
+        if root { DxNode::parse_root(&buf, Location::Unknown) } else { DxNode::parse_node(&buf, Location::Unknown) };
     if let Ok(node) = parsed {
         assert!(!node.entries.is_empty() && node.entries.len() <= usize::from(node.limit));
         for e in node.entries.iter().map(|e| e.hash).chain([0, 1, u32::MAX]) {
@@ -349,7 +356,11 @@ pub fn htree(data: &[u8]) {
         }
         let mut out = buf.clone();
         node.write_entries(&mut out);
-        let back = if root { DxNode::parse_root(&out, Location::Unknown) } else { DxNode::parse_node(&out, Location::Unknown) };
+        let back = if root {
+            DxNode::parse_root(&out, Location::Unknown)
+        } else {
+            DxNode::parse_node(&out, Location::Unknown)
+        };
         assert_eq!(back.expect("written entries parse"), node);
     }
     // Names: the rest split at zero bytes.
@@ -524,7 +535,8 @@ pub fn jbd2_superblock(data: &[u8]) {
     let Ok(sb) = Superblock::parse(&raw) else { return };
     let _ = sb.validate(u64::from(journal_blocks));
     let layout = sb.layout();
-    let _ = (layout.tag_bytes(), layout.tail_bytes(), layout.revoke_record_bytes(), sb.fast_commit_blocks(), sb.log_end());
+    let _ =
+        (layout.tag_bytes(), layout.tail_bytes(), layout.revoke_record_bytes(), sb.fast_commit_blocks(), sb.log_end());
     // Written over the bytes it was read from, it gives them back, padding included.
     let mut out = raw.clone();
     sb.write_to(&mut out).expect("a 1024-byte buffer takes a superblock");

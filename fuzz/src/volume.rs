@@ -67,13 +67,7 @@ const MAX_NAMES: usize = 4000;
 const READ_CAP: usize = 256 << 10;
 
 fn options(read_only: bool, lazy: bool) -> VolumeOptions {
-    VolumeOptions {
-        read_only,
-        lazy,
-        cache_bytes: 1 << 20,
-        data_writeback_bytes: 0,
-        ..Default::default()
-    }
+    VolumeOptions { read_only, lazy, cache_bytes: 1 << 20, data_writeback_bytes: 0, ..Default::default() }
 }
 
 /// Walk everything reachable from the root; returns the first directory
@@ -198,7 +192,14 @@ fn read_write(vol: &Volume, p: u8, dir: Option<(u32, Vec<u8>)>, file: Option<(u3
     if let Some((parent, name)) = dir {
         if let Ok(Some((ino, _))) = vol.inode(parent).and_then(|i| vol.lookup(&i, &name)) {
             for i in 0..3 + p {
-                let _ = vol.create(ino, format!("fz-{i}-{}", "n".repeat(i as usize * 13)).as_bytes(), CreateKind::File, 0o600, 0, 0);
+                let _ = vol.create(
+                    ino,
+                    format!("fz-{i}-{}", "n".repeat(i as usize * 13)).as_bytes(),
+                    CreateKind::File,
+                    0o600,
+                    0,
+                    0,
+                );
             }
             let _ = vol.create(ino, b"fz-subdir", CreateKind::Dir, 0o700, 0, 0);
             let _ = vol.rmdir(ino, b"fz-subdir");
@@ -236,7 +237,8 @@ impl journal::JournalReader for MemJournal {
     }
     fn read_block(&self, jblock: u64, buf: &mut [u8]) -> std::io::Result<()> {
         let bs = self.bs as usize;
-        let start = usize::try_from(jblock).ok().and_then(|j| j.checked_mul(bs)).filter(|&s| s + bs <= self.bytes.len());
+        let start =
+            usize::try_from(jblock).ok().and_then(|j| j.checked_mul(bs)).filter(|&s| s + bs <= self.bytes.len());
         let Some(start) = start else {
             return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "past the journal's end"));
         };

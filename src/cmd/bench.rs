@@ -26,10 +26,6 @@ pub fn run(args: &[String]) -> Result<()> {
         );
     }
     let me = std::env::current_exe().context("cannot find the ext4lazy executable")?;
-    let err = Command::new("python3")
-        .arg(entry.parent().unwrap_or(&dir))
-        .args(args)
-        .env("EXT4LAZY_BIN", &me)
-        .exec();
+    let err = Command::new("python3").arg(entry.parent().unwrap_or(&dir)).args(args).env("EXT4LAZY_BIN", &me).exec();
     Err(err).context("cannot run python3 (install Debian's python3)")
 }

@@ -24,11 +24,17 @@ pub fn run(image: &Path) -> Result<()> {
         bail!("{} is in use by an ext4lazy daemon", image.display());
     }
     let dev = FileDevice::open(&image, true).with_context(|| format!("{}", image.display()))?;
-    let vol = Volume::open(Arc::new(dev), VolumeOptions { read_only: false, lazy: false, cache_bytes: 64 << 20, ..Default::default() })
-        .with_context(|| format!("{}: recovering the journal", image.display()))?;
+    let vol = Volume::open(
+        Arc::new(dev),
+        VolumeOptions { read_only: false, lazy: false, cache_bytes: 64 << 20, ..Default::default() },
+    )
+    .with_context(|| format!("{}: recovering the journal", image.display()))?;
     // What the open's recovery scan found, before the shutdown empties the log.
     let (live, used) = vol.journal().map_or((0, 0), |j| (j.replayed_blocks, j.used_blocks));
     vol.shutdown().with_context(|| format!("{}: writing home and emptying the journal", image.display()))?;
-    println!("{}: {live} journalled blocks written home from {used} journal blocks in use; the journal is empty", image.display());
+    println!(
+        "{}: {live} journalled blocks written home from {used} journal blocks in use; the journal is empty",
+        image.display()
+    );
     Ok(())
 }

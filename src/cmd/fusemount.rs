@@ -23,7 +23,11 @@ pub struct KernelMount {
 
 /// Open /dev/fuse and mount it at `mnt`; returns the channel descriptor.
 pub fn mount(image: &Path, mnt: &Path, k: &KernelMount) -> Result<OwnedFd> {
-    let dev: File = OpenOptions::new().read(true).write(true).open("/dev/fuse").context("cannot open /dev/fuse (is FUSE available?)")?;
+    let dev: File = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .context("cannot open /dev/fuse (is FUSE available?)")?;
     let mut data = format!("fd={},rootmode=40000,user_id=0,group_id=0,default_permissions", dev.as_raw_fd());
     if k.allow_other {
         data.push_str(",allow_other");
@@ -34,7 +38,8 @@ pub fn mount(image: &Path, mnt: &Path, k: &KernelMount) -> Result<OwnedFd> {
         flags |= libc::MS_RDONLY;
     }
     let c = |s: &[u8]| CString::new(s).context("path contains a NUL byte");
-    let (source, target, ty, d) = (c(image.as_os_str().as_bytes())?, c(mnt.as_os_str().as_bytes())?, c(fstype.as_bytes())?, c(data.as_bytes())?);
+    let (source, target, ty, d) =
+        (c(image.as_os_str().as_bytes())?, c(mnt.as_os_str().as_bytes())?, c(fstype.as_bytes())?, c(data.as_bytes())?);
     // SAFETY: valid C strings; the descriptor stays open in `dev`.
     let r = unsafe { libc::mount(source.as_ptr(), target.as_ptr(), ty.as_ptr(), flags, d.as_ptr().cast()) };
     if r != 0 {

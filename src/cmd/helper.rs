@@ -12,7 +12,8 @@ pub enum Helper {
 }
 
 pub fn invoked_as() -> Option<Helper> {
-    let name = std::env::args_os().next().and_then(|a| Path::new(&a).file_name().map(|n| n.to_string_lossy().into_owned()))?;
+    let name =
+        std::env::args_os().next().and_then(|a| Path::new(&a).file_name().map(|n| n.to_string_lossy().into_owned()))?;
     match name.as_str() {
         "mount.fuse.ext4lazy" | "mount.ext4lazy" => Some(Helper::Mount),
         "umount.fuse.ext4lazy" | "umount.ext4lazy" => Some(Helper::Umount),

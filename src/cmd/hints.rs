@@ -232,7 +232,8 @@ impl HintListener {
                             Err(TrySendError::Full(_)) => vol.note_path_hint_dropped(),
                             Err(TrySendError::Disconnected(_)) => break,
                         },
-                        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                        }
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                         Err(e) => {
                             fuse::report(format_args!("path hints stop: {e}"));
@@ -283,7 +284,10 @@ mod tests {
 
     #[test]
     fn hints_become_components_below_the_mount() {
-        let c = |m: &str, h: &str| components(m.as_bytes(), h.as_bytes()).map(|v| v.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect::<Vec<_>>());
+        let c = |m: &str, h: &str| {
+            components(m.as_bytes(), h.as_bytes())
+                .map(|v| v.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect::<Vec<_>>())
+        };
         assert_eq!(c("/mnt/vol", "/mnt/vol/a/b"), Some(vec!["a".into(), "b".into()]));
         assert_eq!(c("/mnt/vol", "/mnt/vol"), Some(vec![]));
         assert_eq!(c("/mnt/vol", "/mnt/vol//a/./b/"), Some(vec!["a".into(), "b".into()]));

@@ -114,7 +114,10 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
                     fuse::report(format_args!("background commit/write-back failed: {e}"));
                 }
                 if let (false, Some(why)) = (reported, vol.failure()) {
-                    fuse::report(format_args!("{}: the volume is now read-only ({why}); the journal will be replayed at the next mount", image_name));
+                    fuse::report(format_args!(
+                        "{}: the volume is now read-only ({why}); the journal will be replayed at the next mount",
+                        image_name
+                    ));
                     reported = true;
                 }
             }
@@ -337,7 +340,9 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     let lock = File::open(&image).with_context(|| format!("cannot open {}", image.display()))?;
     lock_exclusive(&lock, &image)?;
     let (base, model): (Arc<dyn blockdev::BlockDevice>, _) = match &opts.device {
-        None => (Arc::new(FileDevice::open(&image, !opts.read_only).with_context(|| format!("{}", image.display()))?), None),
+        None => {
+            (Arc::new(FileDevice::open(&image, !opts.read_only).with_context(|| format!("{}", image.display()))?), None)
+        }
         Some(name) => {
             let m = diskmodel::open_model_device(name, &image, &opts.model)
                 .map_err(|e| anyhow::anyhow!("{}: disk model {name}: {e}", image.display()))?;
@@ -367,7 +372,8 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     // and save the revalidation LOOKUPs a short one costs.
     let ttl = Duration::from_secs(3600);
     let vol = Arc::new(vol);
-    let mut fs = fuse::Ext4Fuse::new(vol.clone(), fuse::CachePolicy { ttl, atime: opts.atime, kernel_opens: opts.kernel_opens });
+    let mut fs =
+        fuse::Ext4Fuse::new(vol.clone(), fuse::CachePolicy { ttl, atime: opts.atime, kernel_opens: opts.kernel_opens });
     if let Some(t) = &opts.inject_panic {
         fs = fs.with_panic_trigger(t.clone());
     }
@@ -380,7 +386,8 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     };
     let fd = super::fusemount::mount(&image, &mnt, &km)?;
     let uring = fusewire::UringConfig { enabled: opts.uring, priority: opts.uring_sched, ..Default::default() };
-    let config = fusewire::Config { threads: opts.threads, uring, counters: devices.fuse.clone(), ..Default::default() };
+    let config =
+        fusewire::Config { threads: opts.threads, uring, counters: devices.fuse.clone(), ..Default::default() };
     // The handshake (FUSE INIT) happens here: once it returns, the mount
     // serves requests. Without allow_other the kernel itself admits only the
     // mount's owner.

@@ -145,8 +145,10 @@ impl MountOptions {
                     o.stepahead.get_or_insert_with(Default::default).depth = number(value)?.clamp(1, 16);
                 }
                 "inject_panic" => {
-                    let spec = value.context("mount option inject_panic needs a value (inject_panic=OP, OP@INO or OP/NAME)")?;
-                    o.inject_panic = Some(spec.parse().map_err(|e| anyhow::anyhow!("mount option inject_panic={spec}: {e}"))?);
+                    let spec = value
+                        .context("mount option inject_panic needs a value (inject_panic=OP, OP@INO or OP/NAME)")?;
+                    o.inject_panic =
+                        Some(spec.parse().map_err(|e| anyhow::anyhow!("mount option inject_panic={spec}: {e}"))?);
                 }
                 "stats" => match value {
                     Some(p) if !p.is_empty() => o.stats = Some(p.into()),
@@ -158,8 +160,8 @@ impl MountOptions {
                     _ => bail!("mount option errors= takes remount-ro, continue or panic"),
                 },
                 // Options meant for mount(8), fstab or systemd, not for the file system.
-                "_netdev" | "nofail" | "auto" | "noauto" | "user" | "users" | "nouser" | "owner" | "group" | "defaults"
-                | "comment" | "loop" => {}
+                "_netdev" | "nofail" | "auto" | "noauto" | "user" | "users" | "nouser" | "owner" | "group"
+                | "defaults" | "comment" | "loop" => {}
                 k if k.starts_with("x-") => {}
                 k if value.is_none() && super::fusemount::flag_option(k).is_some() => {
                     match k {
@@ -284,8 +286,14 @@ mod tests {
     #[test]
     fn inject_panic_takes_a_trigger() {
         assert!(p("rw").unwrap().inject_panic.is_none());
-        assert_eq!(p("rw,inject_panic=WRITE@12").unwrap().inject_panic.map(|t| t.to_string()).as_deref(), Some("WRITE@12"));
-        assert_eq!(p("inject_panic=CREATE/boom").unwrap().inject_panic.map(|t| t.to_string()).as_deref(), Some("CREATE/boom"));
+        assert_eq!(
+            p("rw,inject_panic=WRITE@12").unwrap().inject_panic.map(|t| t.to_string()).as_deref(),
+            Some("WRITE@12")
+        );
+        assert_eq!(
+            p("inject_panic=CREATE/boom").unwrap().inject_panic.map(|t| t.to_string()).as_deref(),
+            Some("CREATE/boom")
+        );
         assert!(p("inject_panic=SCRIBBLE").unwrap_err().to_string().contains("unknown FUSE opcode"));
         assert!(p("inject_panic").is_err());
     }

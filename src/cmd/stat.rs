@@ -35,7 +35,11 @@ fn live(mountpoint: &Path, as_json: bool) -> Result<()> {
         }
         Err(e) => {
             return Err(e).with_context(|| {
-                format!("{} is not an ext4lazy mount point (no live figures at {})", mountpoint.display(), path.display())
+                format!(
+                    "{} is not an ext4lazy mount point (no live figures at {})",
+                    mountpoint.display(),
+                    path.display()
+                )
             })
         }
     };
@@ -93,12 +97,18 @@ fn print_human(v: &serde_json::Value) {
     let g = |k: &str| v[k].to_string().trim_matches('"').to_string();
     println!("UUID:            {}", g("uuid"));
     println!("Label:           {}", g("label"));
-    let feats: Vec<String> = v["features"].as_array().into_iter().flatten().filter_map(|f| f.as_str().map(String::from)).collect();
+    let feats: Vec<String> =
+        v["features"].as_array().into_iter().flatten().filter_map(|f| f.as_str().map(String::from)).collect();
     println!("Features:        {}", feats.join(" "));
     println!("Block size:      {}", g("block_size"));
     println!("Blocks:          {} ({} free, {} reserved)", g("blocks_count"), g("free_blocks"), g("reserved_blocks"));
     println!("Inodes:          {} ({} free, {} bytes each)", g("inodes_count"), g("free_inodes"), g("inode_size"));
-    println!("Groups:          {} ({} blocks, {} inodes per group)", g("groups"), g("blocks_per_group"), g("inodes_per_group"));
+    println!(
+        "Groups:          {} ({} blocks, {} inodes per group)",
+        g("groups"),
+        g("blocks_per_group"),
+        g("inodes_per_group")
+    );
     match v["journal"].as_object() {
         None => println!("Journal:         none"),
         Some(j) => println!(
@@ -124,7 +134,9 @@ fn print_human(v: &serde_json::Value) {
         );
     }
     if v["needs_recovery"].as_bool() == Some(true) {
-        println!("Recovery:        {} transactions, {} blocks replayed in memory (image not written)",
-            v["journal"]["replayed_transactions"], v["journal"]["replayed_blocks"]);
+        println!(
+            "Recovery:        {} transactions, {} blocks replayed in memory (image not written)",
+            v["journal"]["replayed_transactions"], v["journal"]["replayed_blocks"]
+        );
     }
 }

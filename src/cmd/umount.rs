@@ -32,7 +32,11 @@ pub fn detach(mnt: &Path) -> Result<()> {
 
 /// The source (image path) of the FUSE mount at `mnt`, if there is one.
 pub fn fuse_mount_source(mnt: &Path) -> Result<Option<PathBuf>> {
-    Ok(mounts()?.into_iter().rev().find(|m| m.target == mnt && m.fstype.starts_with("fuse")).map(|m| PathBuf::from(m.source)))
+    Ok(mounts()?
+        .into_iter()
+        .rev()
+        .find(|m| m.target == mnt && m.fstype.starts_with("fuse"))
+        .map(|m| PathBuf::from(m.source)))
 }
 
 /// One line of /proc/self/mountinfo.

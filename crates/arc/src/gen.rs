@@ -61,7 +61,11 @@ pub fn job_files(job: &Job, layout: Layout) -> Vec<(String, Vec<u8>)> {
     SUFFIXES
         .iter()
         .map(|sfx| {
-            let path = if *sfx == "status" { layout.status_path(job.state_dir, &job.id) } else { layout.file_path(&job.id, sfx) };
+            let path = if *sfx == "status" {
+                layout.status_path(job.state_dir, &job.id)
+            } else {
+                layout.file_path(&job.id, sfx)
+            };
             (path, job.file(sfx))
         })
         .collect()

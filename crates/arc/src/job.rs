@@ -15,8 +15,19 @@ use crate::rng::{Rng, BASE62, BASE64};
 use std::fmt::Write as _;
 
 /// The eleven suffixes of a job's files (thesis Listing 2.1), status included.
-pub const SUFFIXES: [&str; 11] =
-    ["description", "diag", "errors", "grami", "input", "input_status", "local", "output", "proxy", "statistics", "status"];
+pub const SUFFIXES: [&str; 11] = [
+    "description",
+    "diag",
+    "errors",
+    "grami",
+    "input",
+    "input_status",
+    "local",
+    "output",
+    "proxy",
+    "statistics",
+    "status",
+];
 
 /// The states a job is found in, with the state directory ARC 6+ keeps its status in, and how
 /// many of 100 jobs are in it.
@@ -125,7 +136,9 @@ impl Job {
             count: if r.below(4) == 0 { r.range(2, 16) as i64 } else { 1 },
             walltime: r.range(1, 48) as i64 * 3600,
             cputime: r.range(1, 48) as i64 * 3600,
-            rtes: (0..r.range(1, 3)).map(|i| RTES[(i as usize + r.below(4) as usize) % RTES.len()].to_string()).collect(),
+            rtes: (0..r.range(1, 3))
+                .map(|i| RTES[(i as usize + r.below(4) as usize) % RTES.len()].to_string())
+                .collect(),
             adl: r.below(10) < 3,
             interface: if r.below(2) == 0 { "org.nordugrid.gridftpjob" } else { "org.ogf.glue.emies.activitycreation" },
             node: format!("wn{:04}.cluster.example.org", r.below(2000)),
@@ -281,14 +294,23 @@ impl Job {
             let _ = writeln!(s, "( jobname = \"arctest-{}-{:06}\" )", f.vo, self.index);
             let _ = writeln!(s, "( stdout = \"stdout\" )( stderr = \"stderr\" )( gmlog = \"gmlog\" )");
             let _ = writeln!(s, "( queue = \"{}\" )( count = \"{}\" )", f.queue, f.count);
-            let _ = writeln!(s, "( cputime = \"{}\" )( walltime = \"{}\" )( memory = \"2000\" )", f.cputime / 60, f.walltime / 60);
+            let _ = writeln!(
+                s,
+                "( cputime = \"{}\" )( walltime = \"{}\" )( memory = \"2000\" )",
+                f.cputime / 60,
+                f.walltime / 60
+            );
             for rte in &f.rtes {
                 let _ = writeln!(s, "( runtimeenvironment = \"{rte}\" )");
             }
             let _ = writeln!(s, "( inputfiles = ( \"run.sh\" \"\" ) ( \"input.tar.gz\" \"gsiftp://se01.example.org:2811/data/{}/{}/input.tar.gz\" ) )", f.vo, self.id);
             let _ = writeln!(s, "( outputfiles = ( \"output.tar.gz\" \"srm://srm.example.org:8443/srm/managerv2?SFN=/pnfs/example.org/data/{}/{}/output.tar.gz\" ) )", f.vo, self.id);
             let _ = writeln!(s, "( environment = ( \"ATLAS_SITE_NAME\" \"EXAMPLE-T2\" ) ( \"FRONTIER_SERVER\" \"(serverurl=http://frontier.example.org:8000/atlr)\" ) )");
-            let _ = writeln!(s, "( action = \"request\" )( clientxrsl = \"&(executable=run.sh)(jobname=arctest-{:06})\" )", self.index);
+            let _ = writeln!(
+                s,
+                "( action = \"request\" )( clientxrsl = \"&(executable=run.sh)(jobname=arctest-{:06})\" )",
+                self.index
+            );
         }
         // Pad to the thesis's 2.3 KB with the comments a submitting tool leaves.
         while s.len() < 2250 {
@@ -379,7 +401,10 @@ impl Job {
             localid: f.localid.clone(),
             interface: f.interface.to_string(),
             // Lines with a value (`^(\w+)=(.+)$`); `voms`/`activityid` lines count too.
-            local_keys: String::from_utf8_lossy(&self.local(&f)).lines().filter(|l| l.split_once('=').is_some_and(|(_, v)| !v.is_empty())).count() as u32,
+            local_keys: String::from_utf8_lossy(&self.local(&f))
+                .lines()
+                .filter(|l| l.split_once('=').is_some_and(|(_, v)| !v.is_empty()))
+                .count() as u32,
             count: f.count,
             reqwalltime: f.walltime,
             reqcputime: f.cputime,

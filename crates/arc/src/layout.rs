@@ -101,7 +101,10 @@ impl fmt::Display for Layout {
 impl FromStr for Layout {
     type Err = String;
     fn from_str(s: &str) -> Result<Layout, String> {
-        Layout::ALL.into_iter().find(|l| l.name() == s).ok_or_else(|| format!("unknown layout {s:?} (flat, arc6, arc7)"))
+        Layout::ALL
+            .into_iter()
+            .find(|l| l.name() == s)
+            .ok_or_else(|| format!("unknown layout {s:?} (flat, arc6, arc7)"))
     }
 }
 

@@ -92,7 +92,8 @@ fn main() -> Result<()> {
             }
             let mut rec = match (sqlite, dir) {
                 (Some(db), _) => {
-                    let store = dbfs::store::Store::open(&db, &Default::default()).with_context(|| format!("{}", db.display()))?;
+                    let store = dbfs::store::Store::open(&db, &Default::default())
+                        .with_context(|| format!("{}", db.display()))?;
                     let mut cd = arc_cd::sqlite::SqliteDir::new(store, &base);
                     let r = arc_cd::scan::scan(&mut cd, layout)?;
                     let mut j = r.to_json();
@@ -101,7 +102,8 @@ fn main() -> Result<()> {
                 }
                 (None, Some(dir)) => {
                     let mut cd = arc_cd::scan::PosixDir::new(&dir);
-                    let r = arc_cd::scan::scan(&mut cd, layout).with_context(|| format!("scanning {}", dir.display()))?;
+                    let r =
+                        arc_cd::scan::scan(&mut cd, layout).with_context(|| format!("scanning {}", dir.display()))?;
                     r.to_json()
                 }
                 (None, None) => anyhow::bail!("scan needs a DIR or --sqlite DB"),

@@ -58,9 +58,24 @@ mod tests {
 
     #[test]
     fn streams_are_stable_and_distinct() {
-        let a: Vec<u64> = (0..3).map({ let mut r = Rng::new(1, 7); move |_| r.next_u64() }).collect();
-        let b: Vec<u64> = (0..3).map({ let mut r = Rng::new(1, 7); move |_| r.next_u64() }).collect();
-        let c: Vec<u64> = (0..3).map({ let mut r = Rng::new(1, 8); move |_| r.next_u64() }).collect();
+        let a: Vec<u64> = (0..3)
+            .map({
+                let mut r = Rng::new(1, 7);
+                move |_| r.next_u64()
+            })
+            .collect();
+        let b: Vec<u64> = (0..3)
+            .map({
+                let mut r = Rng::new(1, 7);
+                move |_| r.next_u64()
+            })
+            .collect();
+        let c: Vec<u64> = (0..3)
+            .map({
+                let mut r = Rng::new(1, 8);
+                move |_| r.next_u64()
+            })
+            .collect();
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);

@@ -178,7 +178,8 @@ impl Scanner<'_> {
                 self.report.bytes_read += b.len() as u64;
                 if s.status == "FINISHED" {
                     let text = String::from_utf8_lossy(&b);
-                    s.status = if text.contains("User requested to cancel the job") { "KILLED" } else { "FAILED" }.into();
+                    s.status =
+                        if text.contains("User requested to cancel the job") { "KILLED" } else { "FAILED" }.into();
                 }
             }
         }
@@ -191,7 +192,9 @@ impl Scanner<'_> {
                     continue;
                 }
                 if let Some(q) = value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')) {
-                    let strip = |v: &str| v.strip_prefix(sessiondir.as_str()).map(|r| r.trim_start_matches('/')).unwrap_or(v).to_string();
+                    let strip = |v: &str| {
+                        v.strip_prefix(sessiondir.as_str()).map(|r| r.trim_start_matches('/')).unwrap_or(v).to_string()
+                    };
                     match param {
                         "stdout" => s.stdout = strip(q),
                         p if p.starts_with("runtime_") => s.runtimes.push(q.to_string()),

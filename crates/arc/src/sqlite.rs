@@ -64,7 +64,8 @@ impl ControlDir for SqliteDir {
         let mut names = Vec::new();
         let mut after: Option<Vec<u8>> = None;
         loop {
-            let page = self.store.list(ino, after.as_deref(), 4096).map_err(|e| std::io::Error::other(e.to_string()))?;
+            let page =
+                self.store.list(ino, after.as_deref(), 4096).map_err(|e| std::io::Error::other(e.to_string()))?;
             let Some(last) = page.last() else { break };
             after = Some(last.name.clone());
             names.extend(page.into_iter().map(|e| String::from_utf8_lossy(&e.name).into_owned()));

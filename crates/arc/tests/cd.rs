@@ -48,7 +48,9 @@ fn layouts_hold_eleven_files_per_job_where_arc_keeps_them() {
                 assert_eq!(files.iter().filter(|f| !f.0.contains('/')).count() as u64, jobs * 10);
             }
             Layout::Arc7 => {
-                assert!(status.iter().all(|f| STATE_DIRS.iter().any(|d| f.0.starts_with(&format!("{d}/"))) && !f.0.contains("job.")));
+                assert!(status
+                    .iter()
+                    .all(|f| STATE_DIRS.iter().any(|d| f.0.starts_with(&format!("{d}/"))) && !f.0.contains("job.")));
                 let under_jobs = files.iter().filter(|f| f.0.starts_with("jobs/")).count() as u64;
                 assert_eq!(under_jobs, jobs * 10);
                 // jobs/abc/def/ghi/jkl/local: four ID levels below jobs/.
@@ -75,7 +77,11 @@ fn a_smaller_directory_is_a_subset_of_a_larger_one() {
         let s = files_under(&small);
         assert_eq!(s.len(), 440);
         for (rel, _) in &s {
-            assert_eq!(std::fs::read(small.join(rel)).unwrap(), std::fs::read(large.join(rel)).unwrap(), "{layout}: {rel}");
+            assert_eq!(
+                std::fs::read(small.join(rel)).unwrap(),
+                std::fs::read(large.join(rel)).unwrap(),
+                "{layout}: {rel}"
+            );
         }
     }
 }
@@ -110,7 +116,11 @@ fn failed_files_turn_finished_jobs_into_failed_ones() {
     let root = tmp.path().join("cd");
     generate(&root, Layout::Flat, 60, SEED, 1, false).unwrap();
     let j = (0..60).map(|i| Job::new(SEED, i, Layout::Flat)).find(|j| j.state == "FINISHED").unwrap();
-    std::fs::write(root.join(Layout::Flat.file_path(&j.id, "failed")), "Job failed: User requested to cancel the job\n").unwrap();
+    std::fs::write(
+        root.join(Layout::Flat.file_path(&j.id, "failed")),
+        "Job failed: User requested to cancel the job\n",
+    )
+    .unwrap();
     let r = scan(&mut PosixDir::new(&root), Layout::Flat).unwrap();
     assert_eq!(r.states.get("KILLED"), Some(&1));
 }

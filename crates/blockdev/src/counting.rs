@@ -65,7 +65,8 @@ impl CountingDevice {
         let mut out = IoCounts { flushes: self.flushes.load(Ordering::Relaxed), ..Default::default() };
         for (o, c) in out.by_class.iter_mut().zip(self.counters.iter()) {
             for (od, cd) in o.iter_mut().zip(c.iter()) {
-                *od = IoCount { requests: cd.requests.load(Ordering::Relaxed), bytes: cd.bytes.load(Ordering::Relaxed) };
+                *od =
+                    IoCount { requests: cd.requests.load(Ordering::Relaxed), bytes: cd.bytes.load(Ordering::Relaxed) };
             }
         }
         out

@@ -29,7 +29,12 @@ pub struct FaultDevice<D> {
 
 impl<D: BlockDevice> FaultDevice<D> {
     pub fn new(inner: D) -> Self {
-        FaultDevice { inner, events: Mutex::new(Vec::new()), read_bytes: Default::default(), budget: AtomicU64::new(u64::MAX) }
+        FaultDevice {
+            inner,
+            events: Mutex::new(Vec::new()),
+            read_bytes: Default::default(),
+            budget: AtomicU64::new(u64::MAX),
+        }
     }
 
     /// Bytes read so far in requests of `class`.

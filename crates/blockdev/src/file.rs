@@ -23,9 +23,11 @@ impl FileDevice {
     /// Open `path` read-only or read-write. The size is the file's length, or
     /// for a block device node, its capacity (found by seeking to the end).
     pub fn open(path: &Path, writable: bool) -> io::Result<Self> {
-        let file = OpenOptions::new().read(true).write(writable).open(path).map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))
-        })?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display())))?;
         let size = device_size(&file)?;
         Ok(FileDevice { file, path: path.to_path_buf(), size, writable })
     }
@@ -84,7 +86,14 @@ impl BlockDevice for FileDevice {
             let n = rest.len().min(IOV_MAX);
             // SAFETY: IoSlice is ABI-compatible with iovec (std guarantees it);
             // the n slices are valid for the whole call.
-            let r = unsafe { libc::pwritev(self.file.as_raw_fd(), rest.as_ptr().cast::<libc::iovec>(), n as libc::c_int, offset as libc::off_t) };
+            let r = unsafe {
+                libc::pwritev(
+                    self.file.as_raw_fd(),
+                    rest.as_ptr().cast::<libc::iovec>(),
+                    n as libc::c_int,
+                    offset as libc::off_t,
+                )
+            };
             if r < 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -106,7 +115,14 @@ impl BlockDevice for FileDevice {
         if self.writable {
             // SAFETY: a plain syscall on our own descriptor. Only a hint: its
             // failure (EINVAL on odd files, say) changes nothing but timing.
-            unsafe { libc::sync_file_range(self.file.as_raw_fd(), offset as libc::off64_t, len as libc::off64_t, libc::SYNC_FILE_RANGE_WRITE) };
+            unsafe {
+                libc::sync_file_range(
+                    self.file.as_raw_fd(),
+                    offset as libc::off64_t,
+                    len as libc::off64_t,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                )
+            };
         }
     }
 

@@ -123,7 +123,13 @@ impl<D: BlockDevice + 'static> DataWriteback<D> {
         let len: usize = pieces.iter().map(|p| p.len()).sum();
         crate::check_request(self.size(), self.sector_size(), offset, len)?;
         let s = &self.shared;
-        let through = || if let [one] = pieces { s.inner.write_at(offset, one, class) } else { s.inner.write_gathered_at(offset, pieces, class) };
+        let through = || {
+            if let [one] = pieces {
+                s.inner.write_at(offset, one, class)
+            } else {
+                s.inner.write_gathered_at(offset, pieces, class)
+            }
+        };
         let mut g = s.lock();
         if s.buffers(offset, len, class) && pieces.iter().all(|p| p.len() as u64 % s.unit == 0) {
             let blocks = pieces.iter().flat_map(|p| p.chunks_exact(s.unit as usize));
@@ -286,7 +292,11 @@ impl<D: BlockDevice> Shared<D> {
     /// Read with `read` from the device without the lock (reads stay
     /// concurrent), then lay the waiting blocks over what came back; if
     /// blocks left memory meanwhile, read the device again.
-    fn read_consistent(&self, requests: &mut [ReadRequest<'_>], read: impl Fn(&mut [ReadRequest<'_>]) -> io::Result<()>) -> io::Result<()> {
+    fn read_consistent(
+        &self,
+        requests: &mut [ReadRequest<'_>],
+        read: impl Fn(&mut [ReadRequest<'_>]) -> io::Result<()>,
+    ) -> io::Result<()> {
         // Reads that waiting blocks cover whole need no device (a partial
         // write's read-modify-write of the block it wrote a moment ago).
         {
@@ -335,7 +345,8 @@ impl<D: BlockDevice> Shared<D> {
             for (&blk, data) in blocks.range(offset / self.unit..end.div_ceil(self.unit)) {
                 let (b_lo, b_hi) = (blk * self.unit, (blk + 1) * self.unit);
                 let (lo, hi) = (b_lo.max(offset), b_hi.min(end));
-                buf[(lo - offset) as usize..(hi - offset) as usize].copy_from_slice(&data[(lo - b_lo) as usize..(hi - b_lo) as usize]);
+                buf[(lo - offset) as usize..(hi - offset) as usize]
+                    .copy_from_slice(&data[(lo - b_lo) as usize..(hi - b_lo) as usize]);
             }
         }
     }
@@ -374,7 +385,9 @@ impl<D: BlockDevice + 'static> BlockDevice for DataWriteback<D> {
 
     fn read_at(&self, offset: u64, buf: &mut [u8], class: IoClass) -> io::Result<()> {
         let s = &self.shared;
-        s.read_consistent(&mut [ReadRequest { offset, buf, class }], |r| s.inner.read_at(r[0].offset, r[0].buf, r[0].class))
+        s.read_consistent(&mut [ReadRequest { offset, buf, class }], |r| {
+            s.inner.read_at(r[0].offset, r[0].buf, r[0].class)
+        })
     }
 
     fn read_batch(&self, requests: &mut [ReadRequest<'_>]) -> io::Result<()> {
@@ -537,7 +550,11 @@ mod tests {
         for b in 0..65u64 {
             wb.write_at(b * 2 * BS as u64, &block(b as u8), IoClass::Data).unwrap();
         }
-        assert_eq!(below.counts().get(IoClass::Data, true).requests, 65, "65 scattered blocks exceed the 64-block limit");
+        assert_eq!(
+            below.counts().get(IoClass::Data, true).requests,
+            65,
+            "65 scattered blocks exceed the 64-block limit"
+        );
         assert_eq!(below.counts().flushes, 0);
         assert_eq!(wb.blocks_waiting(), 0);
     }
@@ -588,7 +605,11 @@ mod tests {
         // through as metadata, written out by flushes and by the limit, or by
         // the flusher); readers must see each block's value never decrease.
         let (_below, wb) = stack(64);
-        let wb = Arc::new(if background { DataWriteback::with_flusher(wb, BS as u32, 4 * BS) } else { DataWriteback::new(wb, BS as u32, 4 * BS) });
+        let wb = Arc::new(if background {
+            DataWriteback::with_flusher(wb, BS as u32, 4 * BS)
+        } else {
+            DataWriteback::new(wb, BS as u32, 4 * BS)
+        });
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let readers: Vec<_> = (0..2)
             .map(|_| {
@@ -650,7 +671,14 @@ mod tests {
 
     impl Probe {
         fn new(inner: Arc<dyn BlockDevice>, open: bool) -> Arc<Probe> {
-            Arc::new(Probe { inner, hints: Mutex::new(Vec::new()), open: Mutex::new(open), opened: Default::default(), arrived: AtomicU64::new(0), panics: Default::default() })
+            Arc::new(Probe {
+                inner,
+                hints: Mutex::new(Vec::new()),
+                open: Mutex::new(open),
+                opened: Default::default(),
+                arrived: AtomicU64::new(0),
+                panics: Default::default(),
+            })
         }
 
         fn open_gate(&self) {
@@ -696,13 +724,21 @@ mod tests {
         wb.write_at(50 * BS as u64, &block(5), IoClass::Data).unwrap();
         eventually("the flusher's write-out", || wb.blocks_waiting() == 0);
         let c = counted.counts();
-        assert_eq!((c.get(IoClass::Data, true).requests, c.get(IoClass::Data, true).bytes), (4, 5 * BS as u64), "sorted, 10-11 merged");
+        assert_eq!(
+            (c.get(IoClass::Data, true).requests, c.get(IoClass::Data, true).bytes),
+            (4, 5 * BS as u64),
+            "sorted, 10-11 merged"
+        );
         assert_eq!(c.flushes, 0, "write-out is not a flush");
         let mut got = block(0);
         counted.read_at(11 * BS as u64, &mut got, IoClass::Data).unwrap();
         assert_eq!(got[0], 2);
         eventually("the hint", || !hinted.hints.lock().unwrap().is_empty());
-        assert_eq!(*hinted.hints.lock().unwrap(), vec![(10 * BS as u64, 41 * BS as u64)], "the batch's span, blocks 10-50, may go to the medium");
+        assert_eq!(
+            *hinted.hints.lock().unwrap(),
+            vec![(10 * BS as u64, 41 * BS as u64)],
+            "the batch's span, blocks 10-50, may go to the medium"
+        );
     }
 
     #[test]
@@ -769,7 +805,8 @@ mod tests {
             let wb = wb.clone();
             std::thread::spawn(move || tx.send(wb.flush().is_ok()).unwrap())
         };
-        let flushed = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("flush must not wait forever on a dead batch");
+        let flushed =
+            rx.recv_timeout(std::time::Duration::from_secs(10)).expect("flush must not wait forever on a dead batch");
         assert!(flushed, "the blocks waited again and the flush wrote them");
         flusher.join().unwrap();
         assert_eq!(wb.blocks_waiting(), 0);

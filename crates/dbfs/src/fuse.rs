@@ -11,9 +11,9 @@
 
 use crate::store::{Attr, DirEntry, SetAttr, Store, StoreError, ROOT, S_IFDIR, S_IFLNK, S_IFMT};
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig, OpenFlags, RenameFlags, ReplyAttr,
-    ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
-    WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig, OpenFlags, RenameFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    Request, TimeOrNow, WriteFlags,
 };
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsStr;
@@ -260,7 +260,14 @@ impl DbFs {
         Ok((mode, req.uid(), gid))
     }
 
-    fn make(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, target: Option<&[u8]>) -> Result<Attr, Errno> {
+    fn make(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        target: Option<&[u8]>,
+    ) -> Result<Attr, Errno> {
         self.shared.with("create", |s| {
             let (mode, uid, gid) = self.new_owner(s, req, ino_of(parent), mode)?;
             s.create(ino_of(parent), name.as_bytes(), mode, uid, gid, target)
@@ -342,7 +349,16 @@ impl fuser::Filesystem for DbFs {
         }
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _rdev: u32, reply: ReplyEntry) {
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
         let m = mode & !umask & (S_IFMT | 0o7777);
         let m = if m & S_IFMT == 0 { m | libc::S_IFREG } else { m };
         self.entry(self.make(req, parent, name, m, None), reply)
@@ -387,7 +403,9 @@ impl fuser::Filesystem for DbFs {
         let noreplace = flags.contains(RenameFlags::RENAME_NOREPLACE);
         let shared = &self.shared;
         let r = shared.with("rename", |s| {
-            s.rename(ino_of(parent), name.as_bytes(), ino_of(newparent), newname.as_bytes(), noreplace, |i| shared.is_open(i))
+            s.rename(ino_of(parent), name.as_bytes(), ino_of(newparent), newname.as_bytes(), noreplace, |i| {
+                shared.is_open(i)
+            })
         });
         Self::empty(r, reply)
     }
@@ -508,7 +526,9 @@ impl fuser::Filesystem for DbFs {
         let (mut after, mut pending) = {
             let mut dirs = self.shared.dirs.lock().unwrap_or_else(|e| e.into_inner());
             match dirs.get_mut(&fh.0) {
-                Some(c) if c.next_offset == offset && offset > 2 => (Some(std::mem::take(&mut c.last_name)), std::mem::take(&mut c.pending)),
+                Some(c) if c.next_offset == offset && offset > 2 => {
+                    (Some(std::mem::take(&mut c.last_name)), std::mem::take(&mut c.pending))
+                }
                 _ => (None, VecDeque::new()),
             }
         };
@@ -570,7 +590,16 @@ impl fuser::Filesystem for DbFs {
         reply.statfs(used.bytes / 4096 + free, free, avail, files, files.saturating_sub(used.inodes), 4096, 255, 4096)
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
         let m = libc::S_IFREG | (mode & !umask & 0o7777);
         match self.make(req, parent, name, m, None) {
             Ok(a) => {

@@ -52,7 +52,9 @@ impl MountOpts {
         for opt in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
             let (k, v) = opt.split_once('=').map_or((opt, None), |(k, v)| (k, Some(v)));
             let num = |v: Option<&str>| -> Result<u64> {
-                v.with_context(|| format!("option {k} needs a value"))?.parse().with_context(|| format!("option {opt}: not a number"))
+                v.with_context(|| format!("option {k} needs a value"))?
+                    .parse()
+                    .with_context(|| format!("option {opt}: not a number"))
             };
             match k {
                 "foreground" => o.foreground = true,
@@ -158,7 +160,8 @@ fn serve(opts: &MountOpts, db: &Path, mnt: &Path, mut ready: Option<File>) -> Re
         config.acl = if opts.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
         config.n_threads = Some(opts.threads);
         config.clone_fd = true;
-        let session = fuser::Session::new(fs, &mnt, &config).with_context(|| format!("mounting on {}", mnt.display()))?;
+        let session =
+            fuser::Session::new(fs, &mnt, &config).with_context(|| format!("mounting on {}", mnt.display()))?;
         Ok((session, shared, lock))
     })();
     let (session, shared, lock) = match prepared {
@@ -179,7 +182,8 @@ fn serve(opts: &MountOpts, db: &Path, mnt: &Path, mut ready: Option<File>) -> Re
     let ticker = {
         let shared = shared.clone();
         std::thread::spawn(move || {
-            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop_rx.recv_timeout(Duration::from_millis(100)) {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop_rx.recv_timeout(Duration::from_millis(100))
+            {
                 shared.tick();
             }
         })

@@ -223,8 +223,17 @@ impl Store {
             params![ROOT as i64, S_IFDIR | 0o755, now],
         )
         .ctx("creating the root")?;
-        let max: i64 = conn.query_row("SELECT max(ino) FROM entries", [], |r| r.get(0)).ctx("reading the highest inode")?;
-        let mut s = Store { conn, orphans: Default::default(), next_ino: max as u64 + 1, in_tx: false, tx_ops: 0, tx_started: Instant::now(), commits: 0 };
+        let max: i64 =
+            conn.query_row("SELECT max(ino) FROM entries", [], |r| r.get(0)).ctx("reading the highest inode")?;
+        let mut s = Store {
+            conn,
+            orphans: Default::default(),
+            next_ino: max as u64 + 1,
+            in_tx: false,
+            tx_ops: 0,
+            tx_started: Instant::now(),
+            commits: 0,
+        };
         s.drop_orphans()?;
         Ok(s)
     }
@@ -353,7 +362,9 @@ impl Store {
     pub fn list(&self, dir: u64, after: Option<&[u8]>, limit: usize) -> Result<Vec<DirEntry>> {
         let mut st = self
             .conn
-            .prepare_cached("SELECT name, ino, mode FROM entries WHERE parent = ?1 AND name > ?2 ORDER BY name LIMIT ?3")
+            .prepare_cached(
+                "SELECT name, ino, mode FROM entries WHERE parent = ?1 AND name > ?2 ORDER BY name LIMIT ?3",
+            )
             .ctx("preparing a listing")?;
         let rows = st
             .query_map(params![dir as i64, after.unwrap_or(b""), limit as i64], |r| {
@@ -433,8 +444,10 @@ impl Store {
     }
 
     fn exists(&self, parent: u64, name: &[u8]) -> Result<bool> {
-        let mut st =
-            self.conn.prepare_cached("SELECT 1 FROM entries WHERE parent = ?1 AND name = ?2").ctx("preparing exists")?;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT 1 FROM entries WHERE parent = ?1 AND name = ?2")
+            .ctx("preparing exists")?;
         st.exists(params![parent as i64, name]).ctx("checking a name")
     }
 
@@ -449,7 +462,15 @@ impl Store {
     }
 
     /// Make a file, directory or symlink `name` in `parent`.
-    pub fn create(&mut self, parent: u64, name: &[u8], mode: u32, uid: u32, gid: u32, target: Option<&[u8]>) -> Result<Attr> {
+    pub fn create(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        target: Option<&[u8]>,
+    ) -> Result<Attr> {
         Self::check_name(name)?;
         self.change(|s| {
             s.dir_attr(parent)?;
@@ -646,7 +667,15 @@ impl Store {
     }
 
     /// rename(2), with RENAME_NOREPLACE; an existing target is replaced as POSIX says.
-    pub fn rename(&mut self, parent: u64, name: &[u8], newparent: u64, newname: &[u8], noreplace: bool, is_open: impl Fn(u64) -> bool) -> Result<()> {
+    pub fn rename(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        noreplace: bool,
+        is_open: impl Fn(u64) -> bool,
+    ) -> Result<()> {
         Self::check_name(newname)?;
         self.change(|s| {
             let src = s.lookup(parent, name)?;

@@ -174,14 +174,7 @@ pub fn run(cmd: EmuCommand) -> Result<()> {
     match cmd {
         EmuCommand::Randwrite(a) => random(a, Op::Write),
         EmuCommand::Randread(a) => random(a, Op::Read),
-        EmuCommand::Seqbw {
-            model,
-            op,
-            bytes,
-            req,
-            params,
-            json,
-        } => {
+        EmuCommand::Seqbw { model, op, bytes, req, params, json } => {
             let op = match op.as_str() {
                 "read" => Op::Read,
                 "write" => Op::Write,
@@ -200,12 +193,7 @@ pub fn run(cmd: EmuCommand) -> Result<()> {
             }
             Ok(())
         }
-        EmuCommand::StreamTest {
-            model,
-            req,
-            params,
-            json,
-        } => {
+        EmuCommand::StreamTest { model, req, params, json } => {
             if req == 0 || req % 4096 != 0 {
                 bail!("--req must be a non-zero multiple of 4096");
             }
@@ -243,17 +231,7 @@ pub fn run(cmd: EmuCommand) -> Result<()> {
             dir,
         } => {
             if foreground {
-                serve_here(
-                    &model,
-                    size,
-                    &backing,
-                    speed,
-                    params,
-                    trace,
-                    bucket,
-                    !no_meta_flags,
-                    &dir,
-                )
+                serve_here(&model, size, &backing, speed, params, trace, bucket, !no_meta_flags, &dir)
             } else {
                 serve_background(log.as_deref(), &dir)
             }
@@ -261,22 +239,13 @@ pub fn run(cmd: EmuCommand) -> Result<()> {
         EmuCommand::WaitIdle { dir, timeout } => wait_idle(&dir, timeout),
         EmuCommand::Report { json, dir } => report(&dir, json),
         EmuCommand::Layout { image } => layout_json(&image),
-        EmuCommand::Params {
-            model,
-            params,
-            markdown,
-        } => {
+        EmuCommand::Params { model, params, markdown } => {
             let infos = describe_model(&model, &params)?;
             if markdown {
                 println!("| parameter | {model} | source |");
                 println!("|---|---|---|");
                 for i in infos {
-                    println!(
-                        "| `{}` | {} | {} |",
-                        i.name,
-                        i.value,
-                        i.doc.replace('|', "\\|")
-                    );
+                    println!("| `{}` | {} | {} |", i.name, i.value, i.doc.replace('|', "\\|"));
                 }
             } else {
                 for i in infos {
@@ -305,18 +274,12 @@ fn random(a: RandArgs, op: Op) -> Result<()> {
         qd: a.qd.max(1),
         seed: a.seed,
         span: a.span,
-        opts: ModelOptions {
-            speed: a.speed,
-            params: a.params.clone(),
-            bucket_s: a.bucket,
-            ..ModelOptions::default()
-        },
+        opts: ModelOptions { speed: a.speed, params: a.params.clone(), bucket_s: a.bucket, ..ModelOptions::default() },
     };
     let r = workload::random_io(&o)?;
     let text = serde_json::to_string(&r)?;
     if let Some(p) = &a.out {
-        std::fs::write(p, format!("{text}\n"))
-            .with_context(|| format!("cannot write {}", p.display()))?;
+        std::fs::write(p, format!("{text}\n")).with_context(|| format!("cannot write {}", p.display()))?;
     }
     if a.json {
         println!("{text}");
@@ -355,14 +318,8 @@ fn serve_here(
         if !dir.is_dir() {
             bail!("{} is not a directory", dir.display());
         }
-        let opts = ModelOptions {
-            speed: Some(speed),
-            params,
-            trace,
-            bucket_s: bucket,
-            size,
-            ..ModelOptions::default()
-        };
+        let opts =
+            ModelOptions { speed: Some(speed), params, trace, bucket_s: bucket, size, ..ModelOptions::default() };
         let dev = open_model_device(model, backing, &opts)?;
         crate::serve::serve_foreground(dev, dir, meta_flags, || {
             println!("{READY}");
@@ -409,19 +366,13 @@ fn serve_background(log: Option<&Path>, dir: &Path) -> Result<()> {
         .process_group(0)
         .spawn()
         .context("cannot start the image server")?;
-    let out = child
-        .stdout
-        .take()
-        .ok_or_else(|| anyhow!("no pipe to the image server"))?;
+    let out = child.stdout.take().ok_or_else(|| anyhow!("no pipe to the image server"))?;
     let mut last = String::new();
     for line in BufReader::new(out).lines() {
         let line = line.unwrap_or_default();
         if line == READY {
             if !dir.join("disk.img").exists() {
-                bail!(
-                    "the image server said ready but {} is missing",
-                    dir.join("disk.img").display()
-                );
+                bail!("the image server said ready but {} is missing", dir.join("disk.img").display());
             }
             return Ok(());
         }
@@ -430,23 +381,15 @@ fn serve_background(log: Option<&Path>, dir: &Path) -> Result<()> {
     let status = child.wait().context("image server")?;
     let msg = last.strip_prefix("ERROR: ").unwrap_or(&last).to_string();
     if msg.is_empty() {
-        bail!(
-            "the image server exited ({status}) before serving {}",
-            dir.display()
-        )
+        bail!("the image server exited ({status}) before serving {}", dir.display())
     }
     bail!("{msg}")
 }
 
 fn read_stats(dir: &Path) -> Result<serde_json::Value> {
     let p = dir.join("stats.json");
-    let text = std::fs::read_to_string(&p).with_context(|| {
-        format!(
-            "cannot read {} (is `emu serve` running on {}?)",
-            p.display(),
-            dir.display()
-        )
-    })?;
+    let text = std::fs::read_to_string(&p)
+        .with_context(|| format!("cannot read {} (is `emu serve` running on {}?)", p.display(), dir.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", p.display()))
 }
 

@@ -13,10 +13,7 @@ pub enum Clock {
 
 impl Clock {
     pub fn real(speed: f64) -> Self {
-        Clock::Real {
-            start: Instant::now(),
-            speed,
-        }
+        Clock::Real { start: Instant::now(), speed }
     }
 
     pub fn virtual_time() -> Self {

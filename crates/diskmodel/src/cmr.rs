@@ -14,10 +14,7 @@ pub struct Cmr {
 
 impl Cmr {
     pub fn new(p: MechParams) -> Self {
-        Cmr {
-            mech: Mech::new(p),
-            last_t: 0.0,
-        }
+        Cmr { mech: Mech::new(p), last_t: 0.0 }
     }
 }
 
@@ -38,11 +35,7 @@ impl Model for Cmr {
     }
 
     fn serve(&mut self, t: f64, req: &Req) -> f64 {
-        debug_assert!(
-            t >= self.last_t,
-            "model time went backwards: {t} < {}",
-            self.last_t
-        );
+        debug_assert!(t >= self.last_t, "model time went backwards: {t} < {}", self.last_t);
         self.last_t = t;
         let d = match req.op {
             Op::Flush => self.mech.p.cmd_overhead_s,
@@ -53,11 +46,7 @@ impl Model for Cmr {
     }
 
     fn idle_until(&mut self, t: f64) {
-        debug_assert!(
-            t + 1e-9 >= self.last_t,
-            "idle time went backwards: {t} < {}",
-            self.last_t
-        );
+        debug_assert!(t + 1e-9 >= self.last_t, "idle time went backwards: {t} < {}", self.last_t);
         self.last_t = self.last_t.max(t);
     }
 
@@ -66,9 +55,6 @@ impl Model for Cmr {
     }
 
     fn state(&self) -> ModelState {
-        ModelState {
-            model: "cmr",
-            ..ModelState::default()
-        }
+        ModelState { model: "cmr", ..ModelState::default() }
     }
 }

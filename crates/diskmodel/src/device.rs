@@ -40,13 +40,7 @@ pub struct ModelDevice {
 impl ModelDevice {
     /// A device of `size` bytes over `backing` (None: data is discarded and
     /// reads return zeros — for pure timing runs).
-    pub fn new(
-        sched: Scheduler,
-        clock: Clock,
-        backing: Option<FileDevice>,
-        size: u64,
-        sync_backing: bool,
-    ) -> Self {
+    pub fn new(sched: Scheduler, clock: Clock, backing: Option<FileDevice>, size: u64, sync_backing: bool) -> Self {
         let model_name = sched.model.name();
         ModelDevice {
             model_name,
@@ -93,11 +87,7 @@ impl ModelDevice {
                 Some(deadline) => {
                     let timeout = deadline.saturating_duration_since(Instant::now());
                     if !timeout.is_zero() {
-                        g = self
-                            .cv
-                            .wait_timeout(g, timeout)
-                            .unwrap_or_else(|e| e.into_inner())
-                            .0;
+                        g = self.cv.wait_timeout(g, timeout).unwrap_or_else(|e| e.into_inner()).0;
                     }
                 }
             }
@@ -239,10 +229,7 @@ impl ModelDevice {
             Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => Ok(()),
             _ => Err(io::Error::new(
                 e.kind(),
-                format!(
-                    "backing file {}: cannot store {len} bytes at {offset}: {e}",
-                    dev.path().display()
-                ),
+                format!("backing file {}: cannot store {len} bytes at {offset}: {e}", dev.path().display()),
             )),
         }
     }
@@ -259,12 +246,7 @@ impl BlockDevice for ModelDevice {
             Some(b) => b.read_at(offset, buf, class)?,
             None => buf.fill(0),
         }
-        self.run(&[Req {
-            op: Op::Read,
-            offset,
-            len: buf.len() as u64,
-            class,
-        }]);
+        self.run(&[Req { op: Op::Read, offset, len: buf.len() as u64, class }]);
         Ok(())
     }
 
@@ -273,31 +255,15 @@ impl BlockDevice for ModelDevice {
         if let Some(b) = &self.backing {
             self.reserve(b, offset, buf.len())?;
             b.write_at(offset, buf, class).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "backing file {}: write at {offset}: {e}",
-                        b.path().display()
-                    ),
-                )
+                io::Error::new(e.kind(), format!("backing file {}: write at {offset}: {e}", b.path().display()))
             })?;
         }
-        self.run(&[Req {
-            op: Op::Write,
-            offset,
-            len: buf.len() as u64,
-            class,
-        }]);
+        self.run(&[Req { op: Op::Write, offset, len: buf.len() as u64, class }]);
         Ok(())
     }
 
     fn flush(&self) -> io::Result<()> {
-        self.run(&[Req {
-            op: Op::Flush,
-            offset: 0,
-            len: 0,
-            class: IoClass::Metadata,
-        }]);
+        self.run(&[Req { op: Op::Flush, offset: 0, len: 0, class: IoClass::Metadata }]);
         if self.sync_backing {
             if let Some(b) = &self.backing {
                 b.flush()?;
@@ -317,12 +283,7 @@ impl BlockDevice for ModelDevice {
                 Some(b) => b.read_at(r.offset, r.buf, r.class)?,
                 None => r.buf.fill(0),
             }
-            reqs.push(Req {
-                op: Op::Read,
-                offset: r.offset,
-                len: r.buf.len() as u64,
-                class: r.class,
-            });
+            reqs.push(Req { op: Op::Read, offset: r.offset, len: r.buf.len() as u64, class: r.class });
         }
         self.run(&reqs);
         Ok(())

@@ -25,16 +25,13 @@ pub struct Layout {
 }
 
 fn le16(b: &[u8], o: usize) -> u64 {
-    b.get(o..o + 2)
-        .map_or(0, |s| u16::from_le_bytes([s[0], s[1]]) as u64)
+    b.get(o..o + 2).map_or(0, |s| u16::from_le_bytes([s[0], s[1]]) as u64)
 }
 fn be16(b: &[u8], o: usize) -> u64 {
-    b.get(o..o + 2)
-        .map_or(0, |s| u16::from_be_bytes([s[0], s[1]]) as u64)
+    b.get(o..o + 2).map_or(0, |s| u16::from_be_bytes([s[0], s[1]]) as u64)
 }
 fn be32(b: &[u8], o: usize) -> u64 {
-    b.get(o..o + 4)
-        .map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]) as u64)
+    b.get(o..o + 4).map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]) as u64)
 }
 fn be64(b: &[u8], o: usize) -> u64 {
     b.get(o..o + 8).map_or(0, |s| {
@@ -140,7 +137,7 @@ fn probe_ext4(sb_bytes: &[u8], read: &mut impl FnMut(u64, &mut [u8]) -> bool) ->
         meta.push((start * bs, (start + 1 + gdt_blocks + reserved_gdt) * bs));
     }
     meta.push((0, 2048.max(bs))); // boot block + primary superblock
-    // bitmaps and inode tables from the descriptors
+                                  // bitmaps and inode tables from the descriptors
     let mut gdt = vec![0u8; (gdt_blocks * bs) as usize];
     if read((first_data + 1) * bs, &mut gdt) {
         let itb = (u64::from(sb.f.inodes_per_group) * u64::from(sb.inode_size())).div_ceil(bs);
@@ -162,11 +159,7 @@ fn probe_ext4(sb_bytes: &[u8], read: &mut impl FnMut(u64, &mut [u8]) -> bool) ->
         }
         ext4_extents(&iblock, bs, read, 0, &mut journal);
     }
-    Some(Layout {
-        kind: "ext4",
-        journal: merge(journal),
-        metadata: merge(meta),
-    })
+    Some(Layout { kind: "ext4", journal: merge(journal), metadata: merge(meta) })
 }
 
 /// Walk an extent-tree node (the 60-byte i_block root or a tree block).
@@ -214,14 +207,8 @@ fn probe_xfs(sb: &[u8]) -> Option<Layout> {
         let start = (agno * agblocks + agbno) * bs;
         journal.push((start, start + logblocks * bs));
     }
-    let meta = (0..agcount)
-        .map(|a| (a * agblocks * bs, a * agblocks * bs + 4 * sectsize))
-        .collect();
-    Some(Layout {
-        kind: "xfs",
-        journal: merge(journal),
-        metadata: merge(meta),
-    })
+    let meta = (0..agcount).map(|a| (a * agblocks * bs, a * agblocks * bs + 4 * sectsize)).collect();
+    Some(Layout { kind: "xfs", journal: merge(journal), metadata: merge(meta) })
 }
 
 #[cfg(test)]
@@ -230,11 +217,8 @@ mod tests {
 
     #[test]
     fn ranges_merge_and_classify() {
-        let l = Layout {
-            kind: "x",
-            journal: merge(vec![(100, 200)]),
-            metadata: merge(vec![(0, 10), (5, 50), (300, 400)]),
-        };
+        let l =
+            Layout { kind: "x", journal: merge(vec![(100, 200)]), metadata: merge(vec![(0, 10), (5, 50), (300, 400)]) };
         assert_eq!(l.metadata, vec![(0, 50), (300, 400)]);
         assert_eq!(l.class_of(150, 10), IoClass::Journal);
         assert_eq!(l.class_of(40, 20), IoClass::Metadata);

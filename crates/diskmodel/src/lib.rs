@@ -143,10 +143,7 @@ impl ModelOptions {
     /// `bucket=SECONDS`, `sync_backing=BOOL`, `param.NAME=VALUE`.
     /// Returns `Ok(false)` for a key this crate does not own.
     pub fn set(&mut self, key: &str, value: &str) -> Result<bool, Error> {
-        let bad = || Error::BadOption {
-            key: key.to_string(),
-            value: value.to_string(),
-        };
+        let bad = || Error::BadOption { key: key.to_string(), value: value.to_string() };
         match key {
             "speed" => {
                 if value == "virtual" {
@@ -167,10 +164,7 @@ impl ModelOptions {
                 }
                 self.bucket_s = b;
             }
-            "sync_backing" => {
-                self.sync_backing =
-                    <bool as params::ParamValue>::parse_value(value).ok_or_else(bad)?
-            }
+            "sync_backing" => self.sync_backing = <bool as params::ParamValue>::parse_value(value).ok_or_else(bad)?,
             _ => match key.strip_prefix("param.") {
                 Some(name) => self.params.push((name.to_string(), value.to_string())),
                 None => return Ok(false),
@@ -181,10 +175,7 @@ impl ModelOptions {
 }
 
 /// A model's preset parameters with `overrides` applied (unknown names are errors).
-fn preset_params(
-    name: &str,
-    overrides: &[(String, String)],
-) -> Result<(MechParams, Option<SmrParams>), Error> {
+fn preset_params(name: &str, overrides: &[(String, String)]) -> Result<(MechParams, Option<SmrParams>), Error> {
     let (mut mech, mut smr) = match name {
         "cmr" => (MechParams::wd5000ys(), None),
         "smr-seagate" => (MechParams::st8000as0002(), Some(SmrParams::seagate())),
@@ -205,10 +196,7 @@ fn preset_params(
 
 /// Build a model by name with parameter overrides. Returns the model and its
 /// queue depth.
-pub fn build_model(
-    name: &str,
-    overrides: &[(String, String)],
-) -> Result<(Box<dyn Model>, u32), Error> {
+pub fn build_model(name: &str, overrides: &[(String, String)]) -> Result<(Box<dyn Model>, u32), Error> {
     let (mech, smr) = preset_params(name, overrides)?;
     mech.validate()?;
     let qd = mech.queue_depth;
@@ -227,10 +215,7 @@ pub fn build_model(
 }
 
 /// The parameters of a model (with overrides applied), for `emu params` and the docs.
-pub fn describe_model(
-    name: &str,
-    overrides: &[(String, String)],
-) -> Result<Vec<params::ParamInfo>, Error> {
+pub fn describe_model(name: &str, overrides: &[(String, String)]) -> Result<Vec<params::ParamInfo>, Error> {
     let (mech, smr) = preset_params(name, overrides)?;
     let mut out = mech.describe();
     if let Some(s) = smr {
@@ -248,8 +233,7 @@ pub fn describe_model(
 /// comments describe the WD5000YS mechanics and the ST8000AS0002 STL).
 fn preset_source(model: &str, field: &str) -> Option<&'static str> {
     let seek = "[calibrated] the WD5000YS seek curve (REFERENCE.md section 2); no curve is published for this drive.";
-    let wd_seek =
-        "[calibrated] 1.5x the WD5000YS seek curve: a 2.5\" drive seeks slower; nothing published.";
+    let wd_seek = "[calibrated] 1.5x the WD5000YS seek curve: a 2.5\" drive seeks slower; nothing published.";
     Some(match (model, field) {
         ("smr-seagate", "capacity_bytes") => "ST8000AS0002: 8,001,563,222,016 B (REFERENCE.md section 2).",
         ("smr-seagate", "rpm") => "ST8000AS0002: 5900 rpm (REFERENCE.md section 2).",
@@ -295,10 +279,7 @@ pub fn open_null_device(model: &str, opts: &ModelOptions) -> Result<Arc<ModelDev
     let cap = m.capacity();
     let size = opts.size.unwrap_or(cap);
     if size == 0 || !size.is_multiple_of(4096) || size > cap {
-        return Err(Error::BadSize {
-            size,
-            capacity: cap,
-        });
+        return Err(Error::BadSize { size, capacity: cap });
     }
     finish(m, qd, None, size, opts)
 }
@@ -307,43 +288,25 @@ pub fn open_null_device(model: &str, opts: &ModelOptions) -> Result<Arc<ModelDev
 /// The lead's mount path calls this for `-o device=MODEL[,speed=S,...]`; keep
 /// the returned `Arc<ModelDevice>` to read [`ModelDevice::report`] later, and
 /// hand a clone to the file system as `Arc<dyn BlockDevice>`.
-pub fn open_model_device(
-    model: &str,
-    backing: &Path,
-    opts: &ModelOptions,
-) -> Result<Arc<ModelDevice>, Error> {
+pub fn open_model_device(model: &str, backing: &Path, opts: &ModelOptions) -> Result<Arc<ModelDevice>, Error> {
     let (m, qd) = build_model(model, &opts.params)?;
     let cap = m.capacity();
     let existing = std::fs::metadata(backing).ok().map(|md| md.len());
     let size = match (existing, opts.size) {
         (Some(actual), Some(wanted)) if actual != wanted && actual != 0 => {
-            return Err(Error::BackingSize {
-                path: backing.to_path_buf(),
-                actual,
-                wanted,
-            })
+            return Err(Error::BackingSize { path: backing.to_path_buf(), actual, wanted })
         }
         (_, Some(wanted)) => wanted,
         (Some(actual), None) if actual > 0 => actual,
         _ => cap,
     };
     if size == 0 || !size.is_multiple_of(4096) || size > cap {
-        return Err(Error::BadSize {
-            size,
-            capacity: cap,
-        });
+        return Err(Error::BadSize { size, capacity: cap });
     }
     if existing.unwrap_or(0) != size {
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(backing)
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("cannot create backing file {}: {e}", backing.display()),
-                )
+        let f =
+            std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(backing).map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot create backing file {}: {e}", backing.display()))
             })?;
         f.set_len(size)?;
     }
@@ -382,17 +345,11 @@ mod tests {
         assert!(o.set("speed", "virtual").unwrap());
         assert_eq!(o.speed, None);
         assert!(o.set("param.cache_bytes", "4G").unwrap());
-        assert_eq!(
-            o.params,
-            vec![("cache_bytes".to_string(), "4G".to_string())]
-        );
+        assert_eq!(o.params, vec![("cache_bytes".to_string(), "4G".to_string())]);
         assert!(!o.set("journal", "lazy").unwrap());
         assert!(o.set("speed", "0").is_err());
         assert!(o.set("speed", "fast").is_err());
         assert!(build_model("smr-seagate", &o.params).is_ok());
-        assert!(matches!(
-            build_model("cmr", &o.params),
-            Err(Error::Param(ParamError::Unknown(_)))
-        ));
+        assert!(matches!(build_model("cmr", &o.params), Err(Error::Param(ParamError::Unknown(_)))));
     }
 }

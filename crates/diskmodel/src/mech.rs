@@ -54,21 +54,10 @@ impl Mech {
                 let share = (p.capacity_bytes as f64 * rate / total) as u64;
                 (start + share).min(p.capacity_bytes)
             };
-            zones.push(Zone {
-                start,
-                end,
-                rate,
-                track_bytes: rate * rev_s,
-            });
+            zones.push(Zone { start, end, rate, track_bytes: rate * rev_s });
             start = end;
         }
-        Mech {
-            p,
-            rev_s,
-            zones,
-            head_pos: 0.0,
-            last_end: None,
-        }
+        Mech { p, rev_s, zones, head_pos: 0.0, last_end: None }
     }
 
     pub fn rev_s(&self) -> f64 {
@@ -78,9 +67,7 @@ impl Mech {
     fn zone_index(&self, byte: u64) -> usize {
         let b = byte.min(self.p.capacity_bytes.saturating_sub(1));
         // zones are sorted by start; partition_point gives the first zone whose end > b
-        self.zones
-            .partition_point(|z| z.end <= b)
-            .min(self.zones.len() - 1)
+        self.zones.partition_point(|z| z.end <= b).min(self.zones.len() - 1)
     }
 
     /// Radial position of a byte, 0 = outer diameter, 1 = inner.

@@ -339,22 +339,16 @@ impl SmrParams {
 
     pub fn validate(&self) -> Result<(), ParamError> {
         if self.band_bytes == 0 || !self.band_bytes.is_multiple_of(4096) {
-            return Err(ParamError::Invalid(
-                "band_bytes must be a non-zero multiple of 4096".into(),
-            ));
+            return Err(ParamError::Invalid("band_bytes must be a non-zero multiple of 4096".into()));
         }
         if self.cache_bytes < self.band_bytes {
-            return Err(ParamError::Invalid(
-                "cache_bytes must hold at least one band".into(),
-            ));
+            return Err(ParamError::Invalid("cache_bytes must hold at least one band".into()));
         }
         if self.stream_runs == 0 {
             return Err(ParamError::Invalid("stream_runs must be at least 1".into()));
         }
         if !(0.0..=1.0).contains(&self.cache_position) {
-            return Err(ParamError::Invalid(
-                "cache_position must be within 0..=1".into(),
-            ));
+            return Err(ParamError::Invalid("cache_position must be within 0..=1".into()));
         }
         for (n, v) in [
             ("cache_write_overhead_s", self.cache_write_overhead_s),
@@ -413,17 +407,13 @@ impl MechParams {
 
     pub fn validate(&self) -> Result<(), ParamError> {
         if self.capacity_bytes < (1 << 20) || !self.capacity_bytes.is_multiple_of(512) {
-            return Err(ParamError::Invalid(
-                "capacity_bytes must be >= 1 MiB and a multiple of 512".into(),
-            ));
+            return Err(ParamError::Invalid("capacity_bytes must be >= 1 MiB and a multiple of 512".into()));
         }
         if self.rpm <= 0.0 {
             return Err(ParamError::Invalid("rpm must be positive".into()));
         }
         if !(self.inner_rate > 0.0 && self.outer_rate >= self.inner_rate) {
-            return Err(ParamError::Invalid(
-                "need 0 < inner_rate <= outer_rate".into(),
-            ));
+            return Err(ParamError::Invalid("need 0 < inner_rate <= outer_rate".into()));
         }
         if self.zones == 0 || self.zones > 1024 {
             return Err(ParamError::Invalid("zones must be within 1..=1024".into()));
@@ -434,14 +424,8 @@ impl MechParams {
         if self.queue_depth == 0 {
             return Err(ParamError::Invalid("queue_depth must be at least 1".into()));
         }
-        if self.seek_t2t_s < 0.0
-            || self.seek_sqrt_s < 0.0
-            || self.seek_lin_s < 0.0
-            || self.cmd_overhead_s < 0.0
-        {
-            return Err(ParamError::Invalid(
-                "seek and overhead times must not be negative".into(),
-            ));
+        if self.seek_t2t_s < 0.0 || self.seek_sqrt_s < 0.0 || self.seek_lin_s < 0.0 || self.cmd_overhead_s < 0.0 {
+            return Err(ParamError::Invalid("seek and overhead times must not be negative".into()));
         }
         Ok(())
     }

@@ -90,12 +90,7 @@ impl PCache {
             let band = o / self.band_bytes;
             let piece_end = ((band + 1) * self.band_bytes).min(end);
             let seq = self.base_seq + self.log.len() as u64;
-            self.log.push_back(Entry {
-                band,
-                off: o,
-                len: piece_end - o,
-                live: true,
-            });
+            self.log.push_back(Entry { band, off: o, len: piece_end - o, live: true });
             let v = self.bands.entry(band).or_default();
             if !v.is_empty() {
                 self.by_count.remove(&(v.len(), band));
@@ -108,12 +103,7 @@ impl PCache {
             o = piece_end;
         }
         self.head += len;
-        debug_assert!(
-            self.used <= self.capacity,
-            "cache over-filled: {} > {}",
-            self.used,
-            self.capacity
-        );
+        debug_assert!(self.used <= self.capacity, "cache over-filled: {} > {}", self.used, self.capacity);
     }
 
     /// The band cleaning should take next, if any band is dirty.

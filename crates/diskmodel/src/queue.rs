@@ -53,11 +53,7 @@ impl Scheduler {
 
     /// Queue a request that arrived at model time `arrival` (non-decreasing).
     pub fn submit(&mut self, req: Req, arrival: f64) -> u64 {
-        debug_assert!(
-            arrival >= self.last_arrival,
-            "arrivals out of order: {arrival} < {}",
-            self.last_arrival
-        );
+        debug_assert!(arrival >= self.last_arrival, "arrivals out of order: {arrival} < {}", self.last_arrival);
         let arrival = arrival.max(self.last_arrival);
         self.last_arrival = arrival;
         let id = self.next_id;
@@ -129,11 +125,7 @@ impl Scheduler {
                 self.idle_to(t);
             }
             // candidates: the first queue_depth requests that have arrived by t
-            let window = self
-                .queue
-                .iter()
-                .take(self.queue_depth)
-                .take_while(|p| p.arrival <= t);
+            let window = self.queue.iter().take(self.queue_depth).take_while(|p| p.arrival <= t);
             let mut best = 0;
             if t - front_arrival <= self.model.queue_age_limit() {
                 let mut best_cost = f64::INFINITY;

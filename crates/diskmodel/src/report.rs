@@ -24,11 +24,7 @@ impl From<&Totals> for ClassTotals {
             requests: t.requests,
             bytes: t.bytes,
             mib: t.bytes as f64 / (1 << 20) as f64,
-            mean_latency_s: if t.requests > 0 {
-                t.latency_sum_s / t.requests as f64
-            } else {
-                0.0
-            },
+            mean_latency_s: if t.requests > 0 { t.latency_sum_s / t.requests as f64 } else { 0.0 },
             max_latency_s: t.latency_max_s,
         }
     }
@@ -50,15 +46,8 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn build(
-        model: &'static str,
-        speed: Option<f64>,
-        now_s: f64,
-        size_bytes: u64,
-        s: &Scheduler,
-    ) -> Report {
-        let mut classes: BTreeMap<&'static str, BTreeMap<&'static str, ClassTotals>> =
-            BTreeMap::new();
+    pub fn build(model: &'static str, speed: Option<f64>, now_s: f64, size_bytes: u64, s: &Scheduler) -> Report {
+        let mut classes: BTreeMap<&'static str, BTreeMap<&'static str, ClassTotals>> = BTreeMap::new();
         for c in IoClass::ALL {
             let e = classes.entry(c.name()).or_default();
             for d in ["read", "write"] {
@@ -66,19 +55,8 @@ impl Report {
             }
         }
         for ((c, d), t) in &s.stats.totals {
-            classes
-                .entry(c.name())
-                .or_default()
-                .insert(d, ClassTotals::from(t));
+            classes.entry(c.name()).or_default().insert(d, ClassTotals::from(t));
         }
-        Report {
-            model,
-            speed,
-            now_s,
-            size_bytes,
-            busy_s: s.stats.busy_s,
-            classes,
-            state: s.model.state(),
-        }
+        Report { model, speed, now_s, size_bytes, busy_s: s.stats.busy_s, classes, state: s.model.state() }
     }
 }

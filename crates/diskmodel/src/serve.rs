@@ -20,9 +20,8 @@ use crate::tracefs::MetaFlags;
 use crate::workload::series_points;
 use blockdev::{BlockDevice, IoClass};
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, LockOwner, OpenFlags,
-    ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
-    ReplyWrite, Request, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, LockOwner, OpenFlags, ReplyAttr, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -34,11 +33,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 const INO_DISK: u64 = 2;
 const INO_STATS: u64 = 3;
 const INO_SERIES: u64 = 4;
-const FILES: [(u64, &str); 3] = [
-    (INO_DISK, "disk.img"),
-    (INO_STATS, "stats.json"),
-    (INO_SERIES, "series.json"),
-];
+const FILES: [(u64, &str); 3] = [(INO_DISK, "disk.img"), (INO_STATS, "stats.json"), (INO_SERIES, "series.json")];
 
 pub struct ImageServer {
     dev: Arc<ModelDevice>,
@@ -91,16 +86,9 @@ impl ImageServer {
     /// Journal by layout first, then the kernel's metadata flag, then the
     /// layout's static metadata, else data.
     fn class_of(&self, offset: u64, len: u64, read: bool) -> IoClass {
-        let by_layout = self
-            .layout
-            .read()
-            .map(|l| l.class_of(offset, len))
-            .unwrap_or(IoClass::Data);
+        let by_layout = self.layout.read().map(|l| l.class_of(offset, len)).unwrap_or(IoClass::Data);
         // always ask, so that each flagged request is consumed by its own I/O
-        let flagged = self
-            .meta
-            .as_ref()
-            .is_some_and(|m| m.is_metadata(offset, len, read));
+        let flagged = self.meta.as_ref().is_some_and(|m| m.is_metadata(offset, len, read));
         match by_layout {
             IoClass::Journal => IoClass::Journal,
             _ if flagged => IoClass::Metadata,
@@ -140,11 +128,7 @@ impl ImageServer {
         let (kind, perm, size) = match ino {
             1 => (FileType::Directory, 0o755, 0),
             INO_DISK => (FileType::RegularFile, 0o644, self.dev.size()),
-            INO_STATS | INO_SERIES => (
-                FileType::RegularFile,
-                0o444,
-                self.generate(ino).len() as u64,
-            ),
+            INO_STATS | INO_SERIES => (FileType::RegularFile, 0o444, self.generate(ino).len() as u64),
             _ => return None,
         };
         Some(FileAttr {
@@ -178,11 +162,7 @@ impl Filesystem for ImageServer {
         if u64::from(parent) != 1 {
             return reply.error(Errno::ENOENT);
         }
-        match FILES
-            .iter()
-            .find(|(_, n)| OsStr::new(n) == name)
-            .and_then(|(i, _)| self.attr(*i))
-        {
+        match FILES.iter().find(|(_, n)| OsStr::new(n) == name).and_then(|(i, _)| self.attr(*i)) {
             Some(a) => reply.entry(&Duration::ZERO, &a, fuser::Generation(0)),
             None => reply.error(Errno::ENOENT),
         }
@@ -285,11 +265,7 @@ impl Filesystem for ImageServer {
                 }
             }
             INO_STATS | INO_SERIES => {
-                let snap = self
-                    .snapshots
-                    .lock()
-                    .ok()
-                    .and_then(|s| s.get(&u64::from(fh)).cloned());
+                let snap = self.snapshots.lock().ok().and_then(|s| s.get(&u64::from(fh)).cloned());
                 let data = snap.unwrap_or_else(|| Arc::new(self.generate(u64::from(ino))));
                 let start = (offset as usize).min(data.len());
                 let end = (start + size as usize).min(data.len());
@@ -331,28 +307,14 @@ impl Filesystem for ImageServer {
         }
     }
 
-    fn fsync(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _datasync: bool,
-        reply: ReplyEmpty,
-    ) {
+    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         match self.dev.flush() {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(io_errno(&e)),
         }
     }
 
-    fn flush(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _lock_owner: LockOwner,
-        reply: ReplyEmpty,
-    ) {
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
         reply.ok();
     }
 
@@ -364,21 +326,11 @@ impl Filesystem for ImageServer {
         }
     }
 
-    fn readdir(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        mut reply: ReplyDirectory,
-    ) {
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         if u64::from(ino) != 1 {
             return reply.error(Errno::ENOTDIR);
         }
-        let mut entries = vec![
-            (1u64, FileType::Directory, "."),
-            (1, FileType::Directory, ".."),
-        ];
+        let mut entries = vec![(1u64, FileType::Directory, "."), (1, FileType::Directory, "..")];
         entries.extend(FILES.iter().map(|&(i, n)| (i, FileType::RegularFile, n)));
         for (i, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
             if reply.add(INodeNo(ino), (i + 1) as u64, kind, name) {
@@ -405,9 +357,7 @@ pub fn serve_foreground(
     meta_flags: bool,
     on_ready: impl FnOnce(),
 ) -> io::Result<()> {
-    let image = std::fs::canonicalize(dir)
-        .unwrap_or_else(|_| dir.to_path_buf())
-        .join("disk.img");
+    let image = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()).join("disk.img");
     let meta = if meta_flags {
         match MetaFlags::start(&image) {
             Ok(m) => Some(m),
@@ -442,8 +392,5 @@ pub fn serve_foreground(
 
 /// Seconds since the Unix epoch (for file names and logs).
 pub fn epoch_s() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }

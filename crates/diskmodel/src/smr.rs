@@ -56,11 +56,7 @@ impl Smr {
         let mech = Mech::new(mp);
         let cache_base = mech.byte_at_position(p.cache_position);
         let cache = PCache::new(p.cache_bytes, p.cache_is_log, p.band_bytes);
-        let st = ModelState {
-            model: name,
-            cache_capacity_bytes: p.cache_bytes,
-            ..Default::default()
-        };
+        let st = ModelState { model: name, cache_capacity_bytes: p.cache_bytes, ..Default::default() };
         Smr {
             name,
             mech,
@@ -118,10 +114,7 @@ impl Smr {
     /// The stream detector: does this write go straight to its band?
     fn stream_decision(&mut self, off: u64, len: u64) -> bool {
         let window = self.p.stream_window_bytes;
-        let pos = self
-            .runs
-            .iter()
-            .position(|r| off >= r.start && off <= r.end.saturating_add(window));
+        let pos = self.runs.iter().position(|r| off >= r.start && off <= r.end.saturating_add(window));
         let idx = match pos {
             Some(i) => {
                 let mut r = self.runs.remove(i);
@@ -220,8 +213,7 @@ impl Smr {
             let band_pos = self.mech.head_position();
             let cache_pos = self.mech.position(self.cache_base);
             for _ in 0..frags {
-                now +=
-                    self.mech.move_to(cache_pos) + self.mech.transfer_time(self.cache_base, 4096);
+                now += self.mech.move_to(cache_pos) + self.mech.transfer_time(self.cache_base, 4096);
                 now += self.mech.move_to(band_pos);
             }
         }
@@ -243,19 +235,14 @@ impl Model for Smr {
             Op::Flush => 0.0,
             Op::Read => self.mech.positioning_time(t, req.offset),
             // a write most likely goes to the cache head (or streams in place)
-            Op::Write => self
-                .mech
-                .positioning_time(t, req.offset)
-                .min(self.mech.positioning_time(t, self.cache_head_byte())),
+            Op::Write => {
+                self.mech.positioning_time(t, req.offset).min(self.mech.positioning_time(t, self.cache_head_byte()))
+            }
         }
     }
 
     fn serve(&mut self, t: f64, req: &Req) -> f64 {
-        debug_assert!(
-            t + 1e-9 >= self.last_t,
-            "model time went backwards: {t} < {}",
-            self.last_t
-        );
+        debug_assert!(t + 1e-9 >= self.last_t, "model time went backwards: {t} < {}", self.last_t);
         let start = t.max(self.busy_until).max(self.last_t);
         let end = match req.op {
             Op::Flush => start + self.mech.p.cmd_overhead_s,
@@ -273,10 +260,7 @@ impl Model for Smr {
 
     fn idle_until(&mut self, t: f64) {
         loop {
-            let start = self
-                .busy_until
-                .max(self.last_host_done + self.p.idle_delay_s)
-                .max(self.last_t);
+            let start = self.busy_until.max(self.last_host_done + self.p.idle_delay_s).max(self.last_t);
             if start >= t || self.cache.is_empty() {
                 break;
             }
@@ -315,12 +299,7 @@ mod tests {
     use blockdev::IoClass;
 
     fn w(offset: u64, len: u64) -> Req {
-        Req {
-            op: Op::Write,
-            offset,
-            len,
-            class: IoClass::Data,
-        }
+        Req { op: Op::Write, offset, len, class: IoClass::Data }
     }
 
     fn small_seagate() -> Smr {
@@ -347,10 +326,7 @@ mod tests {
         assert_eq!(s.cache_used_bytes, 0);
         assert!(!s.cleaning_pending);
         assert_eq!(s.bands_cleaned_idle, 100);
-        assert!(
-            s.cleaning_after_last_host_s > 100.0 * 0.1,
-            "each band costs at least its merge"
-        );
+        assert!(s.cleaning_after_last_host_s > 100.0 * 0.1, "each band costs at least its merge");
     }
 
     #[test]
@@ -365,10 +341,7 @@ mod tests {
         }
         let s = m.state();
         assert!(s.bands_cleaned_forced > 0);
-        assert!(
-            worst > 0.1,
-            "a forced clean costs at least one fragment merge"
-        );
+        assert!(worst > 0.1, "a forced clean costs at least one fragment merge");
         assert!(s.cache_used_bytes <= s.cache_capacity_bytes);
     }
 

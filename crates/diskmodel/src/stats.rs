@@ -69,13 +69,7 @@ pub struct Stats {
 
 impl Stats {
     pub fn new(bucket_s: f64) -> Self {
-        Stats {
-            bucket_s,
-            totals: BTreeMap::new(),
-            buckets: Vec::new(),
-            busy_s: 0.0,
-            max_buckets: 200_000,
-        }
+        Stats { bucket_s, totals: BTreeMap::new(), buckets: Vec::new(), busy_s: 0.0, max_buckets: 200_000 }
     }
 
     fn bucket(&mut self, t: f64) -> &mut Bucket {
@@ -120,10 +114,7 @@ impl Stats {
     /// Account a completed request.
     pub fn record(&mut self, req: &Req, arrival: f64, start: f64, end: f64) {
         let lat = end - arrival;
-        self.totals
-            .entry((req.class, req.op.name()))
-            .or_default()
-            .add(req.len, lat);
+        self.totals.entry((req.class, req.op.name())).or_default().add(req.len, lat);
         self.busy_s += end - start;
         let b = self.bucket(end);
         let ci = class_index(req.class);

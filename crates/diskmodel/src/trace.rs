@@ -17,12 +17,8 @@ pub struct TraceSink {
 
 impl TraceSink {
     pub fn create(path: &Path) -> io::Result<Self> {
-        let f = File::create(path).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot create trace {}: {e}", path.display()),
-            )
-        })?;
+        let f = File::create(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot create trace {}: {e}", path.display())))?;
         let mut out = BufWriter::with_capacity(1 << 20, f);
         writeln!(out, "{TRACE_HEADER}")?;
         Ok(TraceSink { out, failed: false })

@@ -55,16 +55,11 @@ impl MetaFlags {
                 .map(|s| s.success())
                 .unwrap_or(false);
             if !ok || !root.join("instances").is_dir() {
-                return Err(io::Error::new(
-                    io::ErrorKind::NotFound,
-                    "tracefs is not available",
-                ));
+                return Err(io::Error::new(io::ErrorKind::NotFound, "tracefs is not available"));
             }
         }
         remove_stale_instances(&root.join("instances"));
-        let instance = root
-            .join("instances")
-            .join(format!("ext4lazy-emu-{}", std::process::id()));
+        let instance = root.join("instances").join(format!("ext4lazy-emu-{}", std::process::id()));
         if !instance.is_dir() {
             std::fs::create_dir(&instance)
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", instance.display())))?;
@@ -73,10 +68,7 @@ impl MetaFlags {
             let _ = write_file(&instance.join("buffer_size_kb"), "4096");
             write_file(&instance.join("events/block/block_rq_issue/enable"), "1")?;
             write_file(&instance.join("tracing_on"), "1")?;
-            OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(instance.join("trace_pipe"))
+            OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(instance.join("trace_pipe"))
         };
         let pipe = match setup() {
             Ok(p) => p,
@@ -121,10 +113,7 @@ impl Drop for MetaFlags {
         if let Ok(mut g) = self.inner.lock() {
             g.pipe = None;
         }
-        let _ = write_file(
-            &self.instance.join("events/block/block_rq_issue/enable"),
-            "0",
-        );
+        let _ = write_file(&self.instance.join("events/block/block_rq_issue/enable"), "0");
         let _ = std::fs::remove_dir(&self.instance);
     }
 }
@@ -136,10 +125,7 @@ fn remove_stale_instances(dir: &Path) {
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        let Some(pid) = name
-            .strip_prefix("ext4lazy-emu-")
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
+        let Some(pid) = name.strip_prefix("ext4lazy-emu-").and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
         if !Path::new(&format!("/proc/{pid}")).exists() {
@@ -158,10 +144,7 @@ fn is_our_loop(minors: &mut HashMap<u32, (bool, Instant)>, minor: u32, image: &P
     let ours = std::fs::read_to_string(p)
         .map(|s| {
             let s = s.trim();
-            Path::new(s) == image
-                || std::fs::canonicalize(s)
-                    .map(|c| c == image)
-                    .unwrap_or(false)
+            Path::new(s) == image || std::fs::canonicalize(s).map(|c| c == image).unwrap_or(false)
         })
         .unwrap_or(false);
     minors.insert(minor, (ours, Instant::now()));
@@ -186,15 +169,13 @@ fn drain(g: &mut Inner, image: &Path) {
         rest = &rest[nl + 1..];
         if let Some(ev) = parse_issue(line) {
             if ev.major == 7 && ev.meta && is_our_loop(&mut g.minors, ev.minor, image) {
-                g.flagged
-                    .insert(ev.sector * 512, (ev.sectors * 512, ev.read, Instant::now()));
+                g.flagged.insert(ev.sector * 512, (ev.sectors * 512, ev.read, Instant::now()));
             }
         }
     }
     g.partial = rest.to_string();
     if g.last_prune.elapsed() > Duration::from_secs(5) {
-        g.flagged
-            .retain(|_, v| v.2.elapsed() < Duration::from_secs(30));
+        g.flagged.retain(|_, v| v.2.elapsed() < Duration::from_secs(30));
         g.last_prune = Instant::now();
     }
 }
@@ -237,14 +218,7 @@ mod tests {
         let l = "  kworker/u8:2-81 [001] ..... 1234.567890: block_rq_issue: 7,3 WSM 4096 () 264192 + 8 none,0,0 [kworker/u8:2]";
         assert_eq!(
             parse_issue(l),
-            Some(IssueEvent {
-                major: 7,
-                minor: 3,
-                read: false,
-                meta: true,
-                sector: 264192,
-                sectors: 8
-            })
+            Some(IssueEvent { major: 7, minor: 3, read: false, meta: true, sector: 264192, sectors: 8 })
         );
         let l = "  cat-1 [000] ..... 1.0: block_rq_issue: 7,0 R 0 () 8 + 16 be,0,4 [cat]";
         let e = parse_issue(l).unwrap();

@@ -34,11 +34,7 @@ pub fn series_points(bucket_s: f64, buckets: &[Bucket]) -> Vec<Point> {
             t_s: b.t_s,
             mib_s: b.mib_s(bucket_s),
             iops: b.requests as f64 / bucket_s,
-            mean_latency_ms: if b.requests > 0 {
-                b.latency_sum_s / b.requests as f64 * 1e3
-            } else {
-                0.0
-            },
+            mean_latency_ms: if b.requests > 0 { b.latency_sum_s / b.requests as f64 * 1e3 } else { 0.0 },
             cache_gib: b.cache_used_bytes as f64 / (1u64 << 30) as f64,
         })
         .collect()
@@ -87,10 +83,7 @@ pub struct RandResult {
 /// Random reads or writes of `bs` bytes, closed loop with `qd` outstanding.
 pub fn random_io(o: &RandOpts) -> Result<RandResult, Error> {
     if o.bs == 0 || !o.bs.is_multiple_of(512) {
-        return Err(Error::BadOption {
-            key: "bs".into(),
-            value: o.bs.to_string(),
-        });
+        return Err(Error::BadOption { key: "bs".into(), value: o.bs.to_string() });
     }
     match o.opts.speed {
         None => random_virtual(o),
@@ -108,12 +101,7 @@ fn random_virtual(o: &RandOpts) -> Result<RandResult, Error> {
     let blocks = span_blocks(o, capacity);
     let mut sched = Scheduler::new(model, qd_max, o.opts.bucket_s);
     let mut rng = Rng::new(o.seed);
-    let next = |rng: &mut Rng| Req {
-        op: o.op,
-        offset: rng.below(blocks) * o.bs,
-        len: o.bs,
-        class: IoClass::Data,
-    };
+    let next = |rng: &mut Rng| Req { op: o.op, offset: rng.below(blocks) * o.bs, len: o.bs, class: IoClass::Data };
     let mut issued = 0u64;
     let mut outstanding = 0u32;
     let want_more = |issued: u64, t: f64| match o.stop {
@@ -185,11 +173,7 @@ fn random_real(o: &RandOpts) -> Result<RandResult, Error> {
     for t in threads {
         match t.join() {
             Ok(r) => r?,
-            Err(_) => {
-                return Err(Error::Io(std::io::Error::other(
-                    "a workload thread panicked",
-                )))
-            }
+            Err(_) => return Err(Error::Io(std::io::Error::other("a workload thread panicked"))),
         }
     }
     let end = dev.now();
@@ -200,40 +184,20 @@ fn random_real(o: &RandOpts) -> Result<RandResult, Error> {
     let r = dev.report();
     let mut res = result(o, o.opts.speed, &stats, end, state);
     let tot = &r.classes["data"][if o.op == Op::Read { "read" } else { "write" }];
-    fill_totals(
-        &mut res,
-        tot.requests,
-        tot.bytes,
-        tot.mean_latency_s,
-        tot.max_latency_s,
-    );
+    fill_totals(&mut res, tot.requests, tot.bytes, tot.mean_latency_s, tot.max_latency_s);
     Ok(res)
 }
 
 fn fill_totals(r: &mut RandResult, requests: u64, bytes: u64, mean_lat: f64, max_lat: f64) {
     r.requests = requests;
     r.bytes = bytes;
-    r.iops = if r.model_seconds > 0.0 {
-        requests as f64 / r.model_seconds
-    } else {
-        0.0
-    };
-    r.mib_s = if r.model_seconds > 0.0 {
-        bytes as f64 / (1u64 << 20) as f64 / r.model_seconds
-    } else {
-        0.0
-    };
+    r.iops = if r.model_seconds > 0.0 { requests as f64 / r.model_seconds } else { 0.0 };
+    r.mib_s = if r.model_seconds > 0.0 { bytes as f64 / (1u64 << 20) as f64 / r.model_seconds } else { 0.0 };
     r.mean_latency_ms = mean_lat * 1e3;
     r.max_latency_ms = max_lat * 1e3;
 }
 
-fn result(
-    o: &RandOpts,
-    speed: Option<f64>,
-    stats: &crate::stats::Stats,
-    end: f64,
-    state: ModelState,
-) -> RandResult {
+fn result(o: &RandOpts, speed: Option<f64>, stats: &crate::stats::Stats, end: f64, state: ModelState) -> RandResult {
     let mut r = RandResult {
         model: o.model.clone(),
         op: o.op.name(),
@@ -301,25 +265,12 @@ pub fn sequential_bandwidth(
     for where_ in ["outer", "inner"] {
         let (m, qd) = build_model(model, params)?;
         let cap = m.capacity();
-        let start = if where_ == "outer" {
-            0
-        } else {
-            (cap - bytes) / 4096 * 4096
-        };
+        let start = if where_ == "outer" { 0 } else { (cap - bytes) / 4096 * 4096 };
         let mut sched = Scheduler::new(m, qd, 1.0);
         let mut t = 0.0;
         let mut off = start;
         while off < start + bytes {
-            t = one_request(
-                &mut sched,
-                t,
-                Req {
-                    op: op,
-                    offset: off,
-                    len: req,
-                    class: IoClass::Data,
-                },
-            );
+            t = one_request(&mut sched, t, Req { op: op, offset: off, len: req, class: IoClass::Data });
             off += req;
         }
         rows.push(SeqRow {
@@ -353,24 +304,10 @@ pub struct StreamRow {
 /// each at a random place (issued as back-to-back requests of `req` bytes),
 /// and how much of them ends up in the persistent cache. Plus the disruption
 /// case: one 4 KiB random write in the middle of a 64 MiB sequential write.
-pub fn stream_test(
-    model: &str,
-    req: u64,
-    params: &[(String, String)],
-) -> Result<Vec<StreamRow>, Error> {
+pub fn stream_test(model: &str, req: u64, params: &[(String, String)]) -> Result<Vec<StreamRow>, Error> {
     let mut rows = Vec::new();
     let mib = 1u64 << 20;
-    let sizes = [
-        mib,
-        2 * mib,
-        4 * mib,
-        6 * mib,
-        7 * mib,
-        8 * mib,
-        12 * mib,
-        16 * mib,
-        64 * mib,
-    ];
+    let sizes = [mib, 2 * mib, 4 * mib, 6 * mib, 7 * mib, 8 * mib, 12 * mib, 16 * mib, 64 * mib];
     for &size in &sizes {
         let (m, qd) = build_model(model, params)?;
         let cap = m.capacity();
@@ -384,16 +321,7 @@ pub fn stream_test(
             let mut off = base;
             while off < base + size {
                 let len = piece.min(base + size - off);
-                t = one_request(
-                    &mut sched,
-                    t,
-                    Req {
-                        op: Op::Write,
-                        offset: off,
-                        len,
-                        class: IoClass::Data,
-                    },
-                );
+                t = one_request(&mut sched, t, Req { op: Op::Write, offset: off, len, class: IoClass::Data });
                 off += len;
             }
         }
@@ -422,24 +350,10 @@ pub fn stream_test(
                 t = one_request(
                     &mut sched,
                     t,
-                    Req {
-                        op: Op::Write,
-                        offset: 5_000_000 * mib,
-                        len: 4096,
-                        class: IoClass::Metadata,
-                    },
+                    Req { op: Op::Write, offset: 5_000_000 * mib, len: 4096, class: IoClass::Metadata },
                 );
             }
-            t = one_request(
-                &mut sched,
-                t,
-                Req {
-                    op: Op::Write,
-                    offset: off,
-                    len: req,
-                    class: IoClass::Data,
-                },
-            );
+            t = one_request(&mut sched, t, Req { op: Op::Write, offset: off, len: req, class: IoClass::Data });
             off += req;
         }
         let st = sched.model.state();

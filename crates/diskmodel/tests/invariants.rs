@@ -11,10 +11,7 @@ use std::sync::Arc;
 fn virtual_opts(params: &[(&str, &str)]) -> ModelOptions {
     ModelOptions {
         speed: None,
-        params: params
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         ..ModelOptions::default()
     }
 }
@@ -24,10 +21,7 @@ fn read_after_write_returns_the_data_on_every_model() {
     for model in diskmodel::MODEL_NAMES {
         let dir = tempfile::tempdir().unwrap();
         let backing = dir.path().join("disk.img");
-        let opts = ModelOptions {
-            size: Some(64 << 20),
-            ..virtual_opts(&[])
-        };
+        let opts = ModelOptions { size: Some(64 << 20), ..virtual_opts(&[]) };
         let dev = open_model_device(model, &backing, &opts).unwrap();
         let mut rng = Rng::new(7);
         let mut written = Vec::new();
@@ -42,10 +36,7 @@ fn read_after_write_returns_the_data_on_every_model() {
         for &(off, v) in &written {
             let mut buf = vec![0u8; 4096];
             dev.read_at(off, &mut buf, IoClass::Metadata).unwrap();
-            assert!(
-                buf.iter().all(|&b| b == v),
-                "{model}: block at {off} lost its data"
-            );
+            assert!(buf.iter().all(|&b| b == v), "{model}: block at {off} lost its data");
         }
         // the backing file is sparse: only what was written costs space
         let md = std::fs::metadata(&backing).unwrap();
@@ -65,11 +56,9 @@ fn an_8tb_disk_costs_only_what_is_written() {
     let dev = open_model_device("smr-seagate", &backing, &virtual_opts(&[])).unwrap();
     assert_eq!(dev.size(), 8_001_563_222_016);
     let data = vec![0x5au8; 4096];
-    dev.write_at(dev.size() - 4096, &data, IoClass::Data)
-        .unwrap();
+    dev.write_at(dev.size() - 4096, &data, IoClass::Data).unwrap();
     let mut back = vec![0u8; 4096];
-    dev.read_at(dev.size() - 4096, &mut back, IoClass::Data)
-        .unwrap();
+    dev.read_at(dev.size() - 4096, &mut back, IoClass::Data).unwrap();
     assert_eq!(back, data);
 }
 
@@ -81,10 +70,7 @@ fn time_never_goes_backwards_under_concurrent_threads() {
         speed: Some(2000.0),
         trace: Some(trace.clone()),
         size: Some(1 << 30),
-        params: vec![
-            ("cache_bytes".into(), "64M".into()),
-            ("band_bytes".into(), "1M".into()),
-        ],
+        params: vec![("cache_bytes".into(), "64M".into()), ("band_bytes".into(), "1M".into())],
         ..ModelOptions::default()
     };
     let dev = open_null_device("smr-seagate", &opts).unwrap();
@@ -122,10 +108,7 @@ fn time_never_goes_backwards_under_concurrent_threads() {
         let start: f64 = f[1].parse().unwrap();
         let end: f64 = f[2].parse().unwrap();
         assert!(arrival <= start + 1e-9 && start <= end, "{line}");
-        assert!(
-            start + 1e-9 >= last_start,
-            "the drive started requests out of time order: {line}"
-        );
+        assert!(start + 1e-9 >= last_start, "the drive started requests out of time order: {line}");
         last_start = start;
         n += 1;
     }
@@ -148,10 +131,7 @@ fn idle_cleaning_drains_the_cache_and_wait_idle_reports_it() {
     assert_eq!(st.cache_used_bytes, 0);
     assert!(!st.cleaning_pending);
     assert_eq!(st.bands_cleaned, 500);
-    assert!(
-        (cleaning - st.cleaning_s).abs() < 1e-6,
-        "all cleaning happened after the host stopped"
-    );
+    assert!((cleaning - st.cleaning_s).abs() < 1e-6, "all cleaning happened after the host stopped");
     assert!(cleaning > 500.0 * 0.1);
 }
 
@@ -191,9 +171,7 @@ fn a_full_cache_makes_writes_wait() {
 fn a_batch_is_reordered_by_positioning_time() {
     let offsets: Vec<u64> = {
         let mut rng = Rng::new(11);
-        (0..32)
-            .map(|_| rng.below(476_000_000_000 / 4096) * 4096)
-            .collect()
+        (0..32).map(|_| rng.below(476_000_000_000 / 4096) * 4096).collect()
     };
     let one_by_one = {
         let dev = open_null_device("cmr", &virtual_opts(&[])).unwrap();
@@ -209,62 +187,36 @@ fn a_batch_is_reordered_by_positioning_time() {
         let mut reqs: Vec<ReadRequest> = bufs
             .iter_mut()
             .zip(&offsets)
-            .map(|(b, &o)| ReadRequest {
-                offset: o,
-                buf: b.as_mut_slice(),
-                class: IoClass::Metadata,
-            })
+            .map(|(b, &o)| ReadRequest { offset: o, buf: b.as_mut_slice(), class: IoClass::Metadata })
             .collect();
         dev.read_batch(&mut reqs).unwrap();
         dev.now()
     };
-    assert!(
-        batched < 0.6 * one_by_one,
-        "SPTF: batch {batched} s vs one by one {one_by_one} s"
-    );
+    assert!(batched < 0.6 * one_by_one, "SPTF: batch {batched} s vs one by one {one_by_one} s");
 }
 
 #[test]
 fn bad_requests_are_refused_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let backing = dir.path().join("disk.img");
-    let opts = ModelOptions {
-        size: Some(1 << 20),
-        ..virtual_opts(&[])
-    };
+    let opts = ModelOptions { size: Some(1 << 20), ..virtual_opts(&[]) };
     let dev = open_model_device("cmr", &backing, &opts).unwrap();
     dev.write_at(0, &[7u8; 4096], IoClass::Data).unwrap();
     let before = std::fs::read(&backing).unwrap();
-    let e = dev
-        .write_at(1 << 20, &[1u8; 4096], IoClass::Data)
-        .unwrap_err();
+    let e = dev.write_at(1 << 20, &[1u8; 4096], IoClass::Data).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
-    let e = dev
-        .write_at((1 << 20) - 512, &[1u8; 4096], IoClass::Data)
-        .unwrap_err();
+    let e = dev.write_at((1 << 20) - 512, &[1u8; 4096], IoClass::Data).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     let e = dev.write_at(100, &[1u8; 512], IoClass::Data).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     let e = dev.write_at(0, &[1u8; 100], IoClass::Data).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput);
     let mut b = [0u8; 512];
-    assert_eq!(
-        dev.read_at(u64::MAX - 511, &mut b, IoClass::Data)
-            .unwrap_err()
-            .kind(),
-        ErrorKind::InvalidInput
-    );
+    assert_eq!(dev.read_at(u64::MAX - 511, &mut b, IoClass::Data).unwrap_err().kind(), ErrorKind::InvalidInput);
     assert_eq!(std::fs::read(&backing).unwrap(), before);
-    assert_eq!(
-        dev.report().classes["data"]["write"].requests,
-        1,
-        "refused requests never reach the model"
-    );
+    assert_eq!(dev.report().classes["data"]["write"].requests, 1, "refused requests never reach the model");
     // a backing file of another size is refused, not truncated
-    let other = ModelOptions {
-        size: Some(2 << 20),
-        ..virtual_opts(&[])
-    };
+    let other = ModelOptions { size: Some(2 << 20), ..virtual_opts(&[]) };
     assert!(open_model_device("cmr", &backing, &other).is_err());
     assert_eq!(std::fs::read(&backing).unwrap(), before);
     // unknown models and parameters are clear errors
@@ -291,10 +243,7 @@ fn a_full_backing_file_system_is_a_clear_error() {
     }
     let result = std::panic::catch_unwind(|| {
         let backing = mnt.join("disk.img");
-        let opts = ModelOptions {
-            size: Some(64 << 20),
-            ..virtual_opts(&[])
-        };
+        let opts = ModelOptions { size: Some(64 << 20), ..virtual_opts(&[]) };
         let dev = open_model_device("cmr", &backing, &opts).unwrap();
         let mut err = None;
         let mut good = Vec::new();

@@ -31,11 +31,7 @@ fn served_image_round_trips_and_reports() {
     let dir = tempfile::tempdir().unwrap();
     let mnt = dir.path().join("srv");
     std::fs::create_dir(&mnt).unwrap();
-    let opts = ModelOptions {
-        speed: Some(1000.0),
-        size: Some(64 << 20),
-        ..ModelOptions::default()
-    };
+    let opts = ModelOptions { speed: Some(1000.0), size: Some(64 << 20), ..ModelOptions::default() };
     let dev = open_model_device("smr-seagate", &dir.path().join("backing.img"), &opts).unwrap();
     let (tx, rx) = mpsc::channel();
     let mnt2 = mnt.clone();
@@ -51,12 +47,7 @@ fn served_image_round_trips_and_reports() {
     let result = std::panic::catch_unwind(|| {
         let img = mnt.join("disk.img");
         assert_eq!(std::fs::metadata(&img).unwrap().len(), 64 << 20);
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(&img)
-            .unwrap();
+        let f = std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(&img).unwrap();
         let mut page = Box::new(Page([0x42; 4096]));
         f.write_all_at(&page.0, 8192).unwrap();
         page.0.fill(0);
@@ -64,22 +55,17 @@ fn served_image_round_trips_and_reports() {
         assert!(page.0.iter().all(|&b| b == 0x42));
         // beyond the end: no space; misaligned (buffered, not O_DIRECT): invalid
         let e = f.write_all_at(&page.0, 64 << 20).unwrap_err();
-        assert!(
-            e.raw_os_error() == Some(libc::ENOSPC) || e.kind() == ErrorKind::InvalidInput,
-            "{e}"
-        );
+        assert!(e.raw_os_error() == Some(libc::ENOSPC) || e.kind() == ErrorKind::InvalidInput, "{e}");
         let g = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
         let e = g.write_all_at(b"abc", 3).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
         let stats: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(mnt.join("stats.json")).unwrap())
-                .unwrap();
+            serde_json::from_str(&std::fs::read_to_string(mnt.join("stats.json")).unwrap()).unwrap();
         assert_eq!(stats["model"], "smr-seagate");
         assert_eq!(stats["classes"]["data"]["write"]["requests"], 1);
         assert_eq!(stats["classes"]["data"]["read"]["requests"], 1);
         let series: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(mnt.join("series.json")).unwrap())
-                .unwrap();
+            serde_json::from_str(&std::fs::read_to_string(mnt.join("series.json")).unwrap()).unwrap();
         assert!(series["series"].is_array());
     });
     let _ = Command::new("fusermount3").arg("-u").arg(&mnt).status();

@@ -45,7 +45,9 @@ fn main() {
     for d in 0..200 {
         let dir = vol.create(ROOT_INO, format!("d{d}").as_bytes(), CreateKind::Dir, 0o755, 0, 0).expect("mkdir");
         for f in 0..250 {
-            inodes.push(vol.create(dir.ino, format!("f{f}").as_bytes(), CreateKind::File, 0o644, 0, 0).expect("create").ino);
+            inodes.push(
+                vol.create(dir.ino, format!("f{f}").as_bytes(), CreateKind::File, 0o644, 0, 0).expect("create").ino,
+            );
         }
     }
     let t0 = Instant::now();
@@ -65,7 +67,12 @@ fn main() {
     let js = vol.journal_stats().expect("journal");
     vol.shutdown().expect("unmount");
     drop(vol);
-    eprintln!("filled {} of {} journal blocks in {round} rounds ({:.1} s)", js.journal_used_blocks, js.journal_blocks, t0.elapsed().as_secs_f64());
+    eprintln!(
+        "filled {} of {} journal blocks in {round} rounds ({:.1} s)",
+        js.journal_used_blocks,
+        js.journal_blocks,
+        t0.elapsed().as_secs_f64()
+    );
 
     // Cold (nothing of the image in the page cache), first with the snapshot
     // the unmount saved, then with a scan of the whole log.
@@ -73,7 +80,11 @@ fn main() {
         let _ = std::process::Command::new("sync").status();
         let dropped = std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok();
         let t = Instant::now();
-        let vol = Volume::open(Arc::new(FileDevice::open(&img, true).expect("open")), opts(CleanerPolicy::default(), snapshot)).expect("lazy mount");
+        let vol = Volume::open(
+            Arc::new(FileDevice::open(&img, true).expect("open")),
+            opts(CleanerPolicy::default(), snapshot),
+        )
+        .expect("lazy mount");
         let secs = t.elapsed().as_secs_f64();
         let js = vol.journal_stats().expect("journal");
         let how = if vol.journal().expect("journal").from_snapshot { "from the snapshot" } else { "scanning the log" };

@@ -67,10 +67,17 @@ fn main() {
     let dir = PathBuf::from(args.get(2).cloned().unwrap_or_else(|| "/var/tmp".into()));
     let rounds: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(3);
     let entries = walk(&src);
-    let contents: Vec<Vec<u8>> = entries.iter().map(|e| if e.dir { Vec::new() } else { std::fs::read(&e.path).unwrap_or_default() }).collect();
+    let contents: Vec<Vec<u8>> =
+        entries.iter().map(|e| if e.dir { Vec::new() } else { std::fs::read(&e.path).unwrap_or_default() }).collect();
     let files = entries.iter().filter(|e| !e.dir).count();
     let bytes: u64 = entries.iter().map(|e| e.size).sum();
-    println!("{}: {} files, {} directories, {:.1} MiB", src.display(), files, entries.len() - files, bytes as f64 / (1 << 20) as f64);
+    println!(
+        "{}: {} files, {} directories, {:.1} MiB",
+        src.display(),
+        files,
+        entries.len() - files,
+        bytes as f64 / (1 << 20) as f64
+    );
     let img = dir.join("ext4lazy-untarcpu.img");
     for round in 1..=rounds {
         let _ = std::fs::remove_file(&img);

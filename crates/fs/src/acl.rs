@@ -326,7 +326,14 @@ mod tests {
 
     #[test]
     fn xattr_round_trip_and_validation() {
-        let acl = Acl(vec![e(USER_OBJ, 6, NO_ID), e(USER, 5, 1000), e(USER, 4, 1001), e(GROUP_OBJ, 4, NO_ID), e(MASK, 7, NO_ID), e(OTHER, 0, NO_ID)]);
+        let acl = Acl(vec![
+            e(USER_OBJ, 6, NO_ID),
+            e(USER, 5, 1000),
+            e(USER, 4, 1001),
+            e(GROUP_OBJ, 4, NO_ID),
+            e(MASK, 7, NO_ID),
+            e(OTHER, 0, NO_ID),
+        ]);
         assert_eq!(Acl::from_xattr(&acl.to_xattr()).unwrap(), acl);
         // A named entry without a mask, repeated ids, wrong order, bad bits.
         let bad = [
@@ -353,7 +360,13 @@ mod tests {
 
     #[test]
     fn chmod_changes_mask_not_group_obj() {
-        let mut acl = Acl(vec![e(USER_OBJ, 7, NO_ID), e(USER, 7, 5), e(GROUP_OBJ, 5, NO_ID), e(MASK, 7, NO_ID), e(OTHER, 7, NO_ID)]);
+        let mut acl = Acl(vec![
+            e(USER_OBJ, 7, NO_ID),
+            e(USER, 7, 5),
+            e(GROUP_OBJ, 5, NO_ID),
+            e(MASK, 7, NO_ID),
+            e(OTHER, 7, NO_ID),
+        ]);
         acl.chmod(0o640);
         assert_eq!(acl.0.iter().map(|x| x.perm).collect::<Vec<_>>(), vec![6, 7, 5, 4, 0]);
         let mut m = minimal(7, 7, 7);
@@ -368,7 +381,13 @@ mod tests {
         assert_eq!(acl.create_masq(0o100666), (0o100440, false));
         assert_eq!(acl, minimal(4, 4, 0));
         // Named entries keep their bits; the mask takes the group class.
-        let mut acl = Acl(vec![e(USER_OBJ, 7, NO_ID), e(USER, 7, 9), e(GROUP_OBJ, 7, NO_ID), e(MASK, 7, NO_ID), e(OTHER, 7, NO_ID)]);
+        let mut acl = Acl(vec![
+            e(USER_OBJ, 7, NO_ID),
+            e(USER, 7, 9),
+            e(GROUP_OBJ, 7, NO_ID),
+            e(MASK, 7, NO_ID),
+            e(OTHER, 7, NO_ID),
+        ]);
         assert_eq!(acl.create_masq(0o42750), (0o42750, true));
         assert_eq!(acl.0.iter().map(|x| x.perm).collect::<Vec<_>>(), vec![7, 7, 7, 5, 0]);
     }

@@ -28,7 +28,11 @@ impl Volume {
         let rdev = if ft == mode::S_IFCHR || ft == mode::S_IFBLK { inode.rdev() } else { 0 };
         // As the kernel (ext4_file_getattr, regular files only): inline data counts its bytes as used sectors, so tools
         // (tar, rsync) do not take a small inline file for a sparse one.
-        let inline = if inode.is_reg() && inode.has_flag(ondisk::inode::flags::INLINE_DATA) { inode.size().div_ceil(512) } else { 0 };
+        let inline = if inode.is_reg() && inode.has_flag(ondisk::inode::flags::INLINE_DATA) {
+            inode.size().div_ceil(512)
+        } else {
+            0
+        };
         Stat {
             ino: inode.ino,
             mode: inode.base.mode,

@@ -5,8 +5,8 @@
 //! Blocks are shared as `Arc<[u8]>`: readers keep a block alive while they
 //! parse it, even if it is evicted meanwhile.
 
-use parking_lot::Mutex;
 use crate::intmap::IntMap;
+use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -260,13 +260,20 @@ impl BufferCache {
                 self.evictions.fetch_add(1, Ordering::Relaxed);
             }
         }
-        s.map.insert(block, Slot { data, referenced: false, pinned: dirty, version, prefetched: false, verified: dirty });
+        s.map.insert(
+            block,
+            Slot { data, referenced: false, pinned: dirty, version, prefetched: false, verified: dirty },
+        );
         s.clock.push_back(block);
     }
 
     /// The cached copy of `block`, with its pinned and verified marks, without counting a hit.
     pub fn peek(&self, block: u64) -> Option<Peeked> {
-        self.shard(block).lock().map.get(&block).map(|s| Peeked { data: s.data.clone(), pinned: s.pinned, verified: s.verified })
+        self.shard(block).lock().map.get(&block).map(|s| Peeked {
+            data: s.data.clone(),
+            pinned: s.pinned,
+            verified: s.verified,
+        })
     }
 
     /// Put back exactly what [`BufferCache::peek`] saw (undoing a failed
@@ -285,7 +292,10 @@ impl BufferCache {
                     }
                     None => {
                         let version = self.epoch.load(Ordering::SeqCst);
-                        s.map.insert(block, Slot { data, referenced: false, pinned, version, prefetched: false, verified });
+                        s.map.insert(
+                            block,
+                            Slot { data, referenced: false, pinned, version, prefetched: false, verified },
+                        );
                         s.clock.push_back(block);
                     }
                 }

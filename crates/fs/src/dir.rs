@@ -86,7 +86,13 @@ impl Volume {
 
     /// Read directory block `lblk`, verifying its checksum as a leaf or index block.
     /// `seen` records what was read (a lookup's, for the negative-lookup memo).
-    fn dir_block(&self, dir: &Inode, lblk: u64, seed: Option<u32>, seen: &mut Seen) -> Result<Option<crate::cache::Block>> {
+    fn dir_block(
+        &self,
+        dir: &Inode,
+        lblk: u64,
+        seed: Option<u32>,
+        seen: &mut Seen,
+    ) -> Result<Option<crate::cache::Block>> {
         let nblocks = self.dir_blocks(dir);
         if lblk >= nblocks {
             // Past the size (an htree root in a directory smaller than a block, say): nothing there.
@@ -138,7 +144,13 @@ impl Volume {
         self.scan_dir_seen(dir, start, &mut Seen::new(false), emit)
     }
 
-    fn scan_dir_seen(&self, dir: &Inode, start: u64, seen: &mut Seen, emit: &mut dyn FnMut(&DirEntryRef) -> bool) -> Result<()> {
+    fn scan_dir_seen(
+        &self,
+        dir: &Inode,
+        start: u64,
+        seen: &mut Seen,
+        emit: &mut dyn FnMut(&DirEntryRef) -> bool,
+    ) -> Result<()> {
         if !dir.is_dir() {
             return Err(FsError::NotDir);
         }
@@ -164,7 +176,8 @@ impl Volume {
                 if pos < start || e.inode == 0 {
                     continue;
                 }
-                let entry = DirEntryRef { ino: e.inode, file_type: e.file_type, name: e.name, next: pos + e.rec_len as u64 };
+                let entry =
+                    DirEntryRef { ino: e.inode, file_type: e.file_type, name: e.name, next: pos + e.rec_len as u64 };
                 if !emit(&entry) {
                     return Ok(());
                 }
@@ -178,7 +191,9 @@ impl Volume {
     /// and in the system.data attribute. "." and ".." are synthesised.
     fn read_inline_dir(&self, dir: &Inode, start: u64, emit: &mut dyn FnMut(&DirEntryRef) -> bool) -> Result<()> {
         let parent = ondisk::bytes::le32(&dir.base.block, 0);
-        if start < INLINE_DOT && !emit(&DirEntryRef { ino: dir.ino, file_type: odir::ftype::DIR, name: b".", next: INLINE_DOT }) {
+        if start < INLINE_DOT
+            && !emit(&DirEntryRef { ino: dir.ino, file_type: odir::ftype::DIR, name: b".", next: INLINE_DOT })
+        {
             return Ok(());
         }
         if start < INLINE_DOTDOT
@@ -187,8 +202,10 @@ impl Volume {
             return Ok(());
         }
         let extra = self.inline_data_xattr(dir)?;
-        let areas: [(&[u8], u64); 2] =
-            [(&dir.base.block[INLINE_IBLOCK_START..INLINE_IBLOCK_END], INLINE_IBLOCK_START as u64), (&extra, INLINE_IBLOCK_END as u64)];
+        let areas: [(&[u8], u64); 2] = [
+            (&dir.base.block[INLINE_IBLOCK_START..INLINE_IBLOCK_END], INLINE_IBLOCK_START as u64),
+            (&extra, INLINE_IBLOCK_END as u64),
+        ];
         let at = Location::Inode(u64::from(dir.ino));
         for (area, base) in areas {
             if area.is_empty() {
@@ -200,7 +217,12 @@ impl Volume {
                 if pos < start || e.inode == 0 {
                     continue;
                 }
-                if !emit(&DirEntryRef { ino: e.inode, file_type: e.file_type, name: e.name, next: pos + e.rec_len as u64 }) {
+                if !emit(&DirEntryRef {
+                    ino: e.inode,
+                    file_type: e.file_type,
+                    name: e.name,
+                    next: pos + e.rec_len as u64,
+                }) {
                     return Ok(());
                 }
             }
@@ -285,7 +307,11 @@ impl Volume {
         let seed = self.dir_csum_seed(dir);
         let nblocks = self.dir_blocks(dir);
         let corrupt = |field: &'static str, value: u64| {
-            FsError::Format(FormatError::corrupt("htree", Location::Inode(u64::from(dir.ino)), Corruption::BadField { field, value }))
+            FsError::Format(FormatError::corrupt(
+                "htree",
+                Location::Inode(u64::from(dir.ino)),
+                Corruption::BadField { field, value },
+            ))
         };
         let Some(root_blk) = self.dir_block(dir, 0, seed, seen)? else {
             return Err(corrupt("hole at index root", 0));
@@ -343,7 +369,14 @@ impl Volume {
         }
     }
 
-    fn search_leaf(&self, dir: &Inode, lblk: u64, name: &[u8], seed: Option<u32>, seen: &mut Seen) -> Result<Option<Found>> {
+    fn search_leaf(
+        &self,
+        dir: &Inode,
+        lblk: u64,
+        name: &[u8],
+        seed: Option<u32>,
+        seen: &mut Seen,
+    ) -> Result<Option<Found>> {
         let Some(data) = self.dir_block(dir, lblk, seed, seen)? else { return Ok(None) };
         for e in DirIter::new(&data, self.block_size as usize, self.has_filetype(), Location::Block(lblk)) {
             let e = e?;

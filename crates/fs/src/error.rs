@@ -9,7 +9,10 @@ pub enum FsError {
     /// On-disk bytes are invalid: the caller sees EIO, the log names the structure.
     Format(FormatError),
     /// The device failed.
-    Io { context: String, source: io::Error },
+    Io {
+        context: String,
+        source: io::Error,
+    },
     NotFound,
     NotDir,
     IsDir,
@@ -38,7 +41,10 @@ pub enum FsError {
     AccessDenied,
     /// The volume cannot be mounted: the kernel's reason for refusing it,
     /// and what was found.
-    Refused { reason: &'static str, found: String },
+    Refused {
+        reason: &'static str,
+        found: String,
+    },
 }
 
 impl FsError {

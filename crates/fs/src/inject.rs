@@ -35,7 +35,8 @@ impl Drop for Armed {
 }
 
 /// The message of an injected panic in the engine.
-pub const MESSAGE: &str = "injected panic (inject_panic): a modifying operation stopped halfway, holding the write lock";
+pub const MESSAGE: &str =
+    "injected panic (inject_panic): a modifying operation stopped halfway, holding the write lock";
 
 /// Panic if this thread is armed (once: the arming is used up).
 pub(crate) fn panic_if_armed() {

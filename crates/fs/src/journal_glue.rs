@@ -171,7 +171,9 @@ fn snapshot_recovery(
     reader: &Reader<'_>,
     sb: &ondisk::jbd2::Superblock,
 ) -> std::result::Result<std::result::Result<Option<journal::Recovery>, String>, journal::Error> {
-    let Some(path) = vol.opts.jmap_snapshot.as_ref().filter(|_| vol.opts.lazy && !vol.opts.read_only) else { return Ok(Ok(None)) };
+    let Some(path) = vol.opts.jmap_snapshot.as_ref().filter(|_| vol.opts.lazy && !vol.opts.read_only) else {
+        return Ok(Ok(None));
+    };
     let bytes = match crate::safefile::read_trusted(path, journal::snapshot::max_len(reader.len_blocks())) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(Ok(None)),
@@ -181,7 +183,9 @@ fn snapshot_recovery(
         }
     };
     let _ = std::fs::remove_file(path);
-    Ok(journal::snapshot::decode(&bytes, sb, reader)?.map(Some).map_err(|why| format!("jmap snapshot {} {why}", path.display())))
+    Ok(journal::snapshot::decode(&bytes, sb, reader)?
+        .map(Some)
+        .map_err(|why| format!("jmap snapshot {} {why}", path.display())))
 }
 
 /// Recovery may have replaced the superblock and group descriptors: read them again through the overlay.

@@ -28,10 +28,7 @@ fn euid() -> u32 {
 }
 
 fn invalid(path: &Path, why: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!("{}: {why}", path.display()),
-    )
+    io::Error::new(io::ErrorKind::InvalidData, format!("{}: {why}", path.display()))
 }
 
 /// A temporary name beside `path` that no earlier call used: the process
@@ -39,13 +36,9 @@ fn invalid(path: &Path, why: &str) -> io::Error {
 /// fails one O_EXCL attempt.
 fn temp_name(path: &Path) -> io::Result<PathBuf> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let name = path
-        .file_name()
-        .ok_or_else(|| invalid(path, "not a file name"))?;
+    let name = path.file_name().ok_or_else(|| invalid(path, "not a file name"))?;
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     let mut tmp = std::ffi::OsString::from(".");
     tmp.push(name);
     tmp.push(format!(".{}.{n}.{t:08x}.tmp", std::process::id()));
@@ -75,10 +68,7 @@ pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
             Err(e) => return Err(e),
         }
     };
-    let written = f
-        .write_all(bytes)
-        .and_then(|()| f.sync_all())
-        .and_then(|()| std::fs::rename(&tmp, path));
+    let written = f.write_all(bytes).and_then(|()| f.sync_all()).and_then(|()| std::fs::rename(&tmp, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
@@ -91,10 +81,8 @@ pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// elsewhere) is removed, and the file made anew with O_EXCL.
 pub fn open_log(path: &Path) -> io::Result<File> {
     // O_NONBLOCK: opening a FIFO planted here must not hang the daemon.
-    let existing = OpenOptions::new()
-        .append(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path);
+    let existing =
+        OpenOptions::new().append(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK).open(path);
     match existing {
         Ok(f) => {
             let m = f.metadata()?;
@@ -126,9 +114,7 @@ pub fn read_trusted(path: &Path, max_len: u64) -> io::Result<Option<Vec<u8>>> {
     {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(invalid(path, "a symbolic link"))
-        }
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(invalid(path, "a symbolic link")),
         Err(e) => return Err(e),
     };
     let m = f.metadata()?;
@@ -139,16 +125,10 @@ pub fn read_trusted(path: &Path, max_len: u64) -> io::Result<Option<Vec<u8>>> {
         return Err(invalid(path, &format!("owned by uid {}", m.uid())));
     }
     if m.mode() & 0o022 != 0 {
-        return Err(invalid(
-            path,
-            &format!("writable by others (mode {:o})", m.mode() & 0o7777),
-        ));
+        return Err(invalid(path, &format!("writable by others (mode {:o})", m.mode() & 0o7777)));
     }
     if m.len() > max_len {
-        return Err(invalid(
-            path,
-            &format!("{} bytes, more than the {max_len} it can hold", m.len()),
-        ));
+        return Err(invalid(path, &format!("{} bytes, more than the {max_len} it can hold", m.len())));
     }
     let mut bytes = Vec::with_capacity(m.len() as usize);
     // take(): the file may grow after the check.
@@ -196,16 +176,9 @@ mod tests {
             }
             let mut f = open_log(&log).unwrap();
             f.write_all(b"line\n").unwrap();
-            assert_eq!(
-                std::fs::read(&victim).unwrap(),
-                b"precious",
-                "plant {plant}"
-            );
+            assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "plant {plant}");
             let m = std::fs::symlink_metadata(&log).unwrap();
-            assert!(
-                m.file_type().is_file() && m.nlink() == 1 && m.mode() & 0o7777 == 0o600,
-                "plant {plant}"
-            );
+            assert!(m.file_type().is_file() && m.nlink() == 1 && m.mode() & 0o7777 == 0o600, "plant {plant}");
         }
         // Our own log is kept and appended to.
         drop(open_log(&log).unwrap().write_all(b"more\n"));

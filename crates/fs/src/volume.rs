@@ -138,7 +138,10 @@ impl Volume {
             return Err(FormatError::corrupt(
                 "superblock",
                 Location::Byte(SUPERBLOCK_OFFSET),
-                Corruption::Truncated { need: (SUPERBLOCK_OFFSET as usize) + SUPERBLOCK_SIZE, have: dev.size() as usize },
+                Corruption::Truncated {
+                    need: (SUPERBLOCK_OFFSET as usize) + SUPERBLOCK_SIZE,
+                    have: dev.size() as usize,
+                },
             )
             .into());
         }
@@ -153,10 +156,14 @@ impl Volume {
             return Err(FsError::Format(FormatError::corrupt(
                 "superblock",
                 Location::Byte(SUPERBLOCK_OFFSET),
-                Corruption::BadField { field: "block count (device is smaller than the volume)", value: sb.blocks_count() },
+                Corruption::BadField {
+                    field: "block count (device is smaller than the volume)",
+                    value: sb.blocks_count(),
+                },
             )));
         }
-        let itb_per_group = (u64::from(sb.f.inodes_per_group) * u64::from(sb.inode_size())).div_ceil(u64::from(block_size));
+        let itb_per_group =
+            (u64::from(sb.f.inodes_per_group) * u64::from(sb.inode_size())).div_ceil(u64::from(block_size));
         let cache_blocks = (opts.cache_bytes / block_size as usize).max(64);
         let stepahead = opts.stepahead.map(crate::stepahead::StepAhead::new);
         let mut vol = Volume {
@@ -219,9 +226,12 @@ impl Volume {
     /// The kernel's last check before a mount: a root inode that reads
     /// (checksum included) and is a non-empty directory.
     fn check_root(&self) -> Result<()> {
-        let root = self.inode(ROOT_INO).map_err(|e| FsError::Refused { reason: "get root inode failed", found: e.to_string() })?;
+        let root = self
+            .inode(ROOT_INO)
+            .map_err(|e| FsError::Refused { reason: "get root inode failed", found: e.to_string() })?;
         if !root.is_dir() || root.size() == 0 || root.blocks_512(&self.sb) == 0 {
-            let found = format!("mode {:o}, size {}, {} blocks", root.base.mode, root.size(), root.blocks_512(&self.sb));
+            let found =
+                format!("mode {:o}, size {}, {} blocks", root.base.mode, root.size(), root.blocks_512(&self.sb));
             return Err(FsError::Refused { reason: "corrupt root inode, run e2fsck", found });
         }
         Ok(())
@@ -258,7 +268,11 @@ impl Volume {
         let total = self.sb.blocks_count();
         let first = u64::from(self.sb.f.first_data_block);
         let bad = |field: &'static str, value: u64| {
-            FsError::Format(FormatError::corrupt("group descriptor", Location::Group(g), Corruption::BadField { field, value }))
+            FsError::Format(FormatError::corrupt(
+                "group descriptor",
+                Location::Group(g),
+                Corruption::BadField { field, value },
+            ))
         };
         for (field, b) in [("block bitmap", gd.block_bitmap()), ("inode bitmap", gd.inode_bitmap())] {
             if b < first || b >= total {
@@ -396,7 +410,11 @@ impl Volume {
         let n = span.last().map_or(1, |c| c.jblock - first.jblock + 1);
         let mut buf = vec![0u8; (n * bs) as usize];
         let seen = self.cache.read_epoch();
-        self.submit_reads(&mut [blockdev::ReadRequest { offset: first.phys * bs, buf: &mut buf, class: IoClass::Journal }])?;
+        self.submit_reads(&mut [blockdev::ReadRequest {
+            offset: first.phys * bs,
+            buf: &mut buf,
+            class: IoClass::Journal,
+        }])?;
         drop(j);
         let blocks = span.iter().map(|c| {
             let at = ((c.jblock - first.jblock) * bs) as usize;
@@ -453,7 +471,9 @@ impl Volume {
                 Some(j) => {
                     let mut i = 0;
                     while i < count {
-                        if let Some((phys, escaped)) = j.newest_copy_location(start + i).map_err(crate::write::journal_err)? {
+                        if let Some((phys, escaped)) =
+                            j.newest_copy_location(start + i).map_err(crate::write::journal_err)?
+                        {
                             list.push(Piece { blocks: 1, device_block: phys, escaped, class: IoClass::Journal });
                             i += 1;
                             continue;
@@ -513,7 +533,10 @@ impl Volume {
             [one] => {
                 let bs = u64::from(self.block_size);
                 self.dev.read_at(one.offset, one.buf, one.class).map_err(|e| {
-                    FsError::io(format!("reading {} block(s) at block {}", one.buf.len() as u64 / bs, one.offset / bs), e)
+                    FsError::io(
+                        format!("reading {} block(s) at block {}", one.buf.len() as u64 / bs, one.offset / bs),
+                        e,
+                    )
                 })
             }
             many => self.dev.read_batch(many).map_err(|e| FsError::io(format!("reading a batch of {n} block runs"), e)),
@@ -569,8 +592,8 @@ impl Volume {
     fn inode_readahead_range(&self, (table, itable_unused): (u64, u32), blk: u64) -> (u64, u64) {
         let ra = u64::from(self.opts.inode_readahead_blocks.max(1));
         let mut used_inodes = u64::from(self.sb.f.inodes_per_group);
-        let has_csum = self.sb.has_metadata_csum()
-            || self.sb.has_ro_compat(ondisk::superblock::feature::ro_compat::GDT_CSUM);
+        let has_csum =
+            self.sb.has_metadata_csum() || self.sb.has_ro_compat(ondisk::superblock::feature::ro_compat::GDT_CSUM);
         if has_csum {
             used_inodes = used_inodes.saturating_sub(u64::from(itable_unused));
         }

@@ -38,7 +38,9 @@ impl Volume {
             }
             let Some(name) = x.full_name() else { continue };
             let value = match x.name_index {
-                ACL_ACCESS | ACL_DEFAULT => xattr::acl_disk_to_xattr(&x.value).map_err(|e| e.at(Location::Inode(u64::from(inode.ino))))?,
+                ACL_ACCESS | ACL_DEFAULT => {
+                    xattr::acl_disk_to_xattr(&x.value).map_err(|e| e.at(Location::Inode(u64::from(inode.ino))))?
+                }
                 _ => x.value,
             };
             out.push((name, value));
@@ -47,11 +49,7 @@ impl Volume {
     }
 
     pub fn get_xattr(&self, inode: &Inode, name: &[u8], privileged: bool) -> Result<Vec<u8>> {
-        self.xattrs(inode, privileged)?
-            .into_iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v)
-            .ok_or(FsError::NoXattr)
+        self.xattrs(inode, privileged)?.into_iter().find(|(n, _)| n == name).map(|(_, v)| v).ok_or(FsError::NoXattr)
     }
 
     /// The inode's access ACL, if it has one.

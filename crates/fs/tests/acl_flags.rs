@@ -74,7 +74,10 @@ fn access_acls_follow_and_set_the_mode() {
 
     // chmod moves the mask (not GROUP_OBJ), the owner and other entries.
     vol.setattr(f, &SetAttr { mode: Some(0o640), ..Default::default() }).unwrap();
-    assert_eq!(acl_of(&vol, f, ACCESS).unwrap(), acl(&[(1, 6, U), (2, 7, 1000), (4, 4, U), (0x10, 4, U), (0x20, 0, U)]));
+    assert_eq!(
+        acl_of(&vol, f, ACCESS).unwrap(),
+        acl(&[(1, 6, U), (2, 7, 1000), (4, 4, U), (0x10, 4, U), (0x20, 0, U)])
+    );
 
     // A minimal ACL is only a mode: nothing stored (generic/099's chacl).
     vol.set_xattr(f, ACCESS, &acl(&[(1, 4, U), (4, 7, U), (0x20, 6, U)]), XattrMode::Any).unwrap();
@@ -84,9 +87,15 @@ fn access_acls_follow_and_set_the_mode() {
     vol.remove_xattr(f, ACCESS).unwrap();
 
     // Invalid ACLs are refused: a named entry without a mask.
-    assert!(matches!(vol.set_xattr(f, ACCESS, &acl(&[(1, 6, U), (2, 7, 5), (4, 4, U), (0x20, 4, U)]), XattrMode::Any), Err(FsError::Invalid(_))));
+    assert!(matches!(
+        vol.set_xattr(f, ACCESS, &acl(&[(1, 6, U), (2, 7, 5), (4, 4, U), (0x20, 4, U)]), XattrMode::Any),
+        Err(FsError::Invalid(_))
+    ));
     // A default ACL is for directories only (EACCES).
-    assert!(matches!(vol.set_xattr(f, DEFAULT, &acl(&[(1, 7, U), (4, 5, U), (0x20, 5, U)]), XattrMode::Any), Err(FsError::AccessDenied)));
+    assert!(matches!(
+        vol.set_xattr(f, DEFAULT, &acl(&[(1, 7, U), (4, 5, U), (0x20, 5, U)]), XattrMode::Any),
+        Err(FsError::AccessDenied)
+    ));
 
     // Setting an access ACL clears set-group-ID for a caller outside the group.
     vol.setattr(f, &SetAttr { mode: Some(0o2775), ..Default::default() }).unwrap();
@@ -124,12 +133,18 @@ fn creates_inherit_the_default_acl_instead_of_the_umask() {
     vol.set_xattr(d, DEFAULT, &rich, XattrMode::Any).unwrap();
     let g = vol.create_masked(d, b"g", CreateKind::File, 0o640, 0o077, 0, 0).unwrap();
     assert_eq!(g.base.mode & 0o777, 0o640);
-    assert_eq!(acl_of(&vol, g.ino, ACCESS).unwrap(), acl(&[(1, 6, U), (2, 7, 1000), (4, 5, U), (0x10, 4, U), (0x20, 0, U)]));
+    assert_eq!(
+        acl_of(&vol, g.ino, ACCESS).unwrap(),
+        acl(&[(1, 6, U), (2, 7, 1000), (4, 5, U), (0x10, 4, U), (0x20, 0, U)])
+    );
     assert_eq!(acl_of(&vol, g.ino, DEFAULT), None, "files get no default ACL");
     // A directory gets both; a symlink neither; a fifo the access ACL.
     let sub = vol.create_masked(d, b"sub", CreateKind::Dir, 0o755, 0o022, 0, 0).unwrap().ino;
     assert_eq!(acl_of(&vol, sub, DEFAULT).unwrap(), rich);
-    assert_eq!(acl_of(&vol, sub, ACCESS).unwrap(), acl(&[(1, 7, U), (2, 7, 1000), (4, 5, U), (0x10, 5, U), (0x20, 5, U)]));
+    assert_eq!(
+        acl_of(&vol, sub, ACCESS).unwrap(),
+        acl(&[(1, 7, U), (2, 7, 1000), (4, 5, U), (0x10, 5, U), (0x20, 5, U)])
+    );
     let l = vol.create_masked(d, b"l", CreateKind::Symlink(b"g".to_vec()), 0o777, 0, 0, 0).unwrap().ino;
     assert_eq!((acl_of(&vol, l, ACCESS), acl_of(&vol, l, DEFAULT)), (None, None));
     let p = vol.create_masked(d, b"p", CreateKind::Fifo, 0o600, 0o022, 0, 0).unwrap().ino;
@@ -152,8 +167,14 @@ fn immutable_and_append_only_refuse_as_ext4() {
 
     // +i needs CAP_LINUX_IMMUTABLE; odd requests are refused.
     eperm(vol.set_flags(f, flags | IMMUTABLE, false), "+i unprivileged");
-    assert!(matches!(vol.set_flags(f, flags & !EXTENTS, true), Err(FsError::Unsupported(_))), "no migration off extents");
-    assert!(matches!(vol.set_flags(f, flags | DIRSYNC, true), Err(FsError::Unsupported(_))), "dirsync is for directories");
+    assert!(
+        matches!(vol.set_flags(f, flags & !EXTENTS, true), Err(FsError::Unsupported(_))),
+        "no migration off extents"
+    );
+    assert!(
+        matches!(vol.set_flags(f, flags | DIRSYNC, true), Err(FsError::Unsupported(_))),
+        "dirsync is for directories"
+    );
     assert!(matches!(vol.set_flags(f, flags | 0x0800_0000, true), Err(FsError::Unsupported(_))), "not a visible flag");
     vol.set_flags(f, flags | IMMUTABLE, true).unwrap();
     eperm(vol.set_flags(f, flags | IMMUTABLE | NOATIME, true), "other changes while immutable");
@@ -167,7 +188,10 @@ fn immutable_and_append_only_refuse_as_ext4() {
     eperm(vol.setattr(f, &SetAttr { mode: Some(0o600), ..Default::default() }), "chmod");
     eperm(vol.setattr(f, &SetAttr { uid: Some(1), ..Default::default() }), "chown");
     let now = Timestamp { sec: 1, nsec: 0 };
-    eperm(vol.setattr(f, &SetAttr { atime: Some(now), mtime: Some(now), times_now: true, ..Default::default() }), "touch");
+    eperm(
+        vol.setattr(f, &SetAttr { atime: Some(now), mtime: Some(now), times_now: true, ..Default::default() }),
+        "touch",
+    );
     eperm(vol.set_xattr(f, b"user.a", b"1", XattrMode::Any), "setxattr");
     eperm(vol.remove_xattr(f, b"user.a"), "removexattr");
     eperm(vol.link(f, ROOT_INO, b"f2"), "link");

@@ -79,8 +79,11 @@ fn workload(vol: &Volume, dev: &FaultDevice<FileDevice>, seed: u64, ops: usize) 
     let mut tree = Tree::new();
     let mut steps = vec![Step { end: dev.event_count(), sync: true, state: tree.clone() }];
     for n in 0..ops {
-        let dirs: Vec<String> = std::iter::once(String::new()).chain(tree.iter().filter(|(_, v)| **v == Node::Dir).map(|(k, _)| k.clone())).collect();
-        let files: Vec<String> = tree.iter().filter(|(_, v)| matches!(v, Node::File(_))).map(|(k, _)| k.clone()).collect();
+        let dirs: Vec<String> = std::iter::once(String::new())
+            .chain(tree.iter().filter(|(_, v)| **v == Node::Dir).map(|(k, _)| k.clone()))
+            .collect();
+        let files: Vec<String> =
+            tree.iter().filter(|(_, v)| matches!(v, Node::File(_))).map(|(k, _)| k.clone()).collect();
         let dir = dirs[rng.below(dirs.len())].clone();
         let name = format!("e{n}{}", "-".repeat(rng.below(30)));
         let path = child(&dir, &name);
@@ -131,7 +134,11 @@ fn workload(vol: &Volume, dev: &FaultDevice<FileDevice>, seed: u64, ops: usize) 
                 })
             }
             15 => {
-                let empty = dirs.iter().filter(|d| !d.is_empty() && !tree.keys().any(|k| k.starts_with(&format!("{d}/")))).last().cloned();
+                let empty = dirs
+                    .iter()
+                    .filter(|d| !d.is_empty() && !tree.keys().any(|k| k.starts_with(&format!("{d}/"))))
+                    .last()
+                    .cloned();
                 match empty {
                     Some(d) => {
                         let (p, n0) = parent_of(&d);
@@ -211,7 +218,10 @@ fn tree_of_dir(root: &Path) -> Tree {
                 out.insert(path.clone(), Node::Dir);
                 walk(&e.path(), &path, out);
             } else if ft.is_symlink() {
-                out.insert(path, Node::Link(std::fs::read_link(e.path()).unwrap().into_os_string().into_encoded_bytes()));
+                out.insert(
+                    path,
+                    Node::Link(std::fs::read_link(e.path()).unwrap().into_os_string().into_encoded_bytes()),
+                );
             } else {
                 out.insert(path, Node::File(Arc::from(std::fs::read(e.path()).unwrap())));
             }
@@ -241,9 +251,13 @@ fn check_state(what: &str, got: &Tree, steps: &[Step], range: std::ops::RangeInc
     };
     let diff = |want: &Tree| -> Vec<String> {
         let keys: std::collections::BTreeSet<&String> = got.keys().chain(want.keys()).collect();
-        keys.into_iter().filter(|k| got.get(*k) != want.get(*k)).map(|k| format!("{k}: {} instead of {}", describe(got.get(k)), describe(want.get(k)))).collect()
+        keys.into_iter()
+            .filter(|k| got.get(*k) != want.get(*k))
+            .map(|k| format!("{k}: {} instead of {}", describe(got.get(k)), describe(want.get(k))))
+            .collect()
     };
-    let (best, d) = range.clone().map(|i| (i, diff(&steps[i].state))).min_by_key(|(_, d)| d.len()).expect("non-empty range");
+    let (best, d) =
+        range.clone().map(|i| (i, diff(&steps[i].state))).min_by_key(|(_, d)| d.len()).expect("non-empty range");
     panic!("{what}: the recovered tree is none of the states {range:?}; closest is {best}: {:?}", &d[..d.len().min(8)]);
 }
 
@@ -327,8 +341,15 @@ fn crash_at_any_point_recovers_a_state_the_workload_had() {
         drop(vol); // a crash: no unmount
         let events = dev.events();
         let flushes = events.iter().filter(|e| matches!(e, Event::Flush)).count();
-        let journal_bytes: usize = events.iter().map(|e| if let Event::Write { data, class: IoClass::Journal, .. } = e { data.len() } else { 0 }).sum();
-        eprintln!("{variant}: {} operations, {} writes ({journal_bytes} bytes to the journal), {flushes} flushes", steps.len() - 1, events.len() - flushes);
+        let journal_bytes: usize = events
+            .iter()
+            .map(|e| if let Event::Write { data, class: IoClass::Journal, .. } = e { data.len() } else { 0 })
+            .sum();
+        eprintln!(
+            "{variant}: {} operations, {} writes ({journal_bytes} bytes to the journal), {flushes} flushes",
+            steps.len() - 1,
+            events.len() - flushes
+        );
         if mkfs.contains(&"size=1") && mode == Mode::Ordered {
             assert!(journal_bytes > 2 << 20, "the 1 MiB journal must wrap around (only {journal_bytes} bytes logged)");
         }
@@ -337,7 +358,13 @@ fn crash_at_any_point_recovers_a_state_the_workload_had() {
         for i in 0..cuts {
             // Half the cuts just after a flush (the durable edge), half anywhere.
             let cut = if i % 2 == 0 {
-                let f = events.iter().enumerate().filter(|(_, e)| matches!(e, Event::Flush)).map(|(i, _)| i + 1).nth(rng.below(flushes)).unwrap();
+                let f = events
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| matches!(e, Event::Flush))
+                    .map(|(i, _)| i + 1)
+                    .nth(rng.below(flushes))
+                    .unwrap();
                 (f + rng.below(3)).min(events.len())
             } else {
                 1 + rng.below(events.len())
@@ -367,7 +394,10 @@ fn crash_at_any_point_recovers_a_state_the_workload_had() {
             common::e2fsck_clean_after_replay(&cut_img);
             std::fs::remove_file(&cut_img).unwrap();
         }
-        eprintln!("{variant}: {cuts} crash images (all/none/shuffled {by_policy:?}) recovered by {}", if kernel { "the kernel and ext4lazy" } else { "ext4lazy" });
+        eprintln!(
+            "{variant}: {cuts} crash images (all/none/shuffled {by_policy:?}) recovered by {}",
+            if kernel { "the kernel and ext4lazy" } else { "ext4lazy" }
+        );
     }
 }
 
@@ -425,7 +455,14 @@ fn a_freed_block_survives_until_its_free_commits() {
             let hour = Duration::from_secs(3600);
             // No cleaner: a full lazy log migrates home, the path under test.
             let cleaner = fs::CleanerPolicy { start_fill: 2.0, ..Default::default() };
-            let opts = VolumeOptions { read_only: false, dirty_expire: hour, commit_interval: hour, lazy, cleaner, ..Default::default() };
+            let opts = VolumeOptions {
+                read_only: false,
+                dirty_expire: hour,
+                commit_interval: hour,
+                lazy,
+                cleaner,
+                ..Default::default()
+            };
             let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
             vol.create(ROOT_INO, b"D", CreateKind::Dir, 0o755, 0, 0).unwrap();
             vol.sync().unwrap();
@@ -453,7 +490,9 @@ fn a_freed_block_survives_until_its_free_commits() {
                     let mut bytes = pristine.clone();
                     crash_image(&mut bytes, &events, cut, v);
                     std::fs::write(&cut_img, &bytes).unwrap();
-                    let vol = Volume::open(Arc::new(FileDevice::open(&cut_img, false).unwrap()), VolumeOptions::default()).unwrap();
+                    let vol =
+                        Volume::open(Arc::new(FileDevice::open(&cut_img, false).unwrap()), VolumeOptions::default())
+                            .unwrap();
                     let root = vol.inode(ROOT_INO).unwrap();
                     if let Some((ino, _)) = vol.lookup(&root, b"D").unwrap() {
                         let d = vol.inode(ino).unwrap();
@@ -491,11 +530,21 @@ fn lazy_cleaning_moves_only_committed_blocks() {
     let dev = Arc::new(FaultDevice::new(FileDevice::open(&img, true).unwrap()));
     let hour = Duration::from_secs(3600);
     // Every tick commits (on the commit thread), as a busy volume's ticks do.
-    let opts = VolumeOptions { read_only: false, lazy: true, commit_interval: Duration::ZERO, dirty_expire: hour, ..Default::default() };
+    let opts = VolumeOptions {
+        read_only: false,
+        lazy: true,
+        commit_interval: Duration::ZERO,
+        dirty_expire: hour,
+        ..Default::default()
+    };
     let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
     let hot_dir = vol.create(ROOT_INO, b"hot", CreateKind::Dir, 0o755, 0, 0).unwrap().ino;
-    let hot: Vec<u32> = (0..60).map(|k| vol.create(hot_dir, format!("h{k}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino).collect();
-    let cold: Vec<u32> = (0..100).map(|k| vol.create(ROOT_INO, format!("cold{k}").as_bytes(), CreateKind::Dir, 0o755, 0, 0).unwrap().ino).collect();
+    let hot: Vec<u32> = (0..60)
+        .map(|k| vol.create(hot_dir, format!("h{k}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino)
+        .collect();
+    let cold: Vec<u32> = (0..100)
+        .map(|k| vol.create(ROOT_INO, format!("cold{k}").as_bytes(), CreateKind::Dir, 0o755, 0, 0).unwrap().ino)
+        .collect();
     let mut cleaning_ops = Vec::new();
     for i in 0..6000usize {
         let (before, moved) = (dev.event_count(), vol.write_stats().unwrap().cleaner_blocks_moved);
@@ -509,7 +558,11 @@ fn lazy_cleaning_moves_only_committed_blocks() {
                 vol.create(cold[k], format!("f{i}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap();
             }
             _ => {
-                vol.setattr(hot[i % hot.len()], &SetAttr { mode: Some(0o600 | (i as u16 & 0o77)), ..Default::default() }).unwrap();
+                vol.setattr(
+                    hot[i % hot.len()],
+                    &SetAttr { mode: Some(0o600 | (i as u16 & 0o77)), ..Default::default() },
+                )
+                .unwrap();
             }
         }
         if vol.write_stats().unwrap().cleaner_blocks_moved > moved {
@@ -519,10 +572,21 @@ fn lazy_cleaning_moves_only_committed_blocks() {
     let stats = vol.write_stats().unwrap();
     drop(vol);
     let events = dev.events();
-    let cuts: Vec<usize> = cleaning_ops.iter().flat_map(|r| r.clone()).filter(|&e| matches!(events[e], Event::Flush)).map(|e| e + 1).collect();
+    let cuts: Vec<usize> = cleaning_ops
+        .iter()
+        .flat_map(|r| r.clone())
+        .filter(|&e| matches!(events[e], Event::Flush))
+        .map(|e| e + 1)
+        .collect();
     eprintln!("{stats:?}: {} operations cleaned, {} crash points", cleaning_ops.len(), cuts.len());
-    assert!(stats.background_commits > 50 && cleaning_ops.len() > 5, "the workload must clean after commits on the commit thread");
-    assert!(stats.cleaner_steps_cut_short > 0, "no cleaning step met a block of the running transaction: the case under test did not arise");
+    assert!(
+        stats.background_commits > 50 && cleaning_ops.len() > 5,
+        "the workload must clean after commits on the commit thread"
+    );
+    assert!(
+        stats.cleaner_steps_cut_short > 0,
+        "no cleaning step met a block of the running transaction: the case under test did not arise"
+    );
     let cut_img = work.path().join("clean-cut.img");
     // Spread over the run, at most 120 images (two e2fsck runs each).
     let step = cuts.len().div_ceil(120).max(1);

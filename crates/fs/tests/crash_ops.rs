@@ -249,22 +249,26 @@ fn apply(vol: &Volume, op: &Op) -> Option<Outcome> {
         Ok(match op {
             Op::Create { path, mode } => {
                 let p = parent(path)?;
-                vol.create(p, split(path).1.as_bytes(), CreateKind::File, (*mode & 0o7777) as u16, 0, 0).map_err(|e| errno(&e))?;
+                vol.create(p, split(path).1.as_bytes(), CreateKind::File, (*mode & 0o7777) as u16, 0, 0)
+                    .map_err(|e| errno(&e))?;
                 Outcome::Ok(0)
             }
             Op::Mkdir { path, mode } => {
                 let p = parent(path)?;
-                vol.create(p, split(path).1.as_bytes(), CreateKind::Dir, (*mode & 0o7777) as u16, 0, 0).map_err(|e| errno(&e))?;
+                vol.create(p, split(path).1.as_bytes(), CreateKind::Dir, (*mode & 0o7777) as u16, 0, 0)
+                    .map_err(|e| errno(&e))?;
                 Outcome::Ok(0)
             }
             Op::Mkfifo { path, mode } => {
                 let p = parent(path)?;
-                vol.create(p, split(path).1.as_bytes(), CreateKind::Fifo, (*mode & 0o7777) as u16, 0, 0).map_err(|e| errno(&e))?;
+                vol.create(p, split(path).1.as_bytes(), CreateKind::Fifo, (*mode & 0o7777) as u16, 0, 0)
+                    .map_err(|e| errno(&e))?;
                 Outcome::Ok(0)
             }
             Op::Symlink { target, path } => {
                 let p = parent(path)?;
-                vol.create(p, split(path).1.as_bytes(), CreateKind::Symlink(target.as_bytes().to_vec()), 0o777, 0, 0).map_err(|e| errno(&e))?;
+                vol.create(p, split(path).1.as_bytes(), CreateKind::Symlink(target.as_bytes().to_vec()), 0o777, 0, 0)
+                    .map_err(|e| errno(&e))?;
                 Outcome::Ok(0)
             }
             Op::Write { path, off, len, seed } => {
@@ -319,7 +323,8 @@ fn apply(vol: &Volume, op: &Op) -> Option<Outcome> {
                 if flags & rename::WHITEOUT != 0 {
                     vol.rename_whiteout(fp, fname, tp, tname, noreplace, 0, 0).map_err(|e| errno(&e))?;
                 } else {
-                    vol.rename(fp, fname, tp, tname, noreplace, flags & rename::EXCHANGE != 0).map_err(|e| errno(&e))?;
+                    vol.rename(fp, fname, tp, tname, noreplace, flags & rename::EXCHANGE != 0)
+                        .map_err(|e| errno(&e))?;
                 }
                 Outcome::Ok(0)
             }
@@ -353,18 +358,24 @@ fn apply(vol: &Volume, op: &Op) -> Option<Outcome> {
             }
             Op::Chmod { path, mode } => {
                 let i = target_of(vol, path)?;
-                vol.setattr(i.ino, &SetAttr { mode: Some((*mode & 0o7777) as u16), ..Default::default() }).map_err(|e| errno(&e))?;
+                vol.setattr(i.ino, &SetAttr { mode: Some((*mode & 0o7777) as u16), ..Default::default() })
+                    .map_err(|e| errno(&e))?;
                 Outcome::Ok(0)
             }
             Op::Chown { path, uid, gid } => {
                 let i = ino_of(vol, path)?;
-                vol.setattr(i.ino, &SetAttr { uid: Some(*uid), gid: Some(*gid), ..Default::default() }).map_err(|e| errno(&e))?;
+                vol.setattr(i.ino, &SetAttr { uid: Some(*uid), gid: Some(*gid), ..Default::default() })
+                    .map_err(|e| errno(&e))?;
                 Outcome::Ok(0)
             }
             Op::Utimes { path, atime, mtime } => {
                 let i = ino_of(vol, path)?;
-                let t = |ns: i64| Timestamp { sec: ns.div_euclid(1_000_000_000), nsec: ns.rem_euclid(1_000_000_000) as u32 };
-                vol.setattr(i.ino, &SetAttr { atime: Some(t(*atime)), mtime: Some(t(*mtime)), ..Default::default() }).map_err(|e| errno(&e))?;
+                let t = |ns: i64| Timestamp {
+                    sec: ns.div_euclid(1_000_000_000),
+                    nsec: ns.rem_euclid(1_000_000_000) as u32,
+                };
+                vol.setattr(i.ino, &SetAttr { atime: Some(t(*atime)), mtime: Some(t(*mtime)), ..Default::default() })
+                    .map_err(|e| errno(&e))?;
                 Outcome::Ok(0)
             }
             Op::Fsync { .. } => {
@@ -473,7 +484,8 @@ fn shapes_now(vol: &Volume, state: &State, seen: &mut Shapes) {
         }
         if i.is_dir() && i.has_flag(ondisk::inode::flags::INDEX) {
             if let Ok(Mapping::Mapped { pblk, .. }) = vol.map_block(&i, 0, 1) {
-                if let Ok(root) = ondisk::htree::DxNode::parse_root(&vol.meta(pblk).unwrap(), ondisk::Location::Unknown) {
+                if let Ok(root) = ondisk::htree::DxNode::parse_root(&vol.meta(pblk).unwrap(), ondisk::Location::Unknown)
+                {
                     seen.htree_levels = seen.htree_levels.max(root.indirect_levels + 1);
                 }
             }
@@ -484,7 +496,13 @@ fn shapes_now(vol: &Volume, state: &State, seen: &mut Shapes) {
 }
 
 /// Run `ops` operations of `profile`; returns the steps (step 0: the state at mount).
-fn workload(vol: &Volume, dev: &FaultDevice<FileDevice>, profile: &'static gen::Profile, seed: u64, ops: usize) -> (Vec<Step>, Shapes) {
+fn workload(
+    vol: &Volume,
+    dev: &FaultDevice<FileDevice>,
+    profile: &'static gen::Profile,
+    seed: u64,
+    ops: usize,
+) -> (Vec<Step>, Shapes) {
     let mut shapes = Shapes::default();
     let mut g = Gen::new(profile, seed, Switches::default());
     let mut state = state_of_volume(vol);
@@ -524,7 +542,8 @@ fn matches_a_step(got: &State, steps: &[Step], range: std::ops::RangeInclusive<u
     for s in &steps[..=*range.start()] {
         apply_changes(&mut state, &s.changes);
     }
-    let mut differ: BTreeSet<String> = got.keys().chain(state.keys()).filter(|k| got.get(*k) != state.get(*k)).cloned().collect();
+    let mut differ: BTreeSet<String> =
+        got.keys().chain(state.keys()).filter(|k| got.get(*k) != state.get(*k)).cloned().collect();
     let mut best = (differ.len(), *range.start());
     if differ.is_empty() {
         return Ok(());
@@ -573,7 +592,13 @@ fn allowed(steps: &[Step], cut: usize) -> std::ops::RangeInclusive<usize> {
 }
 
 fn opts(lazy: bool) -> VolumeOptions {
-    VolumeOptions { read_only: false, lazy, commit_interval: Duration::ZERO, dirty_expire: Duration::ZERO, ..Default::default() }
+    VolumeOptions {
+        read_only: false,
+        lazy,
+        commit_interval: Duration::ZERO,
+        dirty_expire: Duration::ZERO,
+        ..Default::default()
+    }
 }
 
 fn kernel_state(img: &Path, mnt: &Path) -> State {
@@ -614,14 +639,20 @@ fn cut_profile(name: &str, lazy: bool, ops: usize, seed: u64, want: impl Fn(&Sha
         for (i, s) in steps.iter().enumerate() {
             for (p, e) in &s.changes {
                 if p.starts_with(&pfx) {
-                    eprintln!("step {i} (end {}): {} -> {}", s.end, &p[..p.len().min(40)], if e.is_some() { "present" } else { "gone" });
+                    eprintln!(
+                        "step {i} (end {}): {} -> {}",
+                        s.end,
+                        &p[..p.len().min(40)],
+                        if e.is_some() { "present" } else { "gone" }
+                    );
                 }
             }
         }
     }
     drop(vol); // a crash: no unmount
     let events = dev.events();
-    let flushes: Vec<usize> = events.iter().enumerate().filter(|(_, e)| matches!(e, Event::Flush)).map(|(i, _)| i + 1).collect();
+    let flushes: Vec<usize> =
+        events.iter().enumerate().filter(|(_, e)| matches!(e, Event::Flush)).map(|(i, _)| i + 1).collect();
     let tag = format!("{name} {}", if lazy { "lazy" } else { "ordered" });
     eprintln!("{tag}: {} steps, {} device events, {} flushes", steps.len() - 1, events.len(), flushes.len());
     let mnt = work.path().join("mnt");

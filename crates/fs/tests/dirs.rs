@@ -40,7 +40,8 @@ fn check(vol: Volume, img: &Path, lazy: bool, names: &BTreeSet<String>, phase: &
     drop(vol);
     common::e2fsck_clean_in(img, lazy);
     let mounted = common::with_kernel_mount(img, |mnt| {
-        let got: BTreeSet<String> = std::fs::read_dir(mnt.join("d")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let got: BTreeSet<String> =
+            std::fs::read_dir(mnt.join("d")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         assert!(&got == names, "{phase}: the kernel lists {} names, expected {}", got.len(), names.len());
     });
     assert!(mounted, "the kernel must be able to mount the image");
@@ -49,7 +50,8 @@ fn check(vol: Volume, img: &Path, lazy: bool, names: &BTreeSet<String>, phase: &
 fn three_level_htree(lazy: bool, seed: u64) {
     let Some((work, empty)) = common::setup_empty() else { return };
     let n = 60_000;
-    let img = common::make_image(work.path(), "dir.img", 256, &["-b", "1024", "-O", "large_dir", "-N", "70000"], &empty);
+    let img =
+        common::make_image(work.path(), "dir.img", 256, &["-b", "1024", "-O", "large_dir", "-N", "70000"], &empty);
     let vol = open(&img, lazy);
     let d = vol.create(ROOT_INO, b"d", CreateKind::Dir, 0o755, 0, 0).unwrap().ino;
     let mut names = BTreeSet::new();
@@ -82,7 +84,12 @@ fn three_level_htree(lazy: bool, seed: u64) {
             // Half-emptied directories are where merges and index updates go wrong.
             let dir = vol.inode(d).unwrap();
             for &j in order[k + 1..].iter().take(2_000) {
-                assert!(vol.lookup(&dir, name(j).as_bytes()).unwrap().is_some(), "{} lost after {} unlinks", name(j), k + 1);
+                assert!(
+                    vol.lookup(&dir, name(j).as_bytes()).unwrap().is_some(),
+                    "{} lost after {} unlinks",
+                    name(j),
+                    k + 1
+                );
             }
         }
     }

@@ -14,15 +14,7 @@ use std::sync::Arc;
 
 fn open(img: &Path, lazy: bool) -> Volume {
     let dev = Arc::new(FileDevice::open(img, true).unwrap());
-    Volume::open(
-        dev,
-        VolumeOptions {
-            read_only: false,
-            lazy,
-            ..Default::default()
-        },
-    )
-    .unwrap()
+    Volume::open(dev, VolumeOptions { read_only: false, lazy, ..Default::default() }).unwrap()
 }
 
 /// Block `lblk`'s contents: every 8 bytes name the block (never all zeros).
@@ -32,15 +24,10 @@ fn pattern(lblk: u64, bs: usize) -> Vec<u8> {
 }
 
 fn check_block(vol: &Volume, inode: &fs::Inode, lblk: u64, bs: u64) -> Result<(), String> {
-    let got = vol
-        .read(inode, lblk * bs, bs as usize)
-        .map_err(|e| format!("read of block {lblk}: {e}"))?;
+    let got = vol.read(inode, lblk * bs, bs as usize).map_err(|e| format!("read of block {lblk}: {e}"))?;
     if got != pattern(lblk, bs as usize) {
         let zeros = got.iter().all(|&b| b == 0);
-        return Err(format!(
-            "block {lblk} reads wrong ({})",
-            if zeros { "all zeros" } else { "other bytes" }
-        ));
+        return Err(format!("block {lblk} reads wrong ({})", if zeros { "all zeros" } else { "other bytes" }));
     }
     Ok(())
 }
@@ -57,19 +44,12 @@ fn stale_reader_across_a_leaf_split() {
     let img = common::make_image(work.path(), "a.img", 64, &["-b", "1024"], &empty);
     let bs = 1024u64;
     let vol = open(&img, false);
-    let ino = vol
-        .create(ROOT_INO, b"f", CreateKind::File, 0o644, 0, 0)
-        .unwrap()
-        .ino;
+    let ino = vol.create(ROOT_INO, b"f", CreateKind::File, 0o644, 0, 0).unwrap().ino;
     // 84 one-block extents, in order: depth 1, one full leaf.
     for i in 0..84u64 {
-        vol.write(ino, 2 * i * bs, &pattern(2 * i, bs as usize))
-            .unwrap();
+        vol.write(ino, 2 * i * bs, &pattern(2 * i, bs as usize)).unwrap();
     }
-    assert_eq!(
-        vol.extent_tree_shape(&vol.inode(ino).unwrap()).unwrap(),
-        (1, 84)
-    );
+    assert_eq!(vol.extent_tree_shape(&vol.inode(ino).unwrap()).unwrap(), (1, 84));
     let snapshot = vol.inode(ino).unwrap();
     for i in 0..84u64 {
         check_block(&vol, &snapshot, 2 * i, bs).unwrap();
@@ -104,22 +84,14 @@ fn stale_reader_across_a_shrink() {
     let img = common::make_image(work.path(), "a.img", 64, &["-b", "1024"], &empty);
     let bs = 1024u64;
     let vol = open(&img, false);
-    let ino = vol
-        .create(ROOT_INO, b"f", CreateKind::File, 0o644, 0, 0)
-        .unwrap()
-        .ino;
+    let ino = vol.create(ROOT_INO, b"f", CreateKind::File, 0o644, 0, 0).unwrap().ino;
     for i in 0..10u64 {
-        vol.write(ino, 2 * i * bs, &pattern(2 * i, bs as usize))
-            .unwrap();
+        vol.write(ino, 2 * i * bs, &pattern(2 * i, bs as usize)).unwrap();
     }
-    assert_eq!(
-        vol.extent_tree_shape(&vol.inode(ino).unwrap()).unwrap(),
-        (1, 10)
-    );
+    assert_eq!(vol.extent_tree_shape(&vol.inode(ino).unwrap()).unwrap(), (1, 10));
     let snapshot = vol.inode(ino).unwrap();
     // Punch the last six: four extents left, the tree shrinks into the inode.
-    vol.fallocate(ino, 8 * bs, 12 * bs, Falloc::PunchHole, true)
-        .unwrap();
+    vol.fallocate(ino, 8 * bs, 12 * bs, Falloc::PunchHole, true).unwrap();
     let fresh = vol.inode(ino).unwrap();
     assert_eq!(vol.extent_tree_shape(&fresh).unwrap(), (0, 4));
     let mut bad = Vec::new();
@@ -152,22 +124,11 @@ fn reader_races_splitting_writer() {
     // A race: a few rounds (one failed in 3 of 5 single rounds on 2 cores).
     let mut all_errors = Vec::new();
     for round in 0..4u64 {
-        let ino = vol
-            .create(
-                ROOT_INO,
-                format!("f{round}").as_bytes(),
-                CreateKind::File,
-                0o644,
-                0,
-                0,
-            )
-            .unwrap()
-            .ino;
+        let ino = vol.create(ROOT_INO, format!("f{round}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino;
         let n = 3000u64;
         // Stable blocks at multiples of 4, written first.
         for i in 0..n {
-            vol.write(ino, 4 * i * bs, &pattern(4 * i, bs as usize))
-                .unwrap();
+            vol.write(ino, 4 * i * bs, &pattern(4 * i, bs as usize)).unwrap();
         }
         let stop = Arc::new(AtomicBool::new(false));
         let reads = Arc::new(AtomicU64::new(0));
@@ -188,13 +149,9 @@ fn reader_races_splitting_writer() {
                         Ok(data) => {
                             for k in (0..128u64).step_by(4) {
                                 let off = (k * bs) as usize;
-                                if data[off..off + bs as usize]
-                                    != pattern(first + k, bs as usize)[..]
-                                {
-                                    errors.push(format!(
-                                        "block {} reads wrong in a read from block {first}",
-                                        first + k
-                                    ));
+                                if data[off..off + bs as usize] != pattern(first + k, bs as usize)[..] {
+                                    errors
+                                        .push(format!("block {} reads wrong in a read from block {first}", first + k));
                                 }
                             }
                         }
@@ -244,14 +201,10 @@ fn reader_races_punching_writer() {
     let img = common::make_image(work.path(), "a.img", 64, &["-b", "1024"], &empty);
     let bs = 1024u64;
     let vol = Arc::new(open(&img, false));
-    let ino = vol
-        .create(ROOT_INO, b"f", CreateKind::File, 0o644, 0, 0)
-        .unwrap()
-        .ino;
+    let ino = vol.create(ROOT_INO, b"f", CreateKind::File, 0o644, 0, 0).unwrap().ino;
     let n = 4000u64;
     for i in 0..n {
-        vol.write(ino, 2 * i * bs, &pattern(2 * i, bs as usize))
-            .unwrap();
+        vol.write(ino, 2 * i * bs, &pattern(2 * i, bs as usize)).unwrap();
     }
     // The reader reads blocks 0, 2 and 4 (never punched).
     let stop = Arc::new(AtomicBool::new(false));
@@ -274,16 +227,12 @@ fn reader_races_punching_writer() {
     let mut hi = 2 * n;
     while hi > 6 {
         let lo = hi.saturating_sub(40).max(6);
-        vol.fallocate(ino, lo * bs, (hi - lo) * bs, Falloc::PunchHole, true)
-            .unwrap();
+        vol.fallocate(ino, lo * bs, (hi - lo) * bs, Falloc::PunchHole, true).unwrap();
         hi = lo;
     }
     stop.store(true, Ordering::Relaxed);
     let errors = reader.join().unwrap();
-    assert_eq!(
-        vol.extent_tree_shape(&vol.inode(ino).unwrap()).unwrap(),
-        (0, 3)
-    );
+    assert_eq!(vol.extent_tree_shape(&vol.inode(ino).unwrap()).unwrap(), (0, 3));
     vol.shutdown().unwrap();
     assert!(
         errors.is_empty(),
@@ -363,7 +312,11 @@ fn enospc_case(lazy: bool, what: &str) {
                 vol.write(ino, 2 * i * bs, &pattern(2 * i, bs as usize)).unwrap();
             }
             fill_leaving(&vol, bs, 1);
-            (Box::new(|b| b % 2 == 0), 167, Box::new(move |v| v.write(ino, 41 * bs, &pattern(41, bs as usize)).map(drop)))
+            (
+                Box::new(|b| b % 2 == 0),
+                167,
+                Box::new(move |v| v.write(ino, 41 * bs, &pattern(41, bs as usize)).map(drop)),
+            )
         }
         // Four full leaves under a full root: the split must grow the tree.
         "grow" => {
@@ -372,7 +325,11 @@ fn enospc_case(lazy: bool, what: &str) {
             }
             assert_eq!(vol.extent_tree_shape(&vol.inode(ino).unwrap()).unwrap(), (1, 336));
             fill_leaving(&vol, bs, 2);
-            (Box::new(|b| b % 2 == 0), 671, Box::new(move |v| v.write(ino, 41 * bs, &pattern(41, bs as usize)).map(drop)))
+            (
+                Box::new(|b| b % 2 == 0),
+                671,
+                Box::new(move |v| v.write(ino, 41 * bs, &pattern(41, bs as usize)).map(drop)),
+            )
         }
         // Three-block extents, a full leaf: punching a middle block inserts.
         "punch" => {
@@ -403,7 +360,11 @@ fn enospc_case(lazy: bool, what: &str) {
     let r = op(&vol);
     assert!(matches!(r, Err(fs::FsError::NoSpace)), "{what}: expected ENOSPC, got {r:?}");
     assert_eq!(blocks_512(&vol, ino), before, "{what}: i_blocks after the failed operation");
-    assert_eq!(vol.extent_tree_shape(&vol.inode(ino).unwrap()).unwrap(), shape, "{what}: tree after the failed operation");
+    assert_eq!(
+        vol.extent_tree_shape(&vol.inode(ino).unwrap()).unwrap(),
+        shape,
+        "{what}: tree after the failed operation"
+    );
     verify_file(&vol, ino, bs, &*written, nblocks);
     vol.shutdown().unwrap();
     drop(vol);
@@ -647,7 +608,11 @@ fn random_ops(lazy: bool, bs: u64, seed: u64, rounds: usize, ops: usize, span: u
             } else if kind < 97 {
                 counts[4] += 1;
                 // Truncate down by a little, or up.
-                let size = if rng.below(2) == 0 { (model.len() as u64).saturating_sub(rng.below(50 * bs)) } else { model.len() as u64 + rng.below(50 * bs) };
+                let size = if rng.below(2) == 0 {
+                    (model.len() as u64).saturating_sub(rng.below(50 * bs))
+                } else {
+                    model.len() as u64 + rng.below(50 * bs)
+                };
                 vol.setattr(ino, &SetAttr { size: Some(size), ..Default::default() }).unwrap();
                 model.resize(size as usize, 0);
             } else {
@@ -667,7 +632,9 @@ fn random_ops(lazy: bool, bs: u64, seed: u64, rounds: usize, ops: usize, span: u
         if let Some(i) = got.iter().zip(&model).position(|(a, b)| a != b) {
             panic!("round {round}: ext4lazy's byte {i} (block {}) differs", i as u64 / bs);
         }
-        let ours = common::seek_map(model.len() as u64, |at, d| vol.seek(&inode, at, if d { fs::Seek::Data } else { fs::Seek::Hole }).unwrap());
+        let ours = common::seek_map(model.len() as u64, |at, d| {
+            vol.seek(&inode, at, if d { fs::Seek::Data } else { fs::Seek::Hole }).unwrap()
+        });
         eprintln!("round {round}: ops {counts:?}, shape {shape:?}, {} data runs", ours.len());
         vol.shutdown().unwrap();
         drop(vol);
@@ -680,7 +647,12 @@ fn random_ops(lazy: bool, bs: u64, seed: u64, rounds: usize, ops: usize, span: u
                 let r = unsafe { libc::lseek(fd, at as i64, if d { libc::SEEK_DATA } else { libc::SEEK_HOLE }) };
                 (r >= 0).then_some(r as u64)
             });
-            assert!(theirs == ours, "round {round}: SEEK maps differ: kernel {} runs, ours {}", theirs.len(), ours.len());
+            assert!(
+                theirs == ours,
+                "round {round}: SEEK maps differ: kernel {} runs, ours {}",
+                theirs.len(),
+                ours.len()
+            );
             let k = std::fs::read(p).unwrap();
             if let Some(i) = k.iter().zip(&model).position(|(a, b)| a != b) {
                 panic!("round {round}: the kernel's byte {i} (block {}) differs", i as u64 / bs);
@@ -844,7 +816,13 @@ mod crash_deep {
     type State = [Vec<u8>; 2];
 
     fn opts(lazy: bool) -> VolumeOptions {
-        VolumeOptions { read_only: false, commit_interval: Duration::ZERO, dirty_expire: Duration::ZERO, lazy, ..Default::default() }
+        VolumeOptions {
+            read_only: false,
+            commit_interval: Duration::ZERO,
+            dirty_expire: Duration::ZERO,
+            lazy,
+            ..Default::default()
+        }
     }
 
     fn read_state(read: impl Fn(&str) -> Vec<u8>) -> State {
@@ -916,12 +894,17 @@ mod crash_deep {
         eprintln!("lazy {lazy}: shapes {shapes:?}, {} events", dev.event_count());
         drop(vol); // a crash
         let events = dev.events();
-        let flushes: Vec<usize> = events.iter().enumerate().filter(|(_, e)| matches!(e, Event::Flush)).map(|(i, _)| i + 1).collect();
+        let flushes: Vec<usize> =
+            events.iter().enumerate().filter(|(_, e)| matches!(e, Event::Flush)).map(|(i, _)| i + 1).collect();
         let mut rng = R(seed ^ 0x5555);
         let mnt = work.path().join("mnt");
         std::fs::create_dir_all(&mnt).unwrap();
         for i in 0..cuts {
-            let cut = if i % 2 == 0 { (flushes[rng.below(flushes.len() as u64) as usize] + rng.below(3) as usize).min(events.len()) } else { 1 + rng.below(events.len() as u64) as usize };
+            let cut = if i % 2 == 0 {
+                (flushes[rng.below(flushes.len() as u64) as usize] + rng.below(3) as usize).min(events.len())
+            } else {
+                1 + rng.below(events.len() as u64) as usize
+            };
             let volatile = match i % 3 {
                 0 => Volatile::All,
                 1 => Volatile::None,
@@ -935,7 +918,12 @@ mod crash_deep {
             let check = |who: &str, got: State| {
                 if !steps[first..=last].iter().any(|s| s.2 == got) {
                     let sizes: Vec<_> = steps[first..=last].iter().map(|s| (s.2[0].len(), s.2[1].len())).collect();
-                    panic!("{what}, {who}: recovered sizes ({}, {}) match no allowed state; allowed sizes {:?}", got[0].len(), got[1].len(), &sizes[..sizes.len().min(6)]);
+                    panic!(
+                        "{what}, {who}: recovered sizes ({}, {}) match no allowed state; allowed sizes {:?}",
+                        got[0].len(),
+                        got[1].len(),
+                        &sizes[..sizes.len().min(6)]
+                    );
                 }
             };
             // The kernel.
@@ -1069,5 +1057,10 @@ fn reader_of_a_hole_being_filled() {
     stop.store(true, Ordering::Relaxed);
     let bad = reader.join().unwrap();
     vol.shutdown().unwrap();
-    assert!(bad.is_empty(), "{} reads of a hole being filled saw a deleted file's bytes (chunks {:?})", bad.len(), &bad[..bad.len().min(5)]);
+    assert!(
+        bad.is_empty(),
+        "{} reads of a hole being filled saw a deleted file's bytes (chunks {:?})",
+        bad.len(),
+        &bad[..bad.len().min(5)]
+    );
 }

@@ -112,7 +112,11 @@ impl Model {
             for (k, b) in got[..n].chunks(bs).enumerate() {
                 let lblk = off / self.bs + k as u64;
                 self.block(lblk, self.gens.get(lblk as usize).copied().unwrap_or(0), &mut want);
-                assert!(b == &want[..b.len()], "{what}: block {lblk} differs (generation {})", self.gens.get(lblk as usize).copied().unwrap_or(0));
+                assert!(
+                    b == &want[..b.len()],
+                    "{what}: block {lblk} differs (generation {})",
+                    self.gens.get(lblk as usize).copied().unwrap_or(0)
+                );
             }
             off += n as u64;
         }
@@ -146,7 +150,10 @@ impl Case<'_> {
             buf.copy_from_slice(&data);
         });
         let seek = |at, data| vol.seek(&inode, at, if data { fs::Seek::Data } else { fs::Seek::Hole }).unwrap();
-        assert!(common::seek_map(model.size, seek) == model.data_ranges(), "{phase}: ext4lazy's SEEK_DATA/SEEK_HOLE map");
+        assert!(
+            common::seek_map(model.size, seek) == model.data_ranges(),
+            "{phase}: ext4lazy's SEEK_DATA/SEEK_HOLE map"
+        );
         vol.shutdown().unwrap();
         drop(vol);
         common::e2fsck_clean_in(self.img, self.lazy);
@@ -160,7 +167,10 @@ impl Case<'_> {
                 (r >= 0).then_some(r as u64)
             };
             // Before the reads: the kernel counts cached pages of unwritten extents as data.
-            assert!(common::seek_map(model.size, seek) == model.data_ranges(), "{phase}: the kernel's SEEK_DATA/SEEK_HOLE map");
+            assert!(
+                common::seek_map(model.size, seek) == model.data_ranges(),
+                "{phase}: the kernel's SEEK_DATA/SEEK_HOLE map"
+            );
             f.rewind().unwrap();
             model.verify(&format!("{phase}: kernel"), |_, buf| f.read_exact(buf).unwrap());
         });

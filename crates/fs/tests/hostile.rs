@@ -88,7 +88,9 @@ impl Lcg {
 #[test]
 fn corrupted_images_give_errors_not_panics() {
     let Some((work, src)) = common::setup() else { return };
-    for (variant, opts) in [("default", vec![]), ("1k-inline", vec!["-b", "1024", "-O", "inline_data"]), ("ext3", vec!["-t", "ext3"])] {
+    for (variant, opts) in
+        [("default", vec![]), ("1k-inline", vec!["-b", "1024", "-O", "inline_data"]), ("ext3", vec!["-t", "ext3"])]
+    {
         let img = common::make_image(work.path(), &format!("{variant}.img"), 16, &opts, &src);
         let pristine = std::fs::read(&img).unwrap();
         // Sanity: the clean image walks without errors; remember which bytes are metadata.
@@ -136,11 +138,14 @@ fn truncated_image_is_refused_clearly() {
 #[test]
 fn bitmaps_match_descriptors_on_real_images() {
     let Some((work, src)) = common::setup() else { return };
-    for (variant, opts) in [("default", vec![]), ("1k", vec!["-b", "1024"]), ("nocsum", vec!["-O", "^metadata_csum,^64bit"])] {
+    for (variant, opts) in
+        [("default", vec![]), ("1k", vec!["-b", "1024"]), ("nocsum", vec!["-O", "^metadata_csum,^64bit"])]
+    {
         let img = common::make_image(work.path(), &format!("{variant}.img"), 64, &opts, &src);
         let vol = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
         let bpg = vol.sb.f.blocks_per_group as usize;
-        let uninit = (0..vol.group_count()).filter(|&g| vol.group(g).has_flag(ondisk::group_desc::BG_BLOCK_UNINIT)).count();
+        let uninit =
+            (0..vol.group_count()).filter(|&g| vol.group(g).has_flag(ondisk::group_desc::BG_BLOCK_UNINIT)).count();
         if variant == "1k" {
             assert!(uninit > 0, "the 1k variant should exercise computed bitmaps");
         }
@@ -163,7 +168,11 @@ fn bitmaps_match_descriptors_on_real_images() {
 fn a_directory_with_a_huge_size_answers_at_once() {
     let Some((work, src)) = common::setup() else { return };
     let img = common::make_image(work.path(), "hugedir.img", 16, &[], &src);
-    let out = std::process::Command::new("debugfs").args(["-w", "-R", "sif /a/b size 0x10000000000"]).arg(&img).output().unwrap();
+    let out = std::process::Command::new("debugfs")
+        .args(["-w", "-R", "sif /a/b size 0x10000000000"])
+        .arg(&img)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "debugfs: {}", String::from_utf8_lossy(&out.stderr));
     let vol = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
     let a = vol.lookup(&vol.inode(fs::ROOT_INO).unwrap(), b"a").unwrap().unwrap().0;
@@ -196,10 +205,16 @@ fn a_corrupt_root_inode_is_refused_at_mount() {
         let (blk, off) = vol.inode_location(fs::ROOT_INO);
         (blk, off, vol.block_size() as usize)
     };
-    let open = |img: &std::path::Path| Volume::open(Arc::new(FileDevice::open(img, false).unwrap()), VolumeOptions::default());
+    let open =
+        |img: &std::path::Path| Volume::open(Arc::new(FileDevice::open(img, false).unwrap()), VolumeOptions::default());
     let kernel_refuses = |img: &std::path::Path| {
         let mnt = tempfile::tempdir().unwrap();
-        let out = std::process::Command::new("mount").args(["-t", "ext4", "-o", "ro,loop"]).arg(img).arg(mnt.path()).output().unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "ext4", "-o", "ro,loop"])
+            .arg(img)
+            .arg(mnt.path())
+            .output()
+            .unwrap();
         if out.status.success() {
             std::process::Command::new("umount").arg(mnt.path()).status().unwrap();
         }
@@ -216,7 +231,8 @@ fn a_corrupt_root_inode_is_refused_at_mount() {
 
     // A root that is a regular file.
     std::fs::write(&img, &pristine).unwrap();
-    let out = std::process::Command::new("debugfs").args(["-w", "-R", "sif <2> mode 0100644"]).arg(&img).output().unwrap();
+    let out =
+        std::process::Command::new("debugfs").args(["-w", "-R", "sif <2> mode 0100644"]).arg(&img).output().unwrap();
     assert!(out.status.success());
     let Err(e) = open(&img) else { panic!("a root inode that is not a directory was mounted") };
     assert!(e.to_string().contains("corrupt root inode"), "{e}");
@@ -259,9 +275,11 @@ fn an_htree_directory_smaller_than_a_block_is_an_error_not_a_panic() {
 #[test]
 fn a_journal_with_shared_indirect_blocks_is_refused_at_once() {
     let Some((work, src)) = common::setup() else { return };
-    let img = common::make_image(work.path(), "ext3-journal.img", 16, &["-t", "ext3", "-b", "1024", "-J", "size=1"], &src);
+    let img =
+        common::make_image(work.path(), "ext3-journal.img", 16, &["-t", "ext3", "-b", "1024", "-J", "size=1"], &src);
     let pristine = std::fs::read(&img).unwrap();
-    let open = |img: &std::path::Path| Volume::open(Arc::new(FileDevice::open(img, false).unwrap()), VolumeOptions::default());
+    let open =
+        |img: &std::path::Path| Volume::open(Arc::new(FileDevice::open(img, false).unwrap()), VolumeOptions::default());
     let (dind, bs) = {
         let vol = open(&img).unwrap();
         let j = vol.inode(8).unwrap();
@@ -284,7 +302,11 @@ fn a_journal_with_shared_indirect_blocks_is_refused_at_once() {
 
     // A journal inode claiming 2^40 bytes.
     std::fs::write(&img, &pristine).unwrap();
-    let out = std::process::Command::new("debugfs").args(["-w", "-R", "sif <8> size 0x10000000000"]).arg(&img).output().unwrap();
+    let out = std::process::Command::new("debugfs")
+        .args(["-w", "-R", "sif <8> size 0x10000000000"])
+        .arg(&img)
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let start = Instant::now();
     let Err(e) = open(&img) else { panic!("a journal larger than the volume was mounted") };
@@ -326,7 +348,8 @@ fn blocks_claimed_by_two_files_are_not_freed_twice() {
     let img = common::make_image(work.path(), "crosslink.img", 16, &[], &src);
     // The start of each file's one extent: i_block word 5 (ee_start_lo).
     let start_of = |path: &str| {
-        let out = std::process::Command::new("debugfs").args(["-R", &format!("bmap {path} 0")]).arg(&img).output().unwrap();
+        let out =
+            std::process::Command::new("debugfs").args(["-R", &format!("bmap {path} 0")]).arg(&img).output().unwrap();
         String::from_utf8_lossy(&out.stdout).trim().parse::<u64>().unwrap()
     };
     for name in ["a", "c"] {
@@ -348,8 +371,15 @@ fn blocks_claimed_by_two_files_are_not_freed_twice() {
         let err = second.expect_err("the second file's blocks were freed already: refuse, never free twice");
         assert!(err.to_string().contains("not in use") || err.to_string().contains("freed twice"), "{name}: {err}");
         vol.sync().unwrap();
-        assert_eq!(vol.statfs().bfree, free_before + (32 << 10) / u64::from(vol.block_size()), "{name}: the shared blocks were counted free once");
-        assert!(vol.lookup(&vol.inode(fs::ROOT_INO).unwrap(), format!("{name}2").as_bytes()).unwrap().is_some(), "{name}2 stays");
+        assert_eq!(
+            vol.statfs().bfree,
+            free_before + (32 << 10) / u64::from(vol.block_size()),
+            "{name}: the shared blocks were counted free once"
+        );
+        assert!(
+            vol.lookup(&vol.inode(fs::ROOT_INO).unwrap(), format!("{name}2").as_bytes()).unwrap().is_some(),
+            "{name}2 stays"
+        );
     }
     vol.shutdown().unwrap();
 }

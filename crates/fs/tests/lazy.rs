@@ -121,7 +121,13 @@ fn lazy_mode_writes_metadata_once_and_the_kernel_replays_it() {
     for (lazy, cache) in [(false, 512 << 10), (true, 512 << 10), (false, 256 << 20), (true, 256 << 20)] {
         let mode = format!("{}, {} KiB cache", if lazy { "lazy" } else { "ordered" }, cache >> 10);
         // A journal the workload fits in; a full one migrates its oldest blocks home.
-        let img = common::make_image(work.path(), &format!("{lazy}-{cache}.img"), 256, &["-b", "4096", "-J", "size=64"], &empty);
+        let img = common::make_image(
+            work.path(),
+            &format!("{lazy}-{cache}.img"),
+            256,
+            &["-b", "4096", "-J", "size=64"],
+            &empty,
+        );
         let (vol, dev) = open(&img, lazy, cache);
         let want = workload(&vol, 3000);
         vol.sync().unwrap();
@@ -144,7 +150,12 @@ fn lazy_mode_writes_metadata_once_and_the_kernel_replays_it() {
         if lazy {
             // The paper's claim: nothing but the superblock is written outside the journal.
             let home: Vec<u64> = meta_blocks.iter().copied().filter(|&b| b != 0).collect();
-            assert!(home.is_empty(), "lazy mode wrote {} metadata blocks home, first {:?}", home.len(), &home[..home.len().min(10)]);
+            assert!(
+                home.is_empty(),
+                "lazy mode wrote {} metadata blocks home, first {:?}",
+                home.len(),
+                &home[..home.len().min(10)]
+            );
         } else {
             assert!(meta_blocks.len() > 100, "ordered mode writes its metadata home ({} blocks)", meta_blocks.len());
         }
@@ -233,7 +244,13 @@ fn idle_migration_sends_cold_blocks_home_once() {
     let mut rows = Vec::new();
     let mut moved = Vec::new();
     for migrate in [false, true] {
-        let img = common::make_image(work.path(), &format!("hotcold-{migrate}.img"), 256, &["-b", "4096", "-J", "size=16"], &empty);
+        let img = common::make_image(
+            work.path(),
+            &format!("hotcold-{migrate}.img"),
+            256,
+            &["-b", "4096", "-J", "size=16"],
+            &empty,
+        );
         let dev = Arc::new(FaultDevice::new(FileDevice::open(&img, true).unwrap()));
         let mut cleaner = fs::CleanerPolicy::default();
         if migrate {
@@ -251,7 +268,9 @@ fn idle_migration_sends_cold_blocks_home_once() {
         vol.sync().unwrap();
         // Hot: 2,000 files updated in 25 bursts, each followed by a quiet spell.
         let hot_dir = vol.create(ROOT_INO, b"hot", CreateKind::Dir, 0o755, 0, 0).unwrap();
-        let hot: Vec<u32> = (0..2000).map(|i| vol.create(hot_dir.ino, format!("h{i}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino).collect();
+        let hot: Vec<u32> = (0..2000)
+            .map(|i| vol.create(hot_dir.ino, format!("h{i}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino)
+            .collect();
         for burst in 0..25 {
             for _ in 0..4 {
                 for (i, &ino) in hot.iter().enumerate() {
@@ -316,7 +335,9 @@ fn moved_blocks_keep_their_age() {
     vol.sync().unwrap();
     let written = std::time::Instant::now();
     let hot_dir = vol.create(ROOT_INO, b"hot", CreateKind::Dir, 0o755, 0, 0).unwrap();
-    let hot: Vec<u32> = (0..2000).map(|i| vol.create(hot_dir.ino, format!("h{i}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino).collect();
+    let hot: Vec<u32> = (0..2000)
+        .map(|i| vol.create(hot_dir.ino, format!("h{i}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino)
+        .collect();
     let mut moved_while_young = 0;
     let mut burst = 0;
     while written.elapsed() < cold_age * 3 {
@@ -336,7 +357,8 @@ fn moved_blocks_keep_their_age() {
     // Where the cold inodes' table blocks are now: still in the log, or home.
     // (Blocks shared with hot inodes are hot.)
     let hot_blocks: BTreeSet<u64> = hot.iter().map(|&ino| vol.inode_location(ino).0).collect();
-    let cold_blocks: BTreeSet<u64> = cold.iter().map(|&ino| vol.inode_location(ino).0).filter(|b| !hot_blocks.contains(b)).collect();
+    let cold_blocks: BTreeSet<u64> =
+        cold.iter().map(|&ino| vol.inode_location(ino).0).filter(|b| !hot_blocks.contains(b)).collect();
     let in_log = cold_blocks.iter().filter(|&&b| vol.metadata_in_journal(b)).count();
     eprintln!(
         "{burst} bursts; cleaner moved {moved_while_young} blocks before the cold set aged, {} in all; {} migrated home; \
@@ -362,7 +384,12 @@ fn jmap_snapshot_replaces_the_scan_until_the_log_moves_on() {
     let img = common::make_image(work.path(), "snap.img", 128, &["-b", "4096", "-J", "size=16"], &empty);
     let snap = work.path().join("snap.img.jmap");
     let open_lazy = |snapshot: bool| {
-        let opts = VolumeOptions { read_only: false, lazy: true, jmap_snapshot: snapshot.then(|| snap.clone()), ..Default::default() };
+        let opts = VolumeOptions {
+            read_only: false,
+            lazy: true,
+            jmap_snapshot: snapshot.then(|| snap.clone()),
+            ..Default::default()
+        };
         Volume::open(Arc::new(FileDevice::open(&img, true).unwrap()), opts).unwrap()
     };
     let vol = open_lazy(true);
@@ -452,9 +479,16 @@ fn a_cold_traversal_reads_the_log_in_stretches() {
         eprintln!("cache {} KiB: {requests} journal read requests, {blocks} blocks", cache >> 10);
         if blocks_read.is_empty() {
             assert!(blocks > 1000, "the metadata is in the log");
-            assert!(requests * 8 <= blocks, "{requests} requests for {blocks} blocks: the log is read a block at a time");
+            assert!(
+                requests * 8 <= blocks,
+                "{requests} requests for {blocks} blocks: the log is read a block at a time"
+            );
         } else {
-            assert!(blocks <= 2 * blocks_read[0], "a small cache thrashes: {blocks} blocks read against {}", blocks_read[0]);
+            assert!(
+                blocks <= 2 * blocks_read[0],
+                "a small cache thrashes: {blocks} blocks read against {}",
+                blocks_read[0]
+            );
         }
         blocks_read.push(blocks);
         vol.shutdown().unwrap();
@@ -475,23 +509,13 @@ fn a_planted_or_forged_jmap_snapshot_is_not_trusted() {
     let Some((work, empty)) = common::setup_empty() else {
         return;
     };
-    let img = common::make_image(
-        work.path(),
-        "forge.img",
-        128,
-        &["-b", "4096", "-J", "size=16"],
-        &empty,
-    );
+    let img = common::make_image(work.path(), "forge.img", 128, &["-b", "4096", "-J", "size=16"], &empty);
     let snap = work.path().join("forge.img.jmap");
     let victim = work.path().join("victim");
     std::fs::write(&victim, b"not for the daemon").unwrap();
     let open_lazy = || {
-        let opts = VolumeOptions {
-            read_only: false,
-            lazy: true,
-            jmap_snapshot: Some(snap.clone()),
-            ..Default::default()
-        };
+        let opts =
+            VolumeOptions { read_only: false, lazy: true, jmap_snapshot: Some(snap.clone()), ..Default::default() };
         Volume::open(Arc::new(FileDevice::open(&img, true).unwrap()), opts).unwrap()
     };
     let vol = open_lazy();
@@ -499,16 +523,9 @@ fn a_planted_or_forged_jmap_snapshot_is_not_trusted() {
     std::os::unix::fs::symlink(&victim, &snap).unwrap();
     vol.shutdown().unwrap();
     drop(vol);
-    assert_eq!(
-        std::fs::read(&victim).unwrap(),
-        b"not for the daemon",
-        "the symlink was not followed"
-    );
+    assert_eq!(std::fs::read(&victim).unwrap(), b"not for the daemon", "the symlink was not followed");
     let m = std::fs::symlink_metadata(&snap).unwrap();
-    assert!(
-        m.file_type().is_file() && m.mode() & 0o777 == 0o600,
-        "the snapshot replaced the link: {m:?}"
-    );
+    assert!(m.file_type().is_file() && m.mode() & 0o777 == 0o600, "the snapshot replaced the link: {m:?}");
 
     // The entries end the file, before the crc32c: static u64, jblock u64,
     // sequence u32, escaped u8; their count is at byte 64.
@@ -555,33 +572,20 @@ fn a_planted_or_forged_jmap_snapshot_is_not_trusted() {
     };
     let same = || -> Forge { Box::new(|g: &[u8]| g.to_vec()) };
     let rounds: Vec<(&str, Plant<'_>, Option<&str>)> = vec![
-        (
-            "two copies swapped",
-            file(Box::new(swap_two), 0o600, None),
-            Some("does not match the log"),
-        ),
+        ("two copies swapped", file(Box::new(swap_two), 0o600, None), Some("does not match the log")),
         (
             "a copy moved to another transaction",
             file(Box::new(resequence), 0o600, None),
             Some("does not match the log"),
         ),
-        (
-            "another owner",
-            file(same(), 0o600, Some(12345)),
-            Some("owned by uid 12345"),
-        ),
-        (
-            "writable by others",
-            file(same(), 0o666, None),
-            Some("writable by others"),
-        ),
+        ("another owner", file(same(), 0o600, Some(12345)), Some("owned by uid 12345")),
+        ("writable by others", file(same(), 0o666, None), Some("writable by others")),
         (
             "a symlink to a good snapshot",
             Box::new(|p: &Path, good: &[u8]| {
                 let _ = std::fs::remove_file(p);
                 std::fs::write(&elsewhere, good).unwrap();
-                std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600))
-                    .unwrap();
+                std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600)).unwrap();
                 std::os::unix::fs::symlink(&elsewhere, p).unwrap();
             }),
             Some("symbolic link"),
@@ -593,21 +597,13 @@ fn a_planted_or_forged_jmap_snapshot_is_not_trusted() {
         plant(&snap, &good);
         let vol = open_lazy();
         let j = vol.journal().unwrap();
-        assert_eq!(
-            j.from_snapshot,
-            refused.is_none(),
-            "{what}: used {}",
-            j.from_snapshot
-        );
+        assert_eq!(j.from_snapshot, refused.is_none(), "{what}: used {}", j.from_snapshot);
         match (refused, &j.snapshot_refused) {
             (Some(why), Some(said)) => assert!(said.contains(why), "{what}: refused for {said}"),
             (None, None) => {}
             (want_why, said) => panic!("{what}: expected {want_why:?}, got {said:?}"),
         }
-        assert!(
-            std::fs::symlink_metadata(&snap).is_err(),
-            "{what}: removed at mount, whatever its verdict"
-        );
+        assert!(std::fs::symlink_metadata(&snap).is_err(), "{what}: removed at mount, whatever its verdict");
         assert_eq!(read_tree(&vol), want, "{what}: the tree served");
         vol.shutdown().unwrap();
         drop(vol);

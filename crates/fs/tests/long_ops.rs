@@ -449,15 +449,23 @@ fn block_mapped_delete(lazy: bool) {
     };
     let ours = |what: &str, vol: &Volume| {
         let inode = ino_of(vol, b"big").map(|i| vol.inode(i).unwrap());
-        check(what, inode.as_ref().map(|i| i.size()), Box::new(|off, n| vol.read(inode.as_ref().unwrap(), off, n).unwrap()));
+        check(
+            what,
+            inode.as_ref().map(|i| i.size()),
+            Box::new(|off, n| vol.read(inode.as_ref().unwrap(), off, n).unwrap()),
+        );
     };
     let kernels = |what: &str, mnt: &Path| {
         let f = std::fs::File::open(mnt.join("big")).ok();
-        check(what, f.as_ref().map(|f| f.metadata().unwrap().len()), Box::new(|off, n| {
-            let mut buf = vec![0; n];
-            f.as_ref().unwrap().read_exact_at(&mut buf, off).unwrap();
-            buf
-        }));
+        check(
+            what,
+            f.as_ref().map(|f| f.metadata().unwrap().len()),
+            Box::new(|off, n| {
+                let mut buf = vec![0; n];
+                f.as_ref().unwrap().read_exact_at(&mut buf, off).unwrap();
+                buf
+            }),
+        );
     };
     let orphaned = recover_cuts(work.path(), &tag, &base, &events, start, lazy, true, ours, kernels);
     assert!(orphaned > 0, "{tag}: no cut fell between the delete's transactions");

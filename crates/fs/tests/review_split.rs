@@ -95,7 +95,8 @@ fn device_error_in_split_truncate(lazy: bool) {
     let Some((work, empty)) = setup() else { return };
     let img = spread_image(work.path(), &empty, lazy);
     let base = std::fs::read(&img).unwrap();
-    let truncate = |vol: &Volume| vol.setattr(ino_of(vol, b"frag").unwrap(), &SetAttr { size: Some(BS), ..Default::default() });
+    let truncate =
+        |vol: &Volume| vol.setattr(ino_of(vol, b"frag").unwrap(), &SetAttr { size: Some(BS), ..Default::default() });
     // How many writes and flushes the whole truncate makes.
     let total = {
         let dev = Arc::new(FaultDevice::new(FileDevice::open(&img, true).unwrap()));
@@ -153,11 +154,19 @@ use blockdev::fault::{crash_image, Event, Volatile};
 /// flush) and the whole stream, recovered by ext4lazy's mount (then `after`
 /// runs more operations on it before its unmount) and by the kernel's; each
 /// recovery must leave a volume `e2fsck -fn` finds clean.
-fn recover_boundaries(work: &Path, base: &[u8], events: &[Event], start: usize, lazy: bool, after: impl Fn(&Volume)) -> usize {
+fn recover_boundaries(
+    work: &Path,
+    base: &[u8],
+    events: &[Event],
+    start: usize,
+    lazy: bool,
+    after: impl Fn(&Volume),
+) -> usize {
     let img = work.join("cut.img");
     let mnt = work.join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
-    let mut points: Vec<usize> = events.iter().enumerate().skip(start).filter(|(_, e)| matches!(e, Event::Flush)).map(|(i, _)| i + 1).collect();
+    let mut points: Vec<usize> =
+        events.iter().enumerate().skip(start).filter(|(_, e)| matches!(e, Event::Flush)).map(|(i, _)| i + 1).collect();
     points.push(events.len());
     let mut orphaned = 0;
     for &cut in &points {
@@ -350,7 +359,13 @@ fn block_mapped_delete_too_big_for_a_transaction() {
         common::skip("the block-mapped file is written by the kernel (root)");
         return;
     }
-    let img = common::make_image(work.path(), "ext3.img", 128, &["-b", "1024", "-g", "256", "-J", "size=1", "-N", "4096", "-O", "^extents,^flex_bg,^64bit"], &empty);
+    let img = common::make_image(
+        work.path(),
+        "ext3.img",
+        128,
+        &["-b", "1024", "-g", "256", "-J", "size=1", "-N", "4096", "-O", "^extents,^flex_bg,^64bit"],
+        &empty,
+    );
     let mnt = work.path().join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
     let chunk = vec![0x11u8; 100 * 1024];

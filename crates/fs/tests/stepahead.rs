@@ -249,7 +249,7 @@ fn check_plan_is_what_resolution_reads(img: &Path, path: &str) {
     let comps = split(path);
     let mut kb = KnowledgeBase::new();
     stepahead::learn_tree(&open(img), &mut kb, ROOT_INO).unwrap(); // warms only that volume
-    // Cold: prefetch, then resolve without a single miss.
+                                                                   // Cold: prefetch, then resolve without a single miss.
     let vol = open(img);
     let plan = stepahead::plan(&vol, &kb, ROOT_INO, &comps);
     assert_eq!(plan.known, comps.len(), "{path}: the KB knows every step");
@@ -282,7 +282,8 @@ fn plan_is_exactly_what_a_cold_resolution_reads() {
     let Some((_work, linear, hashed)) = images() else { return };
     let deep = (0..10).map(|l| format!("level-{l}")).collect::<Vec<_>>().join("/") + "/target";
     for img in [&linear, &hashed] {
-        for p in [deep.as_str(), "big/f-2999", "big/inner/leaf", "big/f-7", "wide/zz-last/f", "level-0/level-1/side-2"] {
+        for p in [deep.as_str(), "big/f-2999", "big/inner/leaf", "big/f-7", "wide/zz-last/f", "level-0/level-1/side-2"]
+        {
             check_plan_is_what_resolution_reads(img, p);
         }
     }
@@ -311,7 +312,8 @@ fn planning_stops_at_the_first_unknown_name() {
 fn lazy_prefetch_reads_newest_copies_from_the_journal() {
     let Some((_work, linear, _)) = images() else { return };
     let batches = Arc::new(BatchLog::default());
-    let dev: Arc<dyn BlockDevice> = Arc::new(Recording { inner: FileDevice::open(&linear, true).unwrap(), log: batches.clone() });
+    let dev: Arc<dyn BlockDevice> =
+        Arc::new(Recording { inner: FileDevice::open(&linear, true).unwrap(), log: batches.clone() });
     let opts = VolumeOptions { read_only: false, lazy: true, cache_bytes: 256 << 10, ..Default::default() };
     let vol = Volume::open(dev, opts).unwrap();
     // Change existing directories (their home copies go stale) and add new ones.
@@ -425,7 +427,10 @@ fn listing_hints_raise_the_hit_rate_and_change_nothing() {
         assert_eq!(s1.kb_dirs as usize, a.iter().filter(|x| x.2 & 0o170000 == 0o040000).count() + 1);
         assert!(s1.kb_entries as usize >= a.len() && s1.kb_bytes > 0);
         assert_eq!(s1.prefetch_used_blocks + s1.prefetch_wasted_blocks, s1.prefetch_blocks, "final figures add up");
-        assert!(s1.prefetch_wasted_blocks * 4 < s1.prefetch_blocks, "a full walk uses most of what was prefetched: {s1:?}");
+        assert!(
+            s1.prefetch_wasted_blocks * 4 < s1.prefetch_blocks,
+            "a full walk uses most of what was prefetched: {s1:?}"
+        );
     }
 }
 
@@ -512,7 +517,8 @@ fn kb_follows_every_namespace_change() {
         walk(&vol); // learns every directory
         let id = |p: &str| resolve(&vol, ROOT_INO, &split(p)).unwrap().0;
         let (a, b, c, sub, deep) = (id("a"), id("b"), id("c"), id("a/sub"), id("c/deep"));
-        let mut live: std::collections::HashSet<u32> = [ROOT_INO, a, b, c, sub, deep, id("c/deep/er"), id("lost+found")].into();
+        let mut live: std::collections::HashSet<u32> =
+            [ROOT_INO, a, b, c, sub, deep, id("c/deep/er"), id("lost+found")].into();
         // Growth: b from one block to an htree whose leaves split.
         for i in 0..1500 {
             let name = format!("grow-{i:05}-{}", "n".repeat(60));
@@ -535,7 +541,7 @@ fn kb_follows_every_namespace_change() {
         vol.rename(a, b"f20", a, b"g0", false, false).unwrap(); // over an existing name
         vol.rename(a, b"f21", c, b"link1", false, false).unwrap(); // over a link across directories
         vol.rename(a, b"f22", a, b"f23", false, true).unwrap(); // exchange
-        // Directories: moved (".." retargeted), created, removed.
+                                                                // Directories: moved (".." retargeted), created, removed.
         vol.rename(c, b"deep", b, b"deep-moved", false, false).unwrap();
         let fresh = vol.create(sub, b"fresh", CreateKind::Dir, 0o755, 0, 0).unwrap().ino;
         live.insert(fresh);
@@ -582,7 +588,8 @@ fn lazy_hints_read_the_log_in_stretches() {
     };
     assert_eq!(plain.len(), 40 * 21 + 1, "lost+found, 40 tops, 400 dirs, 400 files");
     let dev = Arc::new(blockdev::CountingDevice::new(Arc::new(FileDevice::open(&img, true).unwrap())));
-    let opts = VolumeOptions { read_only: false, lazy: true, stepahead: Some(Default::default()), ..Default::default() };
+    let opts =
+        VolumeOptions { read_only: false, lazy: true, stepahead: Some(Default::default()), ..Default::default() };
     let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
     let before = dev.counts().get(IoClass::Journal, false);
     assert_eq!(walk(&vol), plain);
@@ -610,7 +617,8 @@ fn lookup_hints_leave_lone_requests_to_the_lookup() {
         let mut truth = KnowledgeBase::new();
         stepahead::learn_tree(&base, &mut truth, ROOT_INO).unwrap();
         let log = Arc::new(BatchLog::default());
-        let dev: Arc<dyn BlockDevice> = Arc::new(Recording { inner: FileDevice::open(img, false).unwrap(), log: log.clone() });
+        let dev: Arc<dyn BlockDevice> =
+            Arc::new(Recording { inner: FileDevice::open(img, false).unwrap(), log: log.clone() });
         let opts = VolumeOptions { stepahead: Some(Default::default()), ..Default::default() };
         let vol = Volume::open(dev, opts).unwrap();
         vol.with_kb_mut(|kb| *kb = truth).unwrap();
@@ -694,12 +702,17 @@ fn path_hints_never_change_results() {
         let paths = all_paths(&base);
         let dirs = dir_inodes(&base, &paths);
         let expected: Vec<Outcome> = paths.iter().map(|p| resolve(&base, ROOT_INO, &split(p))).collect();
-        assert!(expected.iter().any(|o| *o == Err(libc_enoent())) && expected.iter().any(|o| *o == Err(20)), "ENOENT and ENOTDIR cases");
+        assert!(
+            expected.iter().any(|o| *o == Err(libc_enoent())) && expected.iter().any(|o| *o == Err(20)),
+            "ENOENT and ENOTDIR cases"
+        );
         for path_ahead in [true, false] {
             for kb in ["true", "empty", "stale"] {
                 let vol = open_with_path_hints(img, 256 << 10, path_ahead);
                 match kb {
-                    "true" => vol.with_kb_mut(|k| stepahead::learn_tree(&base, k, ROOT_INO).map(|_| ())).unwrap().unwrap(),
+                    "true" => {
+                        vol.with_kb_mut(|k| stepahead::learn_tree(&base, k, ROOT_INO).map(|_| ())).unwrap().unwrap()
+                    }
                     "stale" => vol.with_kb_mut(|k| *k = stale_kb(&base, &dirs, &paths)).unwrap(),
                     _ => {}
                 }
@@ -711,7 +724,11 @@ fn path_hints_never_change_results() {
                 let st = vol.stepahead_stats(true);
                 assert_eq!(st.path_hints, paths.len() as u64);
                 assert_eq!(st.path_hints_dropped, 0, "{st:?}");
-                eprintln!("{}: {kb} KB, ahead {path_ahead}: {} hinted resolutions identical; {st:?}", img.display(), paths.len());
+                eprintln!(
+                    "{}: {kb} KB, ahead {path_ahead}: {} hinted resolutions identical; {st:?}",
+                    img.display(),
+                    paths.len()
+                );
             }
         }
     }
@@ -740,8 +757,12 @@ fn a_path_hint_prefetches_a_cold_deep_path() {
             let hinted = vol.stepahead_stats(false);
             assert_eq!(resolve(&vol, ROOT_INO, &split(deep)), want);
             let after = vol.stepahead_stats(false);
-            eprintln!("{}: KB knows the path: {known}; {read} blocks, {} batches; misses during the resolution: {}",
-                img.display(), hinted.prefetch_batches - before.prefetch_batches, after.translation_misses - hinted.translation_misses);
+            eprintln!(
+                "{}: KB knows the path: {known}; {read} blocks, {} batches; misses during the resolution: {}",
+                img.display(),
+                hinted.prefetch_batches - before.prefetch_batches,
+                after.translation_misses - hinted.translation_misses
+            );
             assert_eq!(hinted.path_hint_blocks, read as u64);
             assert_eq!(after.translation_misses, hinted.translation_misses, "the resolution found everything cached");
             if known {
@@ -774,7 +795,9 @@ fn path_hints_read_only_what_the_sender_may_search() {
         let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(&img, true).unwrap());
         let vol = Volume::open(dev, VolumeOptions { read_only: false, ..Default::default() }).unwrap();
         vol.setattr(ROOT_INO, &SetAttr { mode: Some(0o755), ..Default::default() }).unwrap();
-        let dir = |parent: u32, name: &str, mode: u16| vol.create(parent, name.as_bytes(), CreateKind::Dir, mode, 1000, 1000).unwrap();
+        let dir = |parent: u32, name: &str, mode: u16| {
+            vol.create(parent, name.as_bytes(), CreateKind::Dir, mode, 1000, 1000).unwrap()
+        };
         let p = dir(ROOT_INO, "private", 0o700);
         let i = dir(p.ino, "inner", 0o755);
         vol.create(i.ino, b"deep", CreateKind::File, 0o644, 1000, 1000).unwrap();
@@ -784,10 +807,16 @@ fn path_hints_read_only_what_the_sender_may_search() {
         let s = dir(ROOT_INO, "shared", 0o750);
         vol.create(s.ino, b"doc", CreateKind::File, 0o644, 1000, 1000).unwrap();
         let acl = fs::acl::Acl(
-            [(fs::acl::USER_OBJ, 7, u32::MAX), (fs::acl::USER, 5, 2000), (fs::acl::GROUP_OBJ, 5, u32::MAX), (fs::acl::MASK, 5, u32::MAX), (fs::acl::OTHER, 0, u32::MAX)]
-                .into_iter()
-                .map(|(tag, perm, id)| fs::acl::Entry { tag, perm, id })
-                .collect(),
+            [
+                (fs::acl::USER_OBJ, 7, u32::MAX),
+                (fs::acl::USER, 5, 2000),
+                (fs::acl::GROUP_OBJ, 5, u32::MAX),
+                (fs::acl::MASK, 5, u32::MAX),
+                (fs::acl::OTHER, 0, u32::MAX),
+            ]
+            .into_iter()
+            .map(|(tag, perm, id)| fs::acl::Entry { tag, perm, id })
+            .collect(),
         );
         vol.set_xattr(s.ino, b"system.posix_acl_access", &acl.to_xattr(), XattrMode::Any).unwrap();
         let first = |ino: u32| match vol.map_block(&vol.inode(ino).unwrap(), 0, 1).unwrap() {

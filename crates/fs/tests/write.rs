@@ -75,7 +75,12 @@ fn check(vol: &Volume, model: &BTreeMap<String, Node>) {
                 let prefix = if path.is_empty() { String::new() } else { format!("{path}/") };
                 let mut want: Vec<String> = model
                     .keys()
-                    .filter(|k| k.starts_with(&prefix) && !k.is_empty() && k.len() > prefix.len() && !k[prefix.len()..].contains('/'))
+                    .filter(|k| {
+                        k.starts_with(&prefix)
+                            && !k.is_empty()
+                            && k.len() > prefix.len()
+                            && !k[prefix.len()..].contains('/')
+                    })
                     .map(|k| k[prefix.len()..].to_string())
                     .collect();
                 if path.is_empty() {
@@ -83,7 +88,16 @@ fn check(vol: &Volume, model: &BTreeMap<String, Node>) {
                 }
                 want.sort();
                 assert_eq!(names, want, "listing of {path:?}");
-                let subdirs = model.iter().filter(|(k, v)| **v == Node::Dir && k.starts_with(&prefix) && !k.is_empty() && k.len() > prefix.len() && !k[prefix.len()..].contains('/')).count();
+                let subdirs = model
+                    .iter()
+                    .filter(|(k, v)| {
+                        **v == Node::Dir
+                            && k.starts_with(&prefix)
+                            && !k.is_empty()
+                            && k.len() > prefix.len()
+                            && !k[prefix.len()..].contains('/')
+                    })
+                    .count();
                 let extra = if path.is_empty() { 1 } else { 0 }; // lost+found
                 assert_eq!(u32::from(inode.links_count()), 2 + subdirs as u32 + extra, "link count of {path:?}");
             }
@@ -121,7 +135,8 @@ fn random_operations_match_model_and_pass_e2fsck() {
         let mut counter = 0;
         for step in 0..1500 {
             let dirs: Vec<String> = model.iter().filter(|(_, v)| **v == Node::Dir).map(|(k, _)| k.clone()).collect();
-            let files: Vec<String> = model.iter().filter(|(_, v)| matches!(v, Node::File(_))).map(|(k, _)| k.clone()).collect();
+            let files: Vec<String> =
+                model.iter().filter(|(_, v)| matches!(v, Node::File(_))).map(|(k, _)| k.clone()).collect();
             let parent = dirs[rng.below(dirs.len())].clone();
             counter += 1;
             let name = format!("n{counter}-{}", "x".repeat(rng.below(40)));
@@ -146,7 +161,11 @@ fn random_operations_match_model_and_pass_e2fsck() {
                     let ino = resolve(&vol, f);
                     if std::env::var("DEBUG_EXT").is_ok() {
                         let i = vol.inode(ino).unwrap();
-                        eprintln!("step {step} write ino {ino} off {off} len {len} size {} root {:?}", i.size(), ondisk::extent::ExtentNode::parse(&i.base.block, ondisk::Location::Unknown));
+                        eprintln!(
+                            "step {step} write ino {ino} off {off} len {len} size {} root {:?}",
+                            i.size(),
+                            ondisk::extent::ExtentNode::parse(&i.base.block, ondisk::Location::Unknown)
+                        );
                     }
                     vol.write(ino, off as u64, &bytes).unwrap();
                     if data.len() < off + len {
@@ -200,14 +219,17 @@ fn random_operations_match_model_and_pass_e2fsck() {
                 }
                 8 => {
                     let target = format!("target-{}", "t".repeat(rng.below(120)));
-                    vol.create(pino, name.as_bytes(), CreateKind::Symlink(target.clone().into_bytes()), 0o777, 0, 0).unwrap();
+                    vol.create(pino, name.as_bytes(), CreateKind::Symlink(target.clone().into_bytes()), 0o777, 0, 0)
+                        .unwrap();
                     model.insert(child, Node::Link(target.into_bytes()));
                 }
                 _ => {
                     // Remove an empty directory if there is one.
                     let empty_dirs: Vec<&String> = dirs
                         .iter()
-                        .filter(|d| !d.is_empty() && !model.keys().any(|k| k.len() > d.len() && k.starts_with(&format!("{d}/"))))
+                        .filter(|d| {
+                            !d.is_empty() && !model.keys().any(|k| k.len() > d.len() && k.starts_with(&format!("{d}/")))
+                        })
                         .collect();
                     if let Some(d) = empty_dirs.first().map(|d| (*d).clone()) {
                         let (p, n) = parent_and_name(&d);
@@ -226,7 +248,12 @@ fn random_operations_match_model_and_pass_e2fsck() {
                         let got = vol.read(&inode, 0, data.len() + 10).unwrap();
                         if got != *data {
                             let first = got.iter().zip(data.iter()).position(|(a, b)| a != b);
-                            panic!("step {step}: {path} (ino {}) differs at {first:?}, len got {} want {}", inode.ino, got.len(), data.len());
+                            panic!(
+                                "step {step}: {path} (ino {}) differs at {first:?}, len got {} want {}",
+                                inode.ino,
+                                got.len(),
+                                data.len()
+                            );
                         }
                     }
                 }
@@ -278,7 +305,8 @@ fn big_directory_grows_an_htree_and_stays_consistent() {
     let vol = open_rw(&img);
     let d = vol.create(ROOT_INO, b"big", CreateKind::Dir, 0o755, 0, 0).unwrap();
     for i in 0..20_000 {
-        vol.create(d.ino, format!("file-with-a-longish-name-{i:06}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap();
+        vol.create(d.ino, format!("file-with-a-longish-name-{i:06}").as_bytes(), CreateKind::File, 0o644, 0, 0)
+            .unwrap();
     }
     for i in (0..20_000).step_by(3) {
         vol.unlink(d.ino, format!("file-with-a-longish-name-{i:06}").as_bytes()).unwrap();
@@ -314,7 +342,8 @@ fn xattrs_spill_to_a_block_and_come_back() {
         for i in 0..n {
             let name = format!("user.attr-{i:02}");
             let value = vec![b'a' + (i % 26) as u8; 10 + i * 3];
-            vol.set_xattr(f.ino, name.as_bytes(), &value, fs::XattrMode::Create).unwrap_or_else(|e| panic!("{variant} attr {i}: {e:?}"));
+            vol.set_xattr(f.ino, name.as_bytes(), &value, fs::XattrMode::Create)
+                .unwrap_or_else(|e| panic!("{variant} attr {i}: {e:?}"));
             want.insert(name.into_bytes(), value);
         }
         assert!(matches!(vol.set_xattr(f.ino, b"user.attr-00", b"x", fs::XattrMode::Create), Err(fs::FsError::Exists)));
@@ -328,7 +357,9 @@ fn xattrs_spill_to_a_block_and_come_back() {
         }
         // An ACL goes in in the VFS form and comes back the same.
         let mut acl = 2u32.to_le_bytes().to_vec();
-        for (tag, perm, id) in [(1u16, 6u16, u32::MAX), (2, 4, 1000), (4, 4, u32::MAX), (0x10, 4, u32::MAX), (0x20, 0, u32::MAX)] {
+        for (tag, perm, id) in
+            [(1u16, 6u16, u32::MAX), (2, 4, 1000), (4, 4, u32::MAX), (0x10, 4, u32::MAX), (0x20, 0, u32::MAX)]
+        {
             acl.extend_from_slice(&tag.to_le_bytes());
             acl.extend_from_slice(&perm.to_le_bytes());
             acl.extend_from_slice(&id.to_le_bytes());
@@ -343,7 +374,8 @@ fn xattrs_spill_to_a_block_and_come_back() {
         drop(vol);
         common::e2fsck_clean(&img);
         let ro = Volume::open(Arc::new(FileDevice::open(&img, false).unwrap()), VolumeOptions::default()).unwrap();
-        let got: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = ro.xattrs(&ro.inode(f.ino).unwrap(), true).unwrap().into_iter().collect();
+        let got: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
+            ro.xattrs(&ro.inode(f.ino).unwrap(), true).unwrap().into_iter().collect();
         assert_eq!(got, want, "{variant} after reopen");
         // Removing everything frees the block.
         drop(ro);
@@ -364,7 +396,9 @@ fn xattrs_spill_to_a_block_and_come_back() {
 #[test]
 fn full_volume_fails_operations_whole() {
     let Some((work, empty)) = common::setup_empty() else { return };
-    for (variant, opts, seed) in [("1k", vec!["-b", "1024", "-N", "256"], 11u64), ("4k-nojournal", vec!["-O", "^has_journal", "-N", "128"], 12)] {
+    for (variant, opts, seed) in
+        [("1k", vec!["-b", "1024", "-N", "256"], 11u64), ("4k-nojournal", vec!["-O", "^has_journal", "-N", "128"], 12)]
+    {
         let img = common::make_image(work.path(), &format!("full-{variant}.img"), 8, &opts, &empty);
         let vol = open_rw(&img);
         let mut model: BTreeMap<String, Node> = BTreeMap::new();
@@ -373,7 +407,8 @@ fn full_volume_fails_operations_whole() {
         let (mut ok, mut nospace) = (0, 0);
         for step in 0..2500u64 {
             let dirs: Vec<String> = model.iter().filter(|(_, v)| **v == Node::Dir).map(|(k, _)| k.clone()).collect();
-            let files: Vec<String> = model.iter().filter(|(_, v)| matches!(v, Node::File(_))).map(|(k, _)| k.clone()).collect();
+            let files: Vec<String> =
+                model.iter().filter(|(_, v)| matches!(v, Node::File(_))).map(|(k, _)| k.clone()).collect();
             let parent = dirs[rng.below(dirs.len())].clone();
             let name = format!("n{step}-{}", "y".repeat(rng.below(60)));
             let child = if parent.is_empty() { name.clone() } else { format!("{parent}/{name}") };
@@ -414,7 +449,8 @@ fn full_volume_fails_operations_whole() {
                     let f = &files[rng.below(files.len())];
                     let Node::File(data) = model.get_mut(f).unwrap() else { unreachable!() };
                     let size = rng.below(data.len() + 1);
-                    vol.setattr(resolve(&vol, f), &SetAttr { size: Some(size as u64), ..Default::default() }).map(|_| data.truncate(size))
+                    vol.setattr(resolve(&vol, f), &SetAttr { size: Some(size as u64), ..Default::default() })
+                        .map(|_| data.truncate(size))
                 }
                 _ if !files.is_empty() && (!filling || rng.below(4) == 0) => {
                     let f = files[rng.below(files.len())].clone();
@@ -440,7 +476,8 @@ fn full_volume_fails_operations_whole() {
         assert!(nospace >= 50, "{variant}: the volume never filled ({nospace} ENOSPC, {ok} successes)");
         check(&vol, &model);
         // Make room for the two files below (inodes may have run out too).
-        let files: Vec<String> = model.iter().filter(|(_, v)| !matches!(v, Node::Dir)).map(|(k, _)| k.clone()).collect();
+        let files: Vec<String> =
+            model.iter().filter(|(_, v)| !matches!(v, Node::Dir)).map(|(k, _)| k.clone()).collect();
         for f in files {
             let (p, n) = parent_and_name(&f);
             vol.unlink(resolve(&vol, p), n.as_bytes()).unwrap();
@@ -457,7 +494,8 @@ fn full_volume_fails_operations_whole() {
         vol.unlink(ROOT_INO, b"fill").unwrap();
         let again = vol.create(ROOT_INO, b"again", CreateKind::File, 0o644, 0, 0).unwrap();
         for off in (0..filled).step_by(chunk.len()) {
-            vol.write(again.ino, off, &chunk).unwrap_or_else(|e| panic!("{variant}: rewriting {filled} freed bytes at {off}: {e}"));
+            vol.write(again.ino, off, &chunk)
+                .unwrap_or_else(|e| panic!("{variant}: rewriting {filled} freed bytes at {off}: {e}"));
         }
         model.insert("again".into(), Node::File(chunk.repeat((filled / chunk.len() as u64) as usize)));
         eprintln!("{variant}: {ok} operations, {nospace} ENOSPC; {filled} bytes refilled after an unlink");
@@ -478,18 +516,30 @@ fn pattern(len: usize, salt: u8) -> Vec<u8> {
 fn inline_data_inodes_convert_on_first_change() {
     use ondisk::inode::flags::{EXTENTS, INLINE_DATA};
     let Some((work, _)) = common::setup_empty() else { return };
-    for (variant, opts) in [("1k-csum", vec!["-O", "inline_data", "-b", "1024"]), ("4k-nocsum", vec!["-O", "inline_data,^metadata_csum", "-b", "4096"])] {
+    for (variant, opts) in [
+        ("1k-csum", vec!["-O", "inline_data", "-b", "1024"]),
+        ("4k-nocsum", vec!["-O", "inline_data,^metadata_csum", "-b", "4096"]),
+    ] {
         let src = work.path().join(format!("inline-src-{variant}"));
         let mut model: BTreeMap<String, Node> = BTreeMap::new();
         model.insert(String::new(), Node::Dir);
-        let files: [(&str, usize); 7] = [("e0", 0), ("f5", 5), ("f59", 59), ("f100", 100), ("ftrunc", 50), ("fup", 40), ("falloc", 30)];
+        let files: [(&str, usize); 7] =
+            [("e0", 0), ("f5", 5), ("f59", 59), ("f100", 100), ("ftrunc", 50), ("fup", 40), ("falloc", 30)];
         for (i, (name, len)) in files.iter().enumerate() {
             let data = pattern(*len, i as u8);
             std::fs::create_dir_all(&src).unwrap();
             std::fs::write(src.join(name), &data).unwrap();
             model.insert(name.to_string(), Node::File(data));
         }
-        for (dir, names) in [("dempty", &[][..]), ("drm", &[][..]), ("dsmall", &["a", "b"][..]), ("dgrow", &["x"][..]), ("dmove", &["m"][..]), ("dtarget", &["t"][..]), ("dx", &["p", "q"][..])] {
+        for (dir, names) in [
+            ("dempty", &[][..]),
+            ("drm", &[][..]),
+            ("dsmall", &["a", "b"][..]),
+            ("dgrow", &["x"][..]),
+            ("dmove", &["m"][..]),
+            ("dtarget", &["t"][..]),
+            ("dx", &["p", "q"][..]),
+        ] {
             std::fs::create_dir_all(src.join(dir)).unwrap();
             model.insert(dir.to_string(), Node::Dir);
             for (i, n) in names.iter().enumerate() {
@@ -520,12 +570,18 @@ fn inline_data_inodes_convert_on_first_change() {
         inline_paths.extend(["dempty", "drm", "dsmall", "dgrow", "dmove", "dtarget", "dx"].map(String::from));
         if kernel {
             inline_paths.extend(["kdir", "kfile"].map(String::from));
-            assert!(common::debugfs_system_data_len(&img, "/kdir").unwrap_or(0) > 0, "{variant}: kdir's entries reach system.data");
+            assert!(
+                common::debugfs_system_data_len(&img, "/kdir").unwrap_or(0) > 0,
+                "{variant}: kdir's entries reach system.data"
+            );
         }
         for p in &inline_paths {
             assert_ne!(common::debugfs_flags(&img, &format!("/{p}")) & INLINE_DATA, 0, "{variant}: /{p} is inline");
         }
-        assert!(common::debugfs_system_data_len(&img, "/f100").unwrap_or(0) > 0, "{variant}: f100 spills into system.data");
+        assert!(
+            common::debugfs_system_data_len(&img, "/f100").unwrap_or(0) > 0,
+            "{variant}: f100 spills into system.data"
+        );
 
         let vol = open_rw(&img);
         let file = |model: &mut BTreeMap<String, Node>, p: &str| -> (u32, Vec<u8>) {
@@ -591,7 +647,11 @@ fn inline_data_inodes_convert_on_first_change() {
             model.insert(format!("dtarget/{k}"), v);
         }
         let dmove = resolve(&vol, "dtarget/dmove");
-        assert_eq!(vol.lookup(&vol.inode(dmove).unwrap(), b"..").unwrap().map(|e| e.0), Some(dtarget), "{variant}: .. of the moved dir");
+        assert_eq!(
+            vol.lookup(&vol.inode(dmove).unwrap(), b"..").unwrap().map(|e| e.0),
+            Some(dtarget),
+            "{variant}: .. of the moved dir"
+        );
         // A subdirectory in an empty inline directory; an empty inline directory removed.
         vol.create(resolve(&vol, "dempty"), b"sub", CreateKind::Dir, 0o755, 0, 0).unwrap();
         model.insert("dempty/sub".into(), Node::Dir);
@@ -643,7 +703,13 @@ fn inline_data_inodes_convert_on_first_change() {
 fn small_files_are_written_inline() {
     use ondisk::inode::flags::{EXTENTS, INLINE_DATA};
     let Some((work, empty)) = common::setup_empty() else { return };
-    let img = common::make_image(work.path(), "inline-write.img", 64, &["-b", "4096", "-I", "2048", "-O", "inline_data"], &empty);
+    let img = common::make_image(
+        work.path(),
+        "inline-write.img",
+        64,
+        &["-b", "4096", "-I", "2048", "-O", "inline_data"],
+        &empty,
+    );
     let vol = open_rw(&img);
     // What fits beside an empty system.data in a 2 KiB inode (ext4's 32-byte extra_isize): 60 in i_block + the rest.
     let cap = {
@@ -756,7 +822,11 @@ fn small_file_data_goes_out_merged_at_the_commit() {
     for gather in [64usize << 20, 0] {
         let img = common::make_image(work.path(), &format!("gather-{gather}.img"), 64, &[], &empty);
         let counted = Arc::new(blockdev::CountingDevice::new(Arc::new(FileDevice::open(&img, true).unwrap())));
-        let vol = Volume::open(counted.clone(), VolumeOptions { read_only: false, data_writeback_bytes: gather, ..Default::default() }).unwrap();
+        let vol = Volume::open(
+            counted.clone(),
+            VolumeOptions { read_only: false, data_writeback_bytes: gather, ..Default::default() },
+        )
+        .unwrap();
         let dir = vol.create(ROOT_INO, b"d", CreateKind::Dir, 0o755, 0, 0).unwrap();
         for i in 0..FILES {
             let f = vol.create(dir.ino, format!("f{i}").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap();
@@ -785,7 +855,11 @@ fn small_file_data_goes_out_merged_at_the_commit() {
     // Direct: the first piece's block, then the second piece's two runs (the
     // block it shares, read first; the new one).
     assert_eq!(direct, 3 * FILES as u64, "without write-back: one data request per run written");
-    assert_eq!(reads, [0, FILES as u64 + 1], "data reads, gathered and direct: the shared blocks (and the probe's read when direct)");
+    assert_eq!(
+        reads,
+        [0, FILES as u64 + 1],
+        "data reads, gathered and direct: the shared blocks (and the probe's read when direct)"
+    );
     assert!(gathered * 10 <= direct, "gathered data went out in {gathered} requests for {FILES} files");
 }
 
@@ -799,10 +873,16 @@ fn an_extending_write_never_exposes_what_lies_past_the_old_end() {
     let img = common::make_image(work.path(), "past-eof.img", 64, &[], &empty);
     let raw: Arc<dyn blockdev::BlockDevice> = Arc::new(FileDevice::open(&img, true).unwrap());
     let counted = Arc::new(blockdev::CountingDevice::new(raw.clone()));
-    let vol = Volume::open(counted.clone(), VolumeOptions { read_only: false, data_writeback_bytes: 0, ..Default::default() }).unwrap();
+    let vol = Volume::open(
+        counted.clone(),
+        VolumeOptions { read_only: false, data_writeback_bytes: 0, ..Default::default() },
+    )
+    .unwrap();
     let f = vol.create(ROOT_INO, b"f", CreateKind::File, 0o644, 0, 0).unwrap();
     vol.write(f.ino, 0, &[0xAA; 100]).unwrap();
-    let Mapping::Mapped { pblk, .. } = vol.map_block(&vol.inode(f.ino).unwrap(), 0, 1).unwrap() else { panic!("block 0 unmapped") };
+    let Mapping::Mapped { pblk, .. } = vol.map_block(&vol.inode(f.ino).unwrap(), 0, 1).unwrap() else {
+        panic!("block 0 unmapped")
+    };
     // Stale bytes behind the end of file, as another writer may leave them.
     let stale_from = |at: usize| {
         let mut b = vec![0u8; 4096];
@@ -855,7 +935,9 @@ fn creates_in_empty_inode_table_blocks_read_nothing() {
     vol.shutdown().unwrap();
     drop(vol);
     common::e2fsck_clean(&img);
-    common::with_kernel_mount(&img, |mnt| assert_eq!(std::fs::read_dir(mnt).unwrap().count(), 202, "first, 200 files, lost+found"));
+    common::with_kernel_mount(&img, |mnt| {
+        assert_eq!(std::fs::read_dir(mnt).unwrap().count(), 202, "first, 200 files, lost+found")
+    });
 }
 
 /// A create trusts the lookup the kernel made just before it only while the
@@ -899,13 +981,15 @@ fn commits_on_the_commit_thread_keep_every_change() {
     for lazy in [false, true] {
         let img = common::make_image(work.path(), "bg.img", 64, &["-b", "1024", "-J", "size=1"], &empty);
         let hour = std::time::Duration::from_secs(3600);
-        let opts = VolumeOptions { read_only: false, lazy, commit_interval: hour, dirty_expire: hour, ..Default::default() };
+        let opts =
+            VolumeOptions { read_only: false, lazy, commit_interval: hour, dirty_expire: hour, ..Default::default() };
         let vol = Volume::open(Arc::new(FileDevice::open(&img, true).unwrap()), opts).unwrap();
         let mut model = BTreeMap::new();
         let mut dirs = vec![(ROOT_INO, String::new())];
         for i in 0..4000usize {
             let (parent, ppath) = dirs[i % dirs.len()].clone();
-            let path = format!("{}{}", if ppath.is_empty() { String::new() } else { format!("{ppath}/") }, format!("n{i}"));
+            let path =
+                format!("{}{}", if ppath.is_empty() { String::new() } else { format!("{ppath}/") }, format!("n{i}"));
             if i % 50 == 0 {
                 let d = vol.create(parent, format!("n{i}").as_bytes(), CreateKind::Dir, 0o755, 0, 0).unwrap();
                 dirs.push((d.ino, path.clone()));
@@ -918,7 +1002,9 @@ fn commits_on_the_commit_thread_keep_every_change() {
             // Rewrite an older file now and then: its blocks may be in the committing transaction.
             if i % 7 == 0 && i > 100 {
                 let old = format!("n{}", i - 100);
-                if let Some((k, Node::File(d))) = model.iter_mut().find(|(k, _)| k.ends_with(&format!("/{old}")) || **k == old) {
+                if let Some((k, Node::File(d))) =
+                    model.iter_mut().find(|(k, _)| k.ends_with(&format!("/{old}")) || **k == old)
+                {
                     let ino = resolve(&vol, k);
                     let more = pattern(500, i as u8 ^ 0x55);
                     vol.write(ino, d.len() as u64, &more).unwrap();
@@ -928,8 +1014,16 @@ fn commits_on_the_commit_thread_keep_every_change() {
             model.insert(path, Node::File(data));
         }
         let stats = vol.write_stats().unwrap();
-        eprintln!("lazy={lazy}: {} commits, {} on the commit thread, {} forced checkpoints", stats.commits, stats.background_commits, stats.checkpoints);
-        assert!(stats.background_commits >= 10, "lazy={lazy}: only {} of {} commits on the commit thread", stats.background_commits, stats.commits);
+        eprintln!(
+            "lazy={lazy}: {} commits, {} on the commit thread, {} forced checkpoints",
+            stats.commits, stats.background_commits, stats.checkpoints
+        );
+        assert!(
+            stats.background_commits >= 10,
+            "lazy={lazy}: only {} of {} commits on the commit thread",
+            stats.background_commits,
+            stats.commits
+        );
         check(&vol, &model);
         if lazy {
             vol.shutdown().unwrap();

@@ -44,7 +44,9 @@ pub enum TriggerError {
 impl fmt::Display for TriggerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TriggerError::UnknownOpcode(o) => write!(f, "unknown FUSE opcode {o:?} (WRITE, CREATE, LOOKUP, GETATTR, FORGET, ...)"),
+            TriggerError::UnknownOpcode(o) => {
+                write!(f, "unknown FUSE opcode {o:?} (WRITE, CREATE, LOOKUP, GETATTR, FORGET, ...)")
+            }
             TriggerError::NotServed(o) => write!(f, "{o} is answered by the protocol layer, never by the file system"),
             TriggerError::BadInode(i) => write!(f, "{i:?} is not an inode number (OP@INO)"),
             TriggerError::EmptyName => write!(f, "empty entry name (OP/NAME)"),
@@ -72,7 +74,9 @@ impl FromStr for PanicTrigger {
         let mut t = PanicTrigger { opcode, ino: None, name: None };
         match target.map(|s| s.split_at(1)) {
             None => {}
-            Some(("@", ino)) => t.ino = Some(ino.parse().ok().filter(|&i| i > 0).ok_or_else(|| TriggerError::BadInode(ino.to_owned()))?),
+            Some(("@", ino)) => {
+                t.ino = Some(ino.parse().ok().filter(|&i| i > 0).ok_or_else(|| TriggerError::BadInode(ino.to_owned()))?)
+            }
             Some((_, "")) => return Err(TriggerError::EmptyName),
             Some((_, name)) => t.name = Some(name.as_bytes().to_vec()),
         }
@@ -97,7 +101,9 @@ impl PanicTrigger {
     /// Whether a request (opcode, node, entry name) is one to panic.
     pub(crate) fn matches(&self, opcode: u32, nodeid: u64, name: Option<&[u8]>) -> bool {
         let opcode = if opcode == op::BATCH_FORGET { op::FORGET } else { opcode };
-        self.opcode == opcode && self.ino.is_none_or(|i| ext4_ino(nodeid) == Ok(i)) && self.name.as_deref().is_none_or(|n| name == Some(n))
+        self.opcode == opcode
+            && self.ino.is_none_or(|i| ext4_ino(nodeid) == Ok(i))
+            && self.name.as_deref().is_none_or(|n| name == Some(n))
     }
 }
 
@@ -109,7 +115,10 @@ impl Ext4Fuse {
         let _ = self.serve_op(req, op, out);
         drop(armed);
         let name = op::name(req.opcode).unwrap_or("?");
-        panic!("injected panic (inject_panic): {name} on node {} after its handler, with no write lock held", req.nodeid)
+        panic!(
+            "injected panic (inject_panic): {name} on node {} after its handler, with no write lock held",
+            req.nodeid
+        )
     }
 
     /// FORGET and INTERRUPT have handlers of their own: panic there.

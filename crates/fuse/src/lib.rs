@@ -217,4 +217,3 @@ impl Ext4Fuse {
         }
     }
 }
-

@@ -15,7 +15,11 @@ impl fusewire::Handler for Ext4Fuse {
         // volume files need no OPEN / RELEASE either (read-write mounts count
         // open handles, for unlinked-but-open files). Symlink targets are cached;
         // lookups and readdirs in one directory may run in parallel.
-        let mut caps = init::DO_READDIRPLUS | init::READDIRPLUS_AUTO | init::NO_OPENDIR_SUPPORT | init::CACHE_SYMLINKS | init::PARALLEL_DIROPS;
+        let mut caps = init::DO_READDIRPLUS
+            | init::READDIRPLUS_AUTO
+            | init::NO_OPENDIR_SUPPORT
+            | init::CACHE_SYMLINKS
+            | init::PARALLEL_DIROPS;
         // POSIX ACLs: the kernel checks permissions with the ACLs we store;
         // we keep the mode in step with them and inherit default ACLs, for
         // which creates must arrive without the umask applied (we apply it
@@ -113,7 +117,16 @@ impl Ext4Fuse {
             Op::ReadDirPlus { offset, size } => self.readdir(req, ino, offset, DirBuf::new(out, size), true)?,
             Op::Statfs => {
                 let s = self.vol.statfs();
-                let st = fusewire::Statfs { blocks: s.blocks, bfree: s.bfree, bavail: s.bavail, files: s.files, ffree: s.ffree, bsize: s.bsize, namelen: s.namelen, frsize: s.bsize };
+                let st = fusewire::Statfs {
+                    blocks: s.blocks,
+                    bfree: s.bfree,
+                    bavail: s.bavail,
+                    files: s.files,
+                    ffree: s.ffree,
+                    bsize: s.bsize,
+                    namelen: s.namelen,
+                    frsize: s.bsize,
+                };
                 reply::statfs(out, &st);
             }
             Op::GetXattr { name, size } => {
@@ -217,7 +230,11 @@ impl Ext4Fuse {
                     // attribute that expires at once, so stat asks again and gets EIO.
                     Err(err) => {
                         errno(err);
-                        fusewire::Entry { attr: attr::placeholder(fuse_ino(e.ino), e.file_type), generation: 0, ttl: Duration::ZERO }
+                        fusewire::Entry {
+                            attr: attr::placeholder(fuse_ino(e.ino), e.file_type),
+                            generation: 0,
+                            ttl: Duration::ZERO,
+                        }
                     }
                 };
                 let added = buf.add_plus(&entry, e.next, dtype, e.name);

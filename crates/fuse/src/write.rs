@@ -38,7 +38,9 @@ impl Ext4Fuse {
                 self.opened(i.ino);
                 reply::create(out, &self.entry_out(&i), 0, 0);
             }
-            Op::Mknod { name, mode, rdev, umask } => reply::entry(out, &self.entry_out(&self.mknod(req, ino, name, mode, umask, rdev)?)),
+            Op::Mknod { name, mode, rdev, umask } => {
+                reply::entry(out, &self.entry_out(&self.mknod(req, ino, name, mode, umask, rdev)?))
+            }
             Op::Mkdir { name, mode, umask } => {
                 let i = self.make(req, ino, name, CreateKind::Dir, (mode & 0o7777) as u16, umask)?;
                 reply::entry(out, &self.entry_out(&i));
@@ -48,7 +50,10 @@ impl Ext4Fuse {
                 reply::entry(out, &self.entry_out(&i));
             }
             Op::Link { ino: target, newname } => {
-                let i = self.vol.link(crate::ext4_ino(target)?, crate::ext4_ino(ino)?, newname.as_bytes()).map_err(|e| errno(&e))?;
+                let i = self
+                    .vol
+                    .link(crate::ext4_ino(target)?, crate::ext4_ino(ino)?, newname.as_bytes())
+                    .map_err(|e| errno(&e))?;
                 reply::entry(out, &self.entry_out(&i));
             }
             Op::Unlink { name } => self.vol.unlink(crate::ext4_ino(ino)?, name.as_bytes()).map_err(|e| errno(&e))?,
@@ -78,7 +83,9 @@ impl Ext4Fuse {
             }
             Op::Fallocate { offset, length, mode } => self.fallocate(ino, offset, length, mode)?,
             Op::SetXattr { name, value, flags } => self.setxattr(req, ino, name, value, flags)?,
-            Op::RemoveXattr { name } => self.vol.remove_xattr(crate::ext4_ino(ino)?, name.as_bytes()).map_err(|e| errno(&e))?,
+            Op::RemoveXattr { name } => {
+                self.vol.remove_xattr(crate::ext4_ino(ino)?, name.as_bytes()).map_err(|e| errno(&e))?
+            }
             _ => return Err(Errno::ENOSYS),
         }
         Ok(())
@@ -102,7 +109,15 @@ impl Ext4Fuse {
 
     /// `perm` as the caller asked (FUSE_DONT_MASK): the engine applies
     /// `umask` unless the directory's default ACL replaces it.
-    fn make(&self, req: &Request, parent: u64, name: &OsStr, kind: CreateKind, perm: u16, umask: u32) -> Result<fs::Inode, Errno> {
+    fn make(
+        &self,
+        req: &Request,
+        parent: u64,
+        name: &OsStr,
+        kind: CreateKind,
+        perm: u16,
+        umask: u32,
+    ) -> Result<fs::Inode, Errno> {
         let pino = crate::ext4_ino(parent)?;
         let is_dir = kind == CreateKind::Dir;
         let (perm, uid, gid) = self.new_owner(req, parent, perm, is_dir)?;
@@ -110,7 +125,15 @@ impl Ext4Fuse {
         self.vol.create_masked(pino, name.as_bytes(), kind, perm, umask, uid, gid).map_err(|e| errno(&e))
     }
 
-    fn mknod(&self, req: &Request, parent: u64, name: &OsStr, m: u32, umask: u32, rdev: u32) -> Result<fs::Inode, Errno> {
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: u64,
+        name: &OsStr,
+        m: u32,
+        umask: u32,
+        rdev: u32,
+    ) -> Result<fs::Inode, Errno> {
         let perm = (m & 0o7777) as u16;
         let kind = match (m as u16) & mode::S_IFMT {
             mode::S_IFREG | 0 => CreateKind::File,
@@ -125,7 +148,15 @@ impl Ext4Fuse {
 
     /// `owner`: the caller's uid and gid, for the whiteout RENAME_WHITEOUT leaves.
     #[allow(clippy::too_many_arguments)]
-    fn rename(&self, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32, owner: (u32, u32)) -> Result<(), Errno> {
+    fn rename(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+        owner: (u32, u32),
+    ) -> Result<(), Errno> {
         let noreplace = flags & libc::RENAME_NOREPLACE != 0;
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         let whiteout = flags & libc::RENAME_WHITEOUT != 0;
@@ -137,7 +168,10 @@ impl Ext4Fuse {
             let np = crate::ext4_ino(newparent)?;
             let (name, newname) = (name.as_bytes(), newname.as_bytes());
             if whiteout {
-                return self.vol.rename_whiteout(p, name, np, newname, noreplace, owner.0, owner.1).map_err(|e| errno(&e));
+                return self
+                    .vol
+                    .rename_whiteout(p, name, np, newname, noreplace, owner.0, owner.1)
+                    .map_err(|e| errno(&e));
             }
             self.vol.rename(p, name, np, newname, noreplace, exchange).map_err(|e| errno(&e))
         }
@@ -160,7 +194,9 @@ impl Ext4Fuse {
         // KILLPRIV_V2: a truncation or a change of owner drops the file
         // capability, and set-user-ID / set-group-ID when the kernel asks
         // (always for chown, for truncate when the caller lacks CAP_FSETID).
-        if (a.kill_suidgid || a.size.is_some() || a.uid.is_some() || a.gid.is_some()) && self.vol.drop_privileges(i, a.kill_suidgid).map_err(|e| errno(&e))? {
+        if (a.kill_suidgid || a.size.is_some() || a.uid.is_some() || a.gid.is_some())
+            && self.vol.drop_privileges(i, a.kill_suidgid).map_err(|e| errno(&e))?
+        {
             return self.vol.inode(i).map_err(|e| errno(&e));
         }
         Ok(inode)
@@ -190,7 +226,9 @@ impl Ext4Fuse {
         // Setting an access ACL clears set-group-ID unless the caller may keep it.
         let caller = crate::caller::Caller::of(req);
         let may_keep_sgid = |gid: u32| caller.in_group(gid) || caller.has_cap(crate::caller::CAP_FSETID);
-        self.vol.set_xattr_by(crate::ext4_ino(ino)?, name.as_bytes(), value, mode, &may_keep_sgid).map_err(|e| errno(&e))
+        self.vol
+            .set_xattr_by(crate::ext4_ino(ino)?, name.as_bytes(), value, mode, &may_keep_sgid)
+            .map_err(|e| errno(&e))
     }
 
     pub(crate) fn do_sync(&self) -> Result<(), Errno> {

@@ -267,7 +267,16 @@ impl InHeader {
 
     #[cfg(test)]
     pub fn write(&self, out: &mut Vec<u8>) {
-        Out(out).u32(self.len).u32(self.opcode).u64(self.unique).u64(self.nodeid).u32(self.uid).u32(self.gid).u32(self.pid).u16(self.total_extlen).u16(0);
+        Out(out)
+            .u32(self.len)
+            .u32(self.opcode)
+            .u64(self.unique)
+            .u64(self.nodeid)
+            .u32(self.uid)
+            .u32(self.gid)
+            .u32(self.pid)
+            .u16(self.total_extlen)
+            .u16(0);
     }
 }
 
@@ -286,7 +295,16 @@ mod tests {
 
     #[test]
     fn in_header_round_trip() {
-        let h = InHeader { len: 52, opcode: op::LOOKUP, unique: 7, nodeid: 1, uid: 1000, gid: 100, pid: 42, total_extlen: 0 };
+        let h = InHeader {
+            len: 52,
+            opcode: op::LOOKUP,
+            unique: 7,
+            nodeid: 1,
+            uid: 1000,
+            gid: 100,
+            pid: 42,
+            total_extlen: 0,
+        };
         let mut b = Vec::new();
         h.write(&mut b);
         assert_eq!(b.len(), IN_HEADER);

@@ -109,7 +109,15 @@ impl PanicReport<'_> {
 
 impl std::fmt::Display for PanicReport<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "panic serving {} (node {}, request {}): {}; {}", self.op_name(), self.nodeid, self.unique, self.note, self.outcome())
+        write!(
+            f,
+            "panic serving {} (node {}, request {}): {}; {}",
+            self.op_name(),
+            self.nodeid,
+            self.unique,
+            self.note,
+            self.outcome()
+        )
     }
 }
 
@@ -123,7 +131,14 @@ pub fn takes_reply(opcode: u32) -> bool {
 /// (FORGET, BATCH_FORGET, INTERRUPT), else the error code for the out header
 /// (0 or a negated errno) with the arguments in `out`. A panic anywhere in
 /// it is caught here, on both transports: EIO, or still no reply.
-pub(crate) fn serve<H: Handler + ?Sized>(h: &H, header: &abi::InHeader, fixed: &[u8], payload: &[u8], out: &mut Vec<u8>, counters: &Counters) -> Option<i32> {
+pub(crate) fn serve<H: Handler + ?Sized>(
+    h: &H,
+    header: &abi::InHeader,
+    fixed: &[u8],
+    payload: &[u8],
+    out: &mut Vec<u8>,
+    counters: &Counters,
+) -> Option<i32> {
     out.clear();
     counters.count(header.opcode);
     match panics::catch(|| dispatch(h, header, fixed, payload, out)) {
@@ -133,7 +148,13 @@ pub(crate) fn serve<H: Handler + ?Sized>(h: &H, header: &abi::InHeader, fixed: &
 }
 
 /// After a panic: count and report it, and answer EIO where a reply is due.
-fn panicked<H: Handler + ?Sized>(h: &H, header: &abi::InHeader, note: &PanicNote, out: &mut Vec<u8>, counters: &Counters) -> Option<i32> {
+fn panicked<H: Handler + ?Sized>(
+    h: &H,
+    header: &abi::InHeader,
+    note: &PanicNote,
+    out: &mut Vec<u8>,
+    counters: &Counters,
+) -> Option<i32> {
     out.clear();
     counters.panics.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let answered = takes_reply(header.opcode);
@@ -145,7 +166,13 @@ fn panicked<H: Handler + ?Sized>(h: &H, header: &abi::InHeader, note: &PanicNote
     answered.then_some(-libc::EIO)
 }
 
-fn dispatch<H: Handler + ?Sized>(h: &H, header: &abi::InHeader, fixed: &[u8], payload: &[u8], out: &mut Vec<u8>) -> Option<i32> {
+fn dispatch<H: Handler + ?Sized>(
+    h: &H,
+    header: &abi::InHeader,
+    fixed: &[u8],
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) -> Option<i32> {
     use abi::op;
     match header.opcode {
         op::FORGET => {
@@ -245,7 +272,14 @@ mod tests {
     use super::*;
     use abi::op;
 
-    fn serve_one(h: &Fragile, opcode: u32, nodeid: u64, fixed: &[u8], payload: &[u8], counters: &Counters) -> (Option<i32>, Vec<u8>) {
+    fn serve_one(
+        h: &Fragile,
+        opcode: u32,
+        nodeid: u64,
+        fixed: &[u8],
+        payload: &[u8],
+        counters: &Counters,
+    ) -> (Option<i32>, Vec<u8>) {
         let header = abi::InHeader { opcode, unique: 99, nodeid, ..Default::default() };
         let mut out = Vec::new();
         let r = serve(h, &header, fixed, payload, &mut out, counters);

@@ -97,7 +97,17 @@ pub struct Statfs {
 }
 
 pub fn statfs(out: &mut Vec<u8>, s: &Statfs) {
-    Out(out).u64(s.blocks).u64(s.bfree).u64(s.bavail).u64(s.files).u64(s.ffree).u32(s.bsize).u32(s.namelen).u32(s.frsize).u32(0).zeros(24);
+    Out(out)
+        .u64(s.blocks)
+        .u64(s.bfree)
+        .u64(s.bavail)
+        .u64(s.files)
+        .u64(s.ffree)
+        .u32(s.bsize)
+        .u32(s.namelen)
+        .u32(s.frsize)
+        .u32(0)
+        .zeros(24);
 }
 
 /// GETXATTR/LISTXATTR asked with size 0: struct fuse_getxattr_out.

@@ -50,43 +50,125 @@ pub struct SetAttrIn {
 /// One operation, borrowing names and data from the request buffer.
 #[derive(Debug)]
 pub enum Op<'a> {
-    Lookup { name: &'a OsStr },
-    GetAttr { fh: Option<u64> },
+    Lookup {
+        name: &'a OsStr,
+    },
+    GetAttr {
+        fh: Option<u64>,
+    },
     SetAttr(SetAttrIn),
     ReadLink,
-    Symlink { name: &'a OsStr, target: &'a [u8] },
-    Mknod { name: &'a OsStr, mode: u32, rdev: u32, umask: u32 },
-    Mkdir { name: &'a OsStr, mode: u32, umask: u32 },
-    Unlink { name: &'a OsStr },
-    Rmdir { name: &'a OsStr },
-    Rename { name: &'a OsStr, newdir: u64, newname: &'a OsStr, flags: u32 },
+    Symlink {
+        name: &'a OsStr,
+        target: &'a [u8],
+    },
+    Mknod {
+        name: &'a OsStr,
+        mode: u32,
+        rdev: u32,
+        umask: u32,
+    },
+    Mkdir {
+        name: &'a OsStr,
+        mode: u32,
+        umask: u32,
+    },
+    Unlink {
+        name: &'a OsStr,
+    },
+    Rmdir {
+        name: &'a OsStr,
+    },
+    Rename {
+        name: &'a OsStr,
+        newdir: u64,
+        newname: &'a OsStr,
+        flags: u32,
+    },
     /// The header's node is the new parent; `ino` is the inode linked.
-    Link { ino: u64, newname: &'a OsStr },
+    Link {
+        ino: u64,
+        newname: &'a OsStr,
+    },
     /// `kill_suidgid`: with O_TRUNC, the truncation must clear set-user-ID
     /// and set-group-ID (FUSE_OPEN_KILL_SUIDGID, with FUSE_HANDLE_KILLPRIV_V2).
-    Open { flags: i32, kill_suidgid: bool },
-    Read { offset: u64, size: u32 },
-    Write { offset: u64, data: &'a [u8], write_flags: u32 },
+    Open {
+        flags: i32,
+        kill_suidgid: bool,
+    },
+    Read {
+        offset: u64,
+        size: u32,
+    },
+    Write {
+        offset: u64,
+        data: &'a [u8],
+        write_flags: u32,
+    },
     Statfs,
     Release,
-    Fsync { datasync: bool },
-    FsyncDir { datasync: bool },
-    SetXattr { name: &'a OsStr, value: &'a [u8], flags: i32 },
-    GetXattr { name: &'a OsStr, size: u32 },
-    ListXattr { size: u32 },
-    RemoveXattr { name: &'a OsStr },
+    Fsync {
+        datasync: bool,
+    },
+    FsyncDir {
+        datasync: bool,
+    },
+    SetXattr {
+        name: &'a OsStr,
+        value: &'a [u8],
+        flags: i32,
+    },
+    GetXattr {
+        name: &'a OsStr,
+        size: u32,
+    },
+    ListXattr {
+        size: u32,
+    },
+    RemoveXattr {
+        name: &'a OsStr,
+    },
     Flush,
     OpenDir,
-    ReadDir { offset: u64, size: u32 },
-    ReadDirPlus { offset: u64, size: u32 },
+    ReadDir {
+        offset: u64,
+        size: u32,
+    },
+    ReadDirPlus {
+        offset: u64,
+        size: u32,
+    },
     ReleaseDir,
-    Access { mask: u32 },
-    Create { name: &'a OsStr, mode: u32, umask: u32, flags: i32 },
+    Access {
+        mask: u32,
+    },
+    Create {
+        name: &'a OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+    },
     /// O_TMPFILE in the header's directory: an open file with no name.
-    TmpFile { mode: u32, umask: u32, flags: i32 },
-    Ioctl { cmd: u32, flags: u32, in_data: &'a [u8], out_size: u32 },
-    Fallocate { offset: u64, length: u64, mode: i32 },
-    Lseek { offset: u64, whence: u32 },
+    TmpFile {
+        mode: u32,
+        umask: u32,
+        flags: i32,
+    },
+    Ioctl {
+        cmd: u32,
+        flags: u32,
+        in_data: &'a [u8],
+        out_size: u32,
+    },
+    Fallocate {
+        offset: u64,
+        length: u64,
+        mode: i32,
+    },
+    Lseek {
+        offset: u64,
+        whence: u32,
+    },
     /// Anything else: answered ENOSYS, which the kernel remembers for most.
     Unsupported(u32),
 }
@@ -252,7 +334,11 @@ mod tests {
         let mut payload = Vec::new();
         Out(&mut payload).u64(12).u64(1).u64(13).u64(40).u64(14).u64(2).u64(15).u64(9);
         assert_eq!(batch_forget(&fixed, &payload).collect::<Vec<_>>(), vec![(12, 1), (13, 40), (14, 2)]);
-        assert_eq!(batch_forget(&fixed, &payload[..20]).collect::<Vec<_>>(), vec![(12, 1)], "a cut payload ends the list");
+        assert_eq!(
+            batch_forget(&fixed, &payload[..20]).collect::<Vec<_>>(),
+            vec![(12, 1)],
+            "a cut payload ends the list"
+        );
         assert_eq!(batch_forget(&fixed[..4], &payload).count(), 0, "a short struct yields nothing");
         assert_eq!(forget(&payload[..8]), Some(12));
         assert_eq!(forget(&payload[..7]), None);
@@ -273,7 +359,23 @@ mod tests {
         let mut b = Vec::new();
         let valid = fattr::MODE | fattr::SIZE | fattr::MTIME | fattr::ATIME_NOW | fattr::KILL_SUIDGID;
         // valid, padding, fh, size, lock_owner, atime, mtime, ctime, atimensec, mtimensec, ctimensec, mode, unused4, uid, gid, unused5
-        Out(&mut b).u32(valid).u32(0).u64(0).u64(77).u64(0).u64(1).u64(1_000).u64(3).u32(2).u32(500).u32(4).u32(0o100644).u32(0).u32(9).u32(9).u32(0);
+        Out(&mut b)
+            .u32(valid)
+            .u32(0)
+            .u64(0)
+            .u64(77)
+            .u64(0)
+            .u64(1)
+            .u64(1_000)
+            .u64(3)
+            .u32(2)
+            .u32(500)
+            .u32(4)
+            .u32(0o100644)
+            .u32(0)
+            .u32(9)
+            .u32(9)
+            .u32(0);
         assert_eq!(b.len(), 88);
         let Op::SetAttr(s) = parse(op::SETATTR, &b, &[]).unwrap() else { panic!() };
         assert_eq!(s.mode, Some(0o100644));

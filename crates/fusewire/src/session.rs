@@ -75,7 +75,13 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { threads: 2, max_write: 1 << 20, max_readahead: 1 << 20, uring: uring::UringConfig::default(), counters: Arc::default() }
+        Config {
+            threads: 2,
+            max_write: 1 << 20,
+            max_readahead: 1 << 20,
+            uring: uring::UringConfig::default(),
+            counters: Arc::default(),
+        }
     }
 }
 
@@ -139,13 +145,18 @@ impl<H: Handler> Session<H> {
         let dev = Arc::new(File::from(dev));
         let mut buf = vec![0u8; buffer_size(config.max_write)];
         loop {
-            let n = receive(&dev, &mut buf)?.ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "unmounted during the FUSE handshake"))?;
+            let n = receive(&dev, &mut buf)?
+                .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "unmounted during the FUSE handshake"))?;
             let msg = &buf[..n];
-            let h = InHeader::parse(msg).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "short FUSE message"))?;
+            let h =
+                InHeader::parse(msg).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "short FUSE message"))?;
             let reply_err = |errno: i32| send(&dev, &out_header(OUT_HEADER, -errno, h.unique), &[]);
             if h.opcode != abi::op::INIT {
                 reply_err(libc::EIO)?;
-                return Err(io::Error::new(io::ErrorKind::InvalidData, format!("FUSE opcode {} before INIT", h.opcode)));
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("FUSE opcode {} before INIT", h.opcode),
+                ));
             }
             let body = &msg[IN_HEADER..];
             let Some(f) = Fields::new(body, abi::INIT_IN_MIN) else {
@@ -162,7 +173,10 @@ impl<H: Handler> Session<H> {
             }
             if major < abi::MAJOR || minor < abi::MIN_MINOR {
                 reply_err(libc::EPROTO)?;
-                return Err(io::Error::new(io::ErrorKind::Unsupported, format!("the kernel's FUSE protocol {major}.{minor} is older than 7.{}", abi::MIN_MINOR)));
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("the kernel's FUSE protocol {major}.{minor} is older than 7.{}", abi::MIN_MINOR),
+                ));
             }
             let mut offered = u64::from(f.u32(12));
             if offered & init::INIT_EXT != 0 && body.len() >= 20 {
@@ -170,7 +184,8 @@ impl<H: Handler> Session<H> {
             }
             let minor = minor.min(abi::MAX_MINOR);
             let info = InitInfo { offered, minor };
-            let mut wanted = handler.capabilities(&info) | init::ASYNC_READ | init::BIG_WRITES | init::MAX_PAGES | init::INIT_EXT;
+            let mut wanted =
+                handler.capabilities(&info) | init::ASYNC_READ | init::BIG_WRITES | init::MAX_PAGES | init::INIT_EXT;
             if config.uring.enabled {
                 wanted |= init::OVER_IO_URING;
             }
@@ -214,12 +229,23 @@ impl<H: Handler> Session<H> {
         let mut workers = Vec::new();
         for i in 0..self.config.threads.max(1) {
             let dev = if i == 0 { self.dev.clone() } else { Arc::new(clone_dev(&self.dev)?) };
-            let (h, size, counters) = (self.handler.clone(), buffer_size(self.config.max_write), self.config.counters.clone());
-            workers.push(std::thread::Builder::new().name(format!("fuse-dev-{i}")).spawn(move || dev_worker(&*h, &dev, size, &counters))?);
+            let (h, size, counters) =
+                (self.handler.clone(), buffer_size(self.config.max_write), self.config.counters.clone());
+            workers.push(
+                std::thread::Builder::new()
+                    .name(format!("fuse-dev-{i}"))
+                    .spawn(move || dev_worker(&*h, &dev, size, &counters))?,
+            );
         }
         let queues = if self.uring {
             let payload = buffer_size(self.config.max_write);
-            match uring::start(self.handler.clone(), self.dev.clone(), &self.config.uring, payload, self.config.counters.clone()) {
+            match uring::start(
+                self.handler.clone(),
+                self.dev.clone(),
+                &self.config.uring,
+                payload,
+                self.config.counters.clone(),
+            ) {
                 Ok(q) => q,
                 Err(e) => {
                     log::warn!("FUSE over io_uring unavailable ({e}); serving through /dev/fuse");
@@ -295,7 +321,8 @@ mod tests {
     fn packet_pair() -> (File, File) {
         let mut fds = [0i32; 2];
         // SAFETY: socketpair fills two new descriptors, which we then own.
-        let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+        let r =
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
         assert_eq!(r, 0, "socketpair: {}", io::Error::last_os_error());
         // SAFETY: as above.
         unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) }
@@ -305,7 +332,15 @@ mod tests {
     fn reply(kernel: &mut File) -> (i32, u64) {
         let tv = libc::timeval { tv_sec: 5, tv_usec: 0 };
         // SAFETY: a valid socket and option value.
-        unsafe { libc::setsockopt(kernel.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, (&tv as *const libc::timeval).cast(), std::mem::size_of::<libc::timeval>() as u32) };
+        unsafe {
+            libc::setsockopt(
+                kernel.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            )
+        };
         let mut b = [0u8; 256];
         let n = kernel.read(&mut b).expect("a reply within 5 s");
         let f = abi::Fields::new(&b[..n], OUT_HEADER).expect("a whole out header");

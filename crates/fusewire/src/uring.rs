@@ -93,13 +93,20 @@ struct QueueState {
 }
 
 /// Start one thread per possible CPU; returns once every queue is registered.
-pub(crate) fn start<H: Handler>(h: Arc<H>, dev: Arc<File>, cfg: &UringConfig, payload: usize, counters: Arc<Counters>) -> io::Result<Vec<JoinHandle<io::Result<()>>>> {
+pub(crate) fn start<H: Handler>(
+    h: Arc<H>,
+    dev: Arc<File>,
+    cfg: &UringConfig,
+    payload: usize,
+    counters: Arc<Counters>,
+) -> io::Result<Vec<JoinHandle<io::Result<()>>>> {
     let cpus = possible_cpus()?;
     let mut threads = Vec::new();
     let states: Arc<Vec<QueueState>> = Arc::new((0..cpus).map(|_| QueueState::default()).collect());
     let (tx, rx) = std::sync::mpsc::channel::<io::Result<()>>();
     for qid in 0..cpus {
-        let (h, dev, cfg, tx, states, counters) = (h.clone(), dev.clone(), *cfg, tx.clone(), states.clone(), counters.clone());
+        let (h, dev, cfg, tx, states, counters) =
+            (h.clone(), dev.clone(), *cfg, tx.clone(), states.clone(), counters.clone());
         threads.push(std::thread::Builder::new().name(format!("fuse-uring-{qid}")).spawn(move || {
             let state = &states[qid];
             // SAFETY: gettid has no preconditions.
@@ -272,7 +279,9 @@ fn register_ring_fd(ring_fd: i32) -> io::Result<u32> {
     }
     let mut up = RsrcUpdate { offset: u32::MAX, resv: 0, data: ring_fd as u64 };
     // SAFETY: io_uring_register with a valid ring descriptor and one update record that outlives the call.
-    let r = unsafe { libc::syscall(libc::SYS_io_uring_register, ring_fd, IORING_REGISTER_RING_FDS, &mut up as *mut RsrcUpdate, 1) };
+    let r = unsafe {
+        libc::syscall(libc::SYS_io_uring_register, ring_fd, IORING_REGISTER_RING_FDS, &mut up as *mut RsrcUpdate, 1)
+    };
     if r != 1 {
         return Err(io::Error::last_os_error());
     }
@@ -413,7 +422,17 @@ impl Queue {
         let flags = IORING_ENTER_GETEVENTS | IORING_ENTER_REGISTERED_RING;
         // SAFETY: io_uring_enter on our registered ring, with no argument
         // struct; the queued entries' buffers live as long as the queue.
-        let r = unsafe { libc::syscall(libc::SYS_io_uring_enter, index, to_submit, 1 as libc::c_uint, flags, std::ptr::null::<u8>(), 0usize) };
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_enter,
+                index,
+                to_submit,
+                1 as libc::c_uint,
+                flags,
+                std::ptr::null::<u8>(),
+                0usize,
+            )
+        };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }

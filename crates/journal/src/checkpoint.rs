@@ -56,11 +56,7 @@ impl<D: BlockDevice> Journal<D> {
     /// buffer cache's copy, provided it holds no change of a transaction not
     /// yet committed) and returns true, or false if the block is no longer
     /// metadata and must not be written.
-    pub fn checkpoint<F>(
-        &mut self,
-        goal: CheckpointGoal,
-        mut contents: F,
-    ) -> Result<CheckpointStats, Error>
+    pub fn checkpoint<F>(&mut self, goal: CheckpointGoal, mut contents: F) -> Result<CheckpointStats, Error>
     where
         F: FnMut(u64, &mut [u8]) -> io::Result<bool>,
     {
@@ -76,23 +72,14 @@ impl<D: BlockDevice> Journal<D> {
         self.checkpoint_with(goal, &mut |j, block, buf| j.read_newest(block, buf))
     }
 
-    fn checkpoint_with(
-        &mut self,
-        goal: CheckpointGoal,
-        source: &mut Source<'_, D>,
-    ) -> Result<CheckpointStats, Error> {
+    fn checkpoint_with(&mut self, goal: CheckpointGoal, source: &mut Source<'_, D>) -> Result<CheckpointStats, Error> {
         if self.needs_recovery {
             return Err(Error::NeedsRecovery);
         }
         let k = self.transactions_for(goal);
         // Each block is live in one transaction only: no duplicates. Sorted,
         // so home writes go in block order.
-        let mut blocks: Vec<u64> = self
-            .live
-            .iter()
-            .take(k)
-            .flat_map(|t| self.jmap.live_blocks(t.sequence))
-            .collect();
+        let mut blocks: Vec<u64> = self.live.iter().take(k).flat_map(|t| self.jmap.live_blocks(t.sequence)).collect();
         blocks.sort_unstable();
         let mut stats = CheckpointStats::default();
         let mut buf = vec![0u8; self.map.block_size() as usize];

@@ -20,8 +20,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use blockdev::BlockDevice;
 use ondisk::jbd2::descriptor::{FLAG_ESCAPE, FLAG_LAST_TAG, FLAG_SAME_UUID};
 use ondisk::jbd2::{
-    commit as commit_block, crc32_be, data_block_checksum, Checksum, CommitBlock, DescriptorBlock,
-    Tag, FEATURE_INCOMPAT_REVOKE, MAGIC,
+    commit as commit_block, crc32_be, data_block_checksum, Checksum, CommitBlock, DescriptorBlock, Tag,
+    FEATURE_INCOMPAT_REVOKE, MAGIC,
 };
 
 use crate::journal::{write_jblocks, LiveTransaction};
@@ -109,9 +109,7 @@ impl<D: BlockDevice> Journal<D> {
         }
         if !self.layout.is_64bit {
             if let Some((b, _)) = txn.blocks().find(|(b, _)| *b > u64::from(u32::MAX)) {
-                return Err(Error::Invalid(format!(
-                    "block {b} needs a journal with the 64bit feature"
-                )));
+                return Err(Error::Invalid(format!("block {b} needs a journal with the 64bit feature")));
             }
         }
         Ok(())
@@ -119,11 +117,7 @@ impl<D: BlockDevice> Journal<D> {
 
     /// Write `txn` (`needed` journal blocks; 1 for the empty transaction
     /// [`Journal::resume`] writes) and account for it.
-    pub(crate) fn write_transaction(
-        &mut self,
-        txn: &Transaction,
-        needed: u64,
-    ) -> Result<CommitInfo, Error> {
+    pub(crate) fn write_transaction(&mut self, txn: &Transaction, needed: u64) -> Result<CommitInfo, Error> {
         let layout = self.layout;
         let bs = layout.block_bytes();
         let seq = self.next_sequence;
@@ -171,24 +165,11 @@ impl<D: BlockDevice> Journal<D> {
                     Checksum::V2 => data_block_checksum(layout.seed, seq, copy) & 0xFFFF,
                     Checksum::None | Checksum::V1 => 0,
                 };
-                tags.push(Tag {
-                    block: *block,
-                    flags,
-                    checksum,
-                    uuid: (i == 0).then_some(self.sb.uuid),
-                });
+                tags.push(Tag { block: *block, flags, checksum, uuid: (i == 0).then_some(self.sb.uuid) });
                 let index = (at / bs) as u64;
-                logged.push(LoggedBlock {
-                    block: *block,
-                    jblock: self.advance(start, index),
-                    escaped,
-                });
+                logged.push(LoggedBlock { block: *block, jblock: self.advance(start, index), escaped });
             }
-            DescriptorBlock {
-                sequence: seq,
-                tags,
-            }
-            .write_to(&mut staged[desc_at..desc_at + bs], &layout)?;
+            DescriptorBlock { sequence: seq, tags }.write_to(&mut staged[desc_at..desc_at + bs], &layout)?;
             if layout.checksum == Checksum::V1 {
                 crc32_sum = crc32_be(crc32_sum, &staged[desc_at..]);
             }
@@ -239,12 +220,7 @@ impl<D: BlockDevice> Journal<D> {
             self.jmap.insert(l.block, l.jblock as u32, l.escaped, seq);
             self.owners[l.jblock as usize] = l.block + 1;
         }
-        self.live.push_back(LiveTransaction {
-            sequence: seq,
-            start,
-            end,
-            blocks: needed,
-        });
+        self.live.push_back(LiveTransaction { sequence: seq, start, end, blocks: needed });
         // The head never reaches the tail (commit keeps RESERVED_BLOCKS back;
         // resume's one-block transaction may take one of them).
         debug_assert!(self.used() < self.last - self.first);
@@ -263,9 +239,7 @@ impl<D: BlockDevice> Journal<D> {
     /// Now, but never before the previous commit: recovery treats an older
     /// commit time after a checksum failure as the end of a stale log.
     fn commit_time(&self) -> (u64, u32) {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         if now.as_secs() < self.last_commit_sec {
             (self.last_commit_sec, 0)
         } else {

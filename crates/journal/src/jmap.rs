@@ -125,12 +125,7 @@ struct Slot {
 
 const _: () = assert!(size_of::<Slot>() == 20);
 
-const EMPTY_SLOT: Slot = Slot {
-    h: u64::MAX,
-    val: EMPTY,
-    prev: NIL,
-    next: NIL,
-};
+const EMPTY_SLOT: Slot = Slot { h: u64::MAX, val: EMPTY, prev: NIL, next: NIL };
 
 impl Slot {
     fn is_empty(&self) -> bool {
@@ -149,10 +144,7 @@ pub struct JmapEntry {
 
 impl JmapEntry {
     fn from_val(val: u32) -> Self {
-        JmapEntry {
-            jblock: val & !ESCAPED,
-            escaped: val & ESCAPED != 0,
-        }
+        JmapEntry { jblock: val & !ESCAPED, escaped: val & ESCAPED != 0 }
     }
 }
 
@@ -234,10 +226,7 @@ impl Jmap {
 
     #[cfg(test)]
     fn with_hasher(hasher: Hasher) -> Self {
-        Jmap {
-            hasher,
-            ..Self::default()
-        }
+        Jmap { hasher, ..Self::default() }
     }
 
     /// Number of entries.
@@ -260,10 +249,7 @@ impl Jmap {
     }
 
     pub fn stats(&self) -> JmapStats {
-        JmapStats {
-            entries: self.len,
-            bytes: self.bytes(),
-        }
+        JmapStats { entries: self.len, bytes: self.bytes() }
     }
 
     /// Drop every entry and list head (keeps the table's memory).
@@ -322,10 +308,7 @@ impl Jmap {
     fn head_of(&self, code: u32) -> usize {
         debug_assert!(code & HEAD != 0);
         let k = ((code & SEQ_BITS).wrapping_sub(self.base) & SEQ_BITS) as usize;
-        debug_assert!(
-            k < self.heads.len(),
-            "entry of a transaction without a list head"
-        );
+        debug_assert!(k < self.heads.len(), "entry of a transaction without a list head");
         k
     }
 
@@ -367,10 +350,7 @@ impl Jmap {
     /// block `jblock` (below [`JBLOCK_LIMIT`]). If `s` had an entry, it leaves
     /// its old transaction's live list (superseded) and is returned.
     pub fn insert(&mut self, s: u64, jblock: u32, escaped: bool, txn: u32) -> Option<JmapEntry> {
-        assert!(
-            jblock < JBLOCK_LIMIT,
-            "journal block {jblock} cannot be mapped"
-        );
+        assert!(jblock < JBLOCK_LIMIT, "journal block {jblock} cannot be mapped");
         let val = jblock | if escaped { ESCAPED } else { 0 };
         let head = self.head_for(txn);
         if self.slots.is_empty() {
@@ -402,12 +382,7 @@ impl Jmap {
             self.move_slot(e - 1, e);
             e -= 1;
         }
-        self.slots[p] = Slot {
-            h,
-            val,
-            prev: NIL,
-            next: NIL,
-        };
+        self.slots[p] = Slot { h, val, prev: NIL, next: NIL };
         self.len += 1;
         self.link(p, head, txn);
         None
@@ -599,10 +574,7 @@ impl Jmap {
             assert!(s.val & !ESCAPED < JBLOCK_LIMIT);
             let home = self.home(h);
             assert!(home <= i, "slot {i} before its home {home}");
-            assert!(
-                last_empty.is_none_or(|e| e < home),
-                "empty slot between home {home} and {i}"
-            );
+            assert!(last_empty.is_none_or(|e| e < home), "empty slot between home {home} and {i}");
             assert!(prev_h.is_none_or(|p| p < h), "hash order at {i}");
             prev_h = Some(h);
             let key = self.unhash(h);
@@ -721,16 +693,7 @@ mod tests {
 
     #[test]
     fn mix_is_a_bijection() {
-        for k in [
-            0,
-            1,
-            2,
-            12345,
-            u64::MAX,
-            u64::MAX - 1,
-            1 << 63,
-            0xDEAD_BEEF_0123_4567,
-        ] {
+        for k in [0, 1, 2, 12345, u64::MAX, u64::MAX - 1, 1 << 63, 0xDEAD_BEEF_0123_4567] {
             assert_eq!(unmix(mix(k)), k);
             assert_eq!(mix(unmix(k)), k);
         }
@@ -811,15 +774,7 @@ mod tests {
     fn fill(m: &mut Jmap, keys: &[u64], mut each: impl FnMut(&Jmap)) {
         for (i, &s) in keys.iter().enumerate() {
             let i = i as u64;
-            assert_eq!(
-                m.insert(
-                    s,
-                    (i % (1 << 30)) as u32,
-                    i.is_multiple_of(97),
-                    (i / 1000) as u32
-                ),
-                None
-            );
+            assert_eq!(m.insert(s, (i % (1 << 30)) as u32, i.is_multiple_of(97), (i / 1000) as u32), None);
             each(m);
         }
     }
@@ -847,11 +802,7 @@ mod tests {
         });
         let grow_ns = t.elapsed().as_nanos() as f64 / N as f64;
         let (live, peak) = allocated();
-        assert_eq!(
-            live - base,
-            grown.bytes() as isize,
-            "bytes() is what is allocated"
-        );
+        assert_eq!(live - base, grown.bytes() as isize, "bytes() is what is allocated");
         let peak = peak - base;
         let base = live;
         let t = Instant::now();
@@ -859,11 +810,7 @@ mod tests {
         let capacity = sized.capacity();
         fill(&mut sized, &keys, |_| {});
         let sized_ns = t.elapsed().as_nanos() as f64 / N as f64;
-        assert_eq!(
-            allocated().0 - base,
-            sized.bytes() as isize,
-            "bytes() is what is allocated"
-        );
+        assert_eq!(allocated().0 - base, sized.bytes() as isize, "bytes() is what is allocated");
         assert_eq!(sized.capacity(), capacity, "sized once, never grown");
         eprintln!("jmap: worst bytes/entry while growing from {FROM} to {N} entries: {worst:.2}");
         eprintln!(
@@ -879,13 +826,8 @@ mod tests {
             x = mix(x);
             order.swap(i, (x % (i as u64 + 1)) as usize);
         }
-        let misses: Vec<u64> = (0..N)
-            .map(|i| (i << 20) | 0x8_0000 | (mix(!i) & 0x7_FFFF))
-            .collect();
-        for (what, m, insert_ns) in [
-            ("grown one by one", &grown, grow_ns),
-            ("sized for 1M", &sized, sized_ns),
-        ] {
+        let misses: Vec<u64> = (0..N).map(|i| (i << 20) | 0x8_0000 | (mix(!i) & 0x7_FFFF)).collect();
+        for (what, m, insert_ns) in [("grown one by one", &grown, grow_ns), ("sized for 1M", &sized, sized_ns)] {
             let per = m.bytes() as f64 / m.len() as f64;
             let (mean, max) = m.probe_lengths();
             let t = Instant::now();
@@ -945,9 +887,7 @@ mod tests {
             t.elapsed().as_nanos() as f64 / CHURN as f64
         );
         // Emptying through the lists keeps the table; every slot is empty.
-        let listed: Vec<u64> = (0..=1001)
-            .flat_map(|t| m.live_blocks(t).collect::<Vec<_>>())
-            .collect();
+        let listed: Vec<u64> = (0..=1001).flat_map(|t| m.live_blocks(t).collect::<Vec<_>>()).collect();
         assert_eq!(listed.len(), N as usize);
         for k in listed {
             assert!(m.remove(k).is_some());
@@ -959,15 +899,8 @@ mod tests {
 
     #[derive(Clone, Debug)]
     enum Op {
-        Insert {
-            key: u64,
-            jblock: u32,
-            escaped: bool,
-            txn: u32,
-        },
-        Remove {
-            key: u64,
-        },
+        Insert { key: u64, jblock: u32, escaped: bool, txn: u32 },
+        Remove { key: u64 },
         RetireOldest,
     }
 
@@ -991,12 +924,7 @@ mod tests {
         let mut oldest = 0u32;
         for op in ops {
             match op {
-                Op::Insert {
-                    key,
-                    jblock,
-                    escaped,
-                    txn,
-                } => {
+                Op::Insert { key, jblock, escaped, txn } => {
                     let t = oldest + txn;
                     let prev = model.insert(key, (entry(jblock, escaped), t));
                     if let Some((_, pt)) = prev {

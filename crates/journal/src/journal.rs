@@ -45,11 +45,7 @@ pub struct JournalMap {
 impl JournalMap {
     /// Check and keep the runs: sorted, contiguous from journal block 0,
     /// covering exactly `len_blocks` blocks, non-overlapping on the device.
-    pub fn new(
-        runs: Vec<(u64, u64, u64)>,
-        len_blocks: u64,
-        block_size: u32,
-    ) -> Result<Self, Error> {
+    pub fn new(runs: Vec<(u64, u64, u64)>, len_blocks: u64, block_size: u32) -> Result<Self, Error> {
         if !block_size.is_power_of_two() || !(1024..=65536).contains(&block_size) {
             return Err(Error::Invalid(format!("block size {block_size}")));
         }
@@ -60,14 +56,10 @@ impl JournalMap {
                     "journal runs must be contiguous from block 0 (run at {l} of {n}, expected {next})"
                 )));
             }
-            next = l
-                .checked_add(n)
-                .ok_or_else(|| Error::Invalid("journal run overflows".into()))?;
+            next = l.checked_add(n).ok_or_else(|| Error::Invalid("journal run overflows".into()))?;
         }
         if next != len_blocks {
-            return Err(Error::Invalid(format!(
-                "journal runs cover {next} blocks, journal has {len_blocks}"
-            )));
+            return Err(Error::Invalid(format!("journal runs cover {next} blocks, journal has {len_blocks}")));
         }
         let mut phys: Vec<(u64, u64)> = runs.iter().map(|r| (r.1, r.2)).collect();
         phys.sort_unstable();
@@ -76,11 +68,7 @@ impl JournalMap {
                 return Err(Error::Invalid("journal runs overlap on the device".into()));
             }
         }
-        Ok(JournalMap {
-            runs,
-            len_blocks,
-            block_size,
-        })
+        Ok(JournalMap { runs, len_blocks, block_size })
     }
 
     /// One contiguous run: journal blocks `0..len` at device block `phys`.
@@ -289,9 +277,7 @@ impl<D: BlockDevice> Journal<D> {
     pub fn replay_to_disk(&mut self, recovery: &Recovery) -> Result<u64, Error> {
         if !self.live.is_empty() {
             // Resumed and committed to since: emptying would drop those commits.
-            return Err(Error::Invalid(
-                "replay_to_disk on a live log (use checkpoint and empty)".into(),
-            ));
+            return Err(Error::Invalid("replay_to_disk on a live log (use checkpoint and empty)".into()));
         }
         let bs = self.map.block_size() as usize;
         let mut buf = vec![0u8; bs];
@@ -349,9 +335,7 @@ impl<D: BlockDevice> Journal<D> {
             return Err(Error::Aborted);
         }
         if recovery.superblock != self.sb || !self.live.is_empty() || !self.jmap.is_empty() {
-            return Err(Error::Invalid(
-                "resume needs the recovery of this journal as loaded".into(),
-            ));
+            return Err(Error::Invalid("resume needs the recovery of this journal as loaded".into()));
         }
         if !recovery.needed {
             debug_assert!(!self.needs_recovery);
@@ -362,10 +346,7 @@ impl<D: BlockDevice> Journal<D> {
         // One free block must stay between head and tail (full != empty).
         let available = log_blocks.saturating_sub(used).saturating_sub(1);
         if available < 1 {
-            return Err(Error::NoSpace {
-                needed: 1,
-                available,
-            });
+            return Err(Error::NoSpace { needed: 1, available });
         }
         let mut jmap = Jmap::with_capacity(recovery.blocks.len());
         for (&block, copy) in &recovery.blocks {
@@ -373,9 +354,7 @@ impl<D: BlockDevice> Journal<D> {
             let jblock = u32::try_from(copy.jblock)
                 .ok()
                 .filter(|&j| j < JBLOCK_LIMIT)
-                .ok_or_else(|| {
-                    Error::Invalid(format!("journal block {} of block {block}", copy.jblock))
-                })?;
+                .ok_or_else(|| Error::Invalid(format!("journal block {} of block {block}", copy.jblock)))?;
             jmap.insert(block, jblock, copy.escaped, copy.sequence);
             self.owners[jblock as usize] = block + 1;
         }
@@ -383,12 +362,7 @@ impl<D: BlockDevice> Journal<D> {
         self.live = recovery
             .extents
             .iter()
-            .map(|t| LiveTransaction {
-                sequence: t.sequence,
-                start: t.start,
-                end: t.end,
-                blocks: t.blocks,
-            })
+            .map(|t| LiveTransaction { sequence: t.sequence, start: t.start, end: t.end, blocks: t.blocks })
             .collect();
         self.tail = u64::from(self.sb.start);
         self.tail_sequence = self.sb.sequence;
@@ -417,9 +391,7 @@ impl<D: BlockDevice> Journal<D> {
             return Err(Error::NeedsRecovery);
         }
         if !self.live.is_empty() {
-            return Err(Error::NotCheckpointed {
-                live_transactions: self.live.len(),
-            });
+            return Err(Error::NotCheckpointed { live_transactions: self.live.len() });
         }
         self.mark_empty()
     }
@@ -467,9 +439,7 @@ impl<D: BlockDevice> Journal<D> {
         }
         let live_log = !self.live.is_empty() || self.sb.start != 0;
         if live_log && (new_compat, new_incompat) != (0, FEATURE_INCOMPAT_REVOKE) {
-            return Err(Error::NotCheckpointed {
-                live_transactions: self.live.len(),
-            });
+            return Err(Error::NotCheckpointed { live_transactions: self.live.len() });
         }
         if self.sb.version != BlockType::SuperblockV2 {
             return Err(Error::Format(ondisk::FormatError::Unsupported {
@@ -517,9 +487,7 @@ impl<D: BlockDevice> Journal<D> {
                 block,
                 source: io::Error::new(io::ErrorKind::InvalidInput, "block is beyond the device"),
             })?;
-        self.dev
-            .write_at(off, data, IoClass::Metadata)
-            .map_err(|source| Error::HomeIo { block, source })
+        self.dev.write_at(off, data, IoClass::Metadata).map_err(|source| Error::HomeIo { block, source })
     }
 
     /// Advance a log position by `n`, wrapping at the end of the log.
@@ -624,11 +592,21 @@ impl<D: BlockDevice> Journal<D> {
         for t in &self.live {
             for s in self.jmap.live_blocks(t.sequence) {
                 if let Some(e) = self.jmap.get(s) {
-                    entries.push((s, crate::ReplayedCopy { jblock: u64::from(e.jblock), escaped: e.escaped, sequence: t.sequence }));
+                    entries.push((
+                        s,
+                        crate::ReplayedCopy { jblock: u64::from(e.jblock), escaped: e.escaped, sequence: t.sequence },
+                    ));
                 }
             }
         }
-        crate::snapshot::encode(&self.sb, self.head, self.next_sequence, self.next_sequence.wrapping_add(1), &txns, &entries)
+        crate::snapshot::encode(
+            &self.sb,
+            self.head,
+            self.next_sequence,
+            self.next_sequence.wrapping_add(1),
+            &txns,
+            &entries,
+        )
     }
 
     /// Entries in the jmap and the memory it holds.
@@ -662,10 +640,7 @@ impl<D: BlockDevice> Journal<D> {
         let d = from_tail(jblock);
         let i = self.live.partition_point(|t| from_tail(t.start) <= d);
         let t = &self.live[i.checked_sub(1).expect("a jmap entry before the tail")];
-        debug_assert!(
-            d < from_tail(t.start) + t.blocks,
-            "jmap entry outside the live log"
-        );
+        debug_assert!(d < from_tail(t.start) + t.blocks, "jmap entry outside the live log");
         t.sequence
     }
 
@@ -786,10 +761,7 @@ pub fn ext4_features(metadata_csum: bool, is_64bit: bool) -> (u32, u32) {
 }
 
 fn unmapped(jblock: u64) -> Error {
-    Error::Io {
-        jblock,
-        source: io::Error::new(io::ErrorKind::InvalidData, "journal block is not mapped"),
-    }
+    Error::Io { jblock, source: io::Error::new(io::ErrorKind::InvalidData, "journal block is not mapped") }
 }
 
 /// Read one journal block (class `Journal`).
@@ -828,8 +800,7 @@ pub(crate) fn write_jblocks<D: BlockDevice + ?Sized>(
         let n = map.contiguous_from(j, want);
         let phys = map.phys(j).filter(|_| n > 0).ok_or_else(|| unmapped(j))?;
         let (now, later) = rest.split_at(n as usize * bs);
-        dev.write_at(phys * bs as u64, now, IoClass::Journal)
-            .map_err(|source| Error::Io { jblock: j, source })?;
+        dev.write_at(phys * bs as u64, now, IoClass::Journal).map_err(|source| Error::Io { jblock: j, source })?;
         j += n;
         rest = later;
     }

@@ -93,18 +93,10 @@ pub enum Error {
     /// A journal structure is corrupt or uses an unsupported feature.
     Format(FormatError),
     /// The reader's geometry disagrees with the journal superblock.
-    Geometry {
-        what: &'static str,
-        reader: u64,
-        superblock: u64,
-    },
+    Geometry { what: &'static str, reader: u64, superblock: u64 },
     /// Two recovery passes ended at different transactions (jbd2 reports -EIO);
     /// only possible if the reader returned different data on re-reads.
-    PassMismatch {
-        pass: &'static str,
-        ended: u32,
-        expected: u32,
-    },
+    PassMismatch { pass: &'static str, ended: u32, expected: u32 },
 }
 
 impl fmt::Display for Error {
@@ -115,31 +107,18 @@ impl fmt::Display for Error {
             Error::Flush(e) => write!(f, "flushing the device: {e}"),
             Error::NeedsRecovery => write!(f, "the journal needs recovery before it can be written"),
             Error::Aborted => write!(f, "the journal was aborted after a failed commit"),
-            Error::NoSpace { needed, available } => write!(
-                f,
-                "transaction needs {needed} journal blocks but only {available} are free (checkpoint first)"
-            ),
-            Error::NotCheckpointed { live_transactions } => write!(
-                f,
-                "cannot empty the journal: {live_transactions} transactions are not checkpointed"
-            ),
+            Error::NoSpace { needed, available } => {
+                write!(f, "transaction needs {needed} journal blocks but only {available} are free (checkpoint first)")
+            }
+            Error::NotCheckpointed { live_transactions } => {
+                write!(f, "cannot empty the journal: {live_transactions} transactions are not checkpointed")
+            }
             Error::Invalid(what) => write!(f, "invalid journal request: {what}"),
             Error::Format(e) => write!(f, "journal: {e}"),
-            Error::Geometry {
-                what,
-                reader,
-                superblock,
-            } => {
-                write!(
-                    f,
-                    "journal {what} is {superblock} in its superblock but {reader} on the device"
-                )
+            Error::Geometry { what, reader, superblock } => {
+                write!(f, "journal {what} is {superblock} in its superblock but {reader} on the device")
             }
-            Error::PassMismatch {
-                pass,
-                ended,
-                expected,
-            } => {
+            Error::PassMismatch { pass, ended, expected } => {
                 write!(f, "journal recovery pass {pass} ended at transaction {ended}, expected {expected}")
             }
         }
@@ -149,9 +128,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io { source, .. } | Error::HomeIo { source, .. } | Error::Flush(source) => {
-                Some(source)
-            }
+            Error::Io { source, .. } | Error::HomeIo { source, .. } | Error::Flush(source) => Some(source),
             Error::Format(e) => Some(e),
             _ => None,
         }

@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 
 use ondisk::jbd2::descriptor::{self, DescriptorBlock};
 use ondisk::jbd2::{
-    commit, crc32_be, revoke as revoke_block, BlockType, Checksum, CommitBlock, Header, Layout,
-    RevokeBlock, Superblock, FEATURE_INCOMPAT_ASYNC_COMMIT, FEATURE_INCOMPAT_FAST_COMMIT, MAGIC,
+    commit, crc32_be, revoke as revoke_block, BlockType, Checksum, CommitBlock, Header, Layout, RevokeBlock,
+    Superblock, FEATURE_INCOMPAT_ASYNC_COMMIT, FEATURE_INCOMPAT_FAST_COMMIT, MAGIC,
 };
 use ondisk::{Corruption, FormatError, Location};
 
@@ -166,17 +166,8 @@ impl Recovery {
 }
 
 /// Read a journal copy into `buf` and restore an escaped magic number.
-pub fn read_copy<R: JournalReader + ?Sized>(
-    reader: &R,
-    copy: &ReplayedCopy,
-    buf: &mut [u8],
-) -> Result<(), Error> {
-    reader
-        .read_block(copy.jblock, buf)
-        .map_err(|source| Error::Io {
-            jblock: copy.jblock,
-            source,
-        })?;
+pub fn read_copy<R: JournalReader + ?Sized>(reader: &R, copy: &ReplayedCopy, buf: &mut [u8]) -> Result<(), Error> {
+    reader.read_block(copy.jblock, buf).map_err(|source| Error::Io { jblock: copy.jblock, source })?;
     if copy.escaped && buf.len() >= 4 {
         buf[..4].copy_from_slice(&MAGIC.to_be_bytes());
     }
@@ -188,16 +179,10 @@ pub fn read_copy<R: JournalReader + ?Sized>(
 pub fn recover<R: JournalReader + ?Sized>(reader: &R) -> Result<Recovery, Error> {
     let bs = reader.block_size();
     if !bs.is_power_of_two() || !(1024..=65536).contains(&bs) {
-        return Err(Error::Geometry {
-            what: "block size",
-            reader: u64::from(bs),
-            superblock: 0,
-        });
+        return Err(Error::Geometry { what: "block size", reader: u64::from(bs), superblock: 0 });
     }
     let mut buf = vec![0u8; bs as usize];
-    reader
-        .read_block(0, &mut buf)
-        .map_err(|source| Error::Io { jblock: 0, source })?;
+    reader.read_block(0, &mut buf).map_err(|source| Error::Io { jblock: 0, source })?;
     let sb = Superblock::parse(&buf).map_err(|e| e.at(Location::JournalBlock(0)))?;
     if sb.block_size != bs {
         return Err(Error::Geometry {
@@ -233,10 +218,7 @@ pub fn recover<R: JournalReader + ?Sized>(reader: &R) -> Result<Recovery, Error>
     // With async_commit SCAN may accept commits past the end; they are not replayed.
     info.extents.retain(|t| crate::tid_gt(end, t.sequence));
     debug_assert_eq!(info.extents.len() as u32, out.transactions);
-    debug_assert!(info
-        .extents
-        .first()
-        .is_none_or(|t| t.start == u64::from(sb.start)));
+    debug_assert!(info.extents.first().is_none_or(|t| t.start == u64::from(sb.start)));
     debug_assert!(info.extents.windows(2).all(|w| w[0].end == w[1].start));
     debug_assert!(info.extents.last().is_none_or(|t| t.end == out.head));
     out.extents = info.extents;
@@ -247,10 +229,7 @@ pub fn recover<R: JournalReader + ?Sized>(reader: &R) -> Result<Recovery, Error>
     out.failed_commit = info.failed_commit;
     out.bad_data_blocks = info.bad;
     out.revoked = info.revokes;
-    debug_assert!(out
-        .blocks
-        .values()
-        .all(|c| c.jblock >= u64::from(sb.first) && c.jblock < u64::from(sb.log_end())));
+    debug_assert!(out.blocks.values().all(|c| c.jblock >= u64::from(sb.first) && c.jblock < u64::from(sb.log_end())));
     debug_assert!(out.blocks.len() as u64 <= out.replayed_tags);
     Ok(out)
 }
@@ -283,9 +262,7 @@ pub fn verify<R: JournalReader + ?Sized>(reader: &R, rec: &mut Recovery) -> Resu
     }
     let mut walk = Walk::new(reader, &sb);
     let (first, last, layout) = (walk.first, walk.last, walk.layout);
-    let read = |walk: &mut Walk<'_, R>, jblock: u64, data: bool| {
-        walk.read(jblock, data).map_err(|e| e.to_string())
-    };
+    let read = |walk: &mut Walk<'_, R>, jblock: u64, data: bool| walk.read(jblock, data).map_err(|e| e.to_string());
     let mut pos = u64::from(sb.start);
     let mut seq = sb.sequence;
     let mut total = 0u64;
@@ -301,10 +278,7 @@ pub fn verify<R: JournalReader + ?Sized>(reader: &R, rec: &mut Recovery) -> Resu
             ));
         }
         if !(first..last).contains(&t.end) || t.blocks == 0 {
-            return Err(format!(
-                "transaction {seq} ends at journal block {} ({} blocks)",
-                t.end, t.blocks
-            ));
+            return Err(format!("transaction {seq} ends at journal block {} ({} blocks)", t.end, t.blocks));
         }
         total = total.saturating_add(t.blocks);
         if total >= last - first {
@@ -314,10 +288,7 @@ pub fn verify<R: JournalReader + ?Sized>(reader: &R, rec: &mut Recovery) -> Resu
         let mut crc32_sum = !0u32;
         loop {
             if used == t.blocks {
-                return Err(format!(
-                    "transaction {seq}: no commit block within its {} blocks",
-                    t.blocks
-                ));
+                return Err(format!("transaction {seq}: no commit block within its {} blocks", t.blocks));
             }
             let this = pos;
             read(&mut walk, this, false)?;
@@ -325,9 +296,7 @@ pub fn verify<R: JournalReader + ?Sized>(reader: &R, rec: &mut Recovery) -> Resu
             used += 1;
             let header = Header::peek(&walk.buf).filter(|h| h.sequence == seq);
             let Some(header) = header else {
-                return Err(format!(
-                    "journal block {this} is not a block of transaction {seq}"
-                ));
+                return Err(format!("journal block {this} is not a block of transaction {seq}"));
             };
             let at = |e: FormatError| format!("journal block {this}: {e}");
             match header.block_type {
@@ -339,7 +308,10 @@ pub fn verify<R: JournalReader + ?Sized>(reader: &R, rec: &mut Recovery) -> Resu
                     }
                     for tag in &desc.tags {
                         if used == t.blocks {
-                            return Err(format!("transaction {seq}: its descriptor at {this} runs past its {} blocks", t.blocks));
+                            return Err(format!(
+                                "transaction {seq}: its descriptor at {this} runs past its {} blocks",
+                                t.blocks
+                            ));
                         }
                         let io = pos;
                         pos = walk.advance(pos, 1);
@@ -348,14 +320,7 @@ pub fn verify<R: JournalReader + ?Sized>(reader: &R, rec: &mut Recovery) -> Resu
                             read(&mut walk, io, true)?;
                             crc32_sum = crc32_be(crc32_sum, &walk.data);
                         }
-                        tags.push((
-                            tag.block,
-                            ReplayedCopy {
-                                jblock: io,
-                                escaped: tag.escaped(),
-                                sequence: seq,
-                            },
-                        ));
+                        tags.push((tag.block, ReplayedCopy { jblock: io, escaped: tag.escaped(), sequence: seq }));
                     }
                 }
                 BlockType::Revoke => {
@@ -378,8 +343,7 @@ pub fn verify<R: JournalReader + ?Sized>(reader: &R, rec: &mut Recovery) -> Resu
                         let matches = crc32_sum == c.checksums[0]
                             && c.checksum_type == commit::CHECKSUM_TYPE_CRC32
                             && c.checksum_size == commit::CRC32_CHECKSUM_SIZE;
-                        let unused =
-                            c.checksum_type == 0 && c.checksum_size == 0 && c.checksums[0] == 0;
+                        let unused = c.checksum_type == 0 && c.checksum_size == 0 && c.checksums[0] == 0;
                         if !matches && !unused {
                             return Err(format!("transaction {seq}: commit checksum"));
                         }
@@ -393,18 +357,11 @@ pub fn verify<R: JournalReader + ?Sized>(reader: &R, rec: &mut Recovery) -> Resu
                     }
                     break;
                 }
-                other => {
-                    return Err(format!(
-                        "journal block {this}: a {other:?} block in transaction {seq}"
-                    ))
-                }
+                other => return Err(format!("journal block {this}: a {other:?} block in transaction {seq}")),
             }
         }
         if pos != t.end {
-            return Err(format!(
-                "transaction {seq} ends at journal block {pos}, not {}",
-                t.end
-            ));
+            return Err(format!("transaction {seq} ends at journal block {pos}, not {}", t.end));
         }
         seq = seq.wrapping_add(1);
     }
@@ -419,8 +376,7 @@ pub fn verify<R: JournalReader + ?Sized>(reader: &R, rec: &mut Recovery) -> Resu
         ));
     }
     if sb.has_incompat(FEATURE_INCOMPAT_FAST_COMMIT) {
-        walk.check_fast_commit_area(seq)
-            .map_err(|e| e.to_string())?;
+        walk.check_fast_commit_area(seq).map_err(|e| e.to_string())?;
     }
     // Replay as the scan does: newest copy of each block, revoked ones out.
     let (mut blocks, mut hits, mut replayed) = (BTreeMap::new(), 0u64, 0u64);
@@ -433,16 +389,9 @@ pub fn verify<R: JournalReader + ?Sized>(reader: &R, rec: &mut Recovery) -> Resu
         }
     }
     if blocks != rec.blocks {
-        let b = blocks
-            .keys()
-            .chain(rec.blocks.keys())
-            .find(|b| blocks.get(b) != rec.blocks.get(b));
+        let b = blocks.keys().chain(rec.blocks.keys()).find(|b| blocks.get(b) != rec.blocks.get(b));
         return Err(match b {
-            Some(b) => format!(
-                "block {b}: recorded {:?}, the log has {:?}",
-                rec.blocks.get(b),
-                blocks.get(b)
-            ),
+            Some(b) => format!("block {b}: recorded {:?}, the log has {:?}", rec.blocks.get(b), blocks.get(b)),
             None => "the copies differ".into(),
         });
     }
@@ -523,14 +472,8 @@ impl<'a, R: JournalReader + ?Sized> Walk<'a, R> {
     }
 
     fn read(&mut self, jblock: u64, into_data: bool) -> Result<(), Error> {
-        let buf = if into_data {
-            &mut self.data
-        } else {
-            &mut self.buf
-        };
-        self.reader
-            .read_block(jblock, buf)
-            .map_err(|source| Error::Io { jblock, source })
+        let buf = if into_data { &mut self.data } else { &mut self.buf };
+        self.reader.read_block(jblock, buf).map_err(|source| Error::Io { jblock, source })
     }
 
     /// Count `n` more blocks walked; a valid log is at most the whole log area
@@ -587,8 +530,8 @@ impl<'a, R: JournalReader + ?Sized> Walk<'a, R> {
                         // Possibly a stale block (lazy journal init): judged at the commit.
                         need_check_commit_time = true;
                     }
-                    let desc = DescriptorBlock::parse(&self.buf, &layout)
-                        .map_err(|e| e.at(Location::JournalBlock(this)))?;
+                    let desc =
+                        DescriptorBlock::parse(&self.buf, &layout).map_err(|e| e.at(Location::JournalBlock(this)))?;
                     let n = desc.tags.len() as u64;
                     if pass != Pass::Replay {
                         if pass == Pass::Scan
@@ -621,31 +564,19 @@ impl<'a, R: JournalReader + ?Sized> Walk<'a, R> {
                         if layout.checksum.is_v2_or_v3() {
                             self.read(io, true)?;
                             if !tag.checksum_matches(&layout, header.sequence, &self.data) {
-                                info.bad.push(BadDataBlock {
-                                    block: tag.block,
-                                    jblock: io,
-                                    sequence: next_tid,
-                                });
+                                info.bad.push(BadDataBlock { block: tag.block, jblock: io, sequence: next_tid });
                                 continue;
                             }
                         }
-                        let copy = ReplayedCopy {
-                            jblock: io,
-                            escaped: tag.escaped(),
-                            sequence: next_tid,
-                        };
+                        let copy = ReplayedCopy { jblock: io, escaped: tag.escaped(), sequence: next_tid };
                         if let Some(old) = info.blocks.insert(tag.block, copy) {
-                            debug_assert!(
-                                crate::tid_geq(next_tid, old.sequence),
-                                "replay goes forward in time"
-                            );
+                            debug_assert!(crate::tid_geq(next_tid, old.sequence), "replay goes forward in time");
                         }
                         info.replayed += 1;
                     }
                 }
                 BlockType::Commit => {
-                    let commit = CommitBlock::parse(&self.buf)
-                        .map_err(|e| e.at(Location::JournalBlock(this)))?;
+                    let commit = CommitBlock::parse(&self.buf).map_err(|e| e.at(Location::JournalBlock(this)))?;
                     let commit_time = commit.commit_sec;
                     if need_check_commit_time {
                         // A bad descriptor/revoke block: if this commit is not older
@@ -673,18 +604,14 @@ impl<'a, R: JournalReader + ?Sized> Walk<'a, R> {
                         let matches = crc32_sum == found
                             && commit.checksum_type == commit::CHECKSUM_TYPE_CRC32
                             && commit.checksum_size == commit::CRC32_CHECKSUM_SIZE;
-                        let unused =
-                            commit.checksum_type == 0 && commit.checksum_size == 0 && found == 0;
+                        let unused = commit.checksum_type == 0 && commit.checksum_size == 0 && found == 0;
                         if matches || unused {
                             crc32_sum = !0;
                         } else {
                             checksum_error = true;
                         }
                     }
-                    if pass == Pass::Scan
-                        && !checksum_error
-                        && commit::verify_checksum(&self.buf, &layout).is_err()
-                    {
+                    if pass == Pass::Scan && !checksum_error && commit::verify_checksum(&self.buf, &layout).is_err() {
                         checksum_error = true;
                     }
                     if checksum_error {
@@ -715,16 +642,13 @@ impl<'a, R: JournalReader + ?Sized> Walk<'a, R> {
                     next_tid = next_tid.wrapping_add(1);
                 }
                 BlockType::Revoke => {
-                    if pass == Pass::Scan
-                        && revoke_block::verify_checksum(&self.buf, &layout).is_err()
-                    {
+                    if pass == Pass::Scan && revoke_block::verify_checksum(&self.buf, &layout).is_err() {
                         need_check_commit_time = true;
                     }
                     if pass != Pass::Revoke {
                         continue;
                     }
-                    let r = RevokeBlock::parse(&self.buf, &layout)
-                        .map_err(|e| e.at(Location::JournalBlock(this)))?;
+                    let r = RevokeBlock::parse(&self.buf, &layout).map_err(|e| e.at(Location::JournalBlock(this)))?;
                     for b in r.blocks {
                         info.revokes.set(b, next_tid);
                         info.revoke_records += 1;
@@ -746,11 +670,7 @@ impl<'a, R: JournalReader + ?Sized> Walk<'a, R> {
             _ => {
                 let expected = info.end.unwrap_or(next_tid);
                 if expected != next_tid {
-                    return Err(Error::PassMismatch {
-                        pass: pass.name(),
-                        ended: next_tid,
-                        expected,
-                    });
+                    return Err(Error::PassMismatch { pass: pass.name(), ended: next_tid, expected });
                 }
             }
         }
@@ -781,9 +701,7 @@ impl<'a, R: JournalReader + ?Sized> Walk<'a, R> {
             return Ok(());
         }
         Err(Error::Format(FormatError::Unsupported {
-            what: format!(
-                "replay of jbd2 fast commits (fast-commit area at journal block {fc_first})"
-            ),
+            what: format!("replay of jbd2 fast commits (fast-commit area at journal block {fc_first})"),
         }))
     }
 }
@@ -798,10 +716,7 @@ fn bad_checksum(buf: &[u8], layout: &Layout, jblock: u64) -> Error {
         Ok(()) => corrupt(
             "jbd2 descriptor block",
             Location::JournalBlock(jblock),
-            Corruption::BadChecksum {
-                stored: 0,
-                computed: 0,
-            },
+            Corruption::BadChecksum { stored: 0, computed: 0 },
         ),
     }
 }

@@ -14,17 +14,10 @@ use crate::{tid_gt, Error};
 /// (whole journal blocks, `r_count` and tail checksum set), as many records
 /// per block as fit (jbd2's `jbd2_journal_write_revoke_records`). Returns the
 /// number of blocks appended. Without 64BIT, block numbers must fit 32 bits.
-pub fn write_revoke_blocks(
-    layout: &Layout,
-    sequence: u32,
-    blocks: &[u64],
-    out: &mut Vec<u8>,
-) -> Result<u64, Error> {
+pub fn write_revoke_blocks(layout: &Layout, sequence: u32, blocks: &[u64], out: &mut Vec<u8>) -> Result<u64, Error> {
     if !layout.is_64bit {
         if let Some(b) = blocks.iter().find(|&&b| b > u64::from(u32::MAX)) {
-            return Err(Error::Invalid(format!(
-                "revoke of block {b} needs a 64bit journal"
-            )));
+            return Err(Error::Invalid(format!("revoke of block {b} needs a 64bit journal")));
         }
     }
     let bs = layout.block_bytes();
@@ -32,11 +25,7 @@ pub fn write_revoke_blocks(
     for chunk in blocks.chunks(RevokeBlock::capacity(layout).max(1)) {
         let at = out.len();
         out.resize(at + bs, 0);
-        RevokeBlock {
-            sequence,
-            blocks: chunk.to_vec(),
-        }
-        .write_to(&mut out[at..], layout)?;
+        RevokeBlock { sequence, blocks: chunk.to_vec() }.write_to(&mut out[at..], layout)?;
         n += 1;
     }
     Ok(n)
@@ -96,12 +85,7 @@ mod tests {
     #[test]
     fn revoke_blocks_split_and_parse_back() {
         for is_64bit in [true, false] {
-            let l = Layout {
-                block_size: 1024,
-                checksum: Checksum::V3,
-                is_64bit,
-                seed: csum_seed(&[3; 16]),
-            };
+            let l = Layout { block_size: 1024, checksum: Checksum::V3, is_64bit, seed: csum_seed(&[3; 16]) };
             let blocks: Vec<u64> = (0..300).collect();
             let mut out = Vec::new();
             let n = write_revoke_blocks(&l, 9, &blocks, &mut out).unwrap();
@@ -116,12 +100,7 @@ mod tests {
             }
             assert_eq!(back, blocks);
         }
-        let l32 = Layout {
-            block_size: 1024,
-            checksum: Checksum::None,
-            is_64bit: false,
-            seed: 0,
-        };
+        let l32 = Layout { block_size: 1024, checksum: Checksum::None, is_64bit: false, seed: 0 };
         assert!(write_revoke_blocks(&l32, 1, &[1 << 33], &mut Vec::new()).is_err());
     }
 

@@ -75,7 +75,14 @@ pub fn max_len(len_blocks: u64) -> u64 {
 }
 
 /// Encode the live state given as a recovery-like description.
-pub fn encode(sb: &Superblock, head: u64, end_sequence: u32, next_sequence: u32, txns: &[RecoveredTransaction], entries: &[(u64, ReplayedCopy)]) -> Vec<u8> {
+pub fn encode(
+    sb: &Superblock,
+    head: u64,
+    end_sequence: u32,
+    next_sequence: u32,
+    txns: &[RecoveredTransaction],
+    entries: &[(u64, ReplayedCopy)],
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(FIXED + txns.len() * TXN + entries.len() * ENTRY + 4);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -126,7 +133,11 @@ impl Cursor<'_> {
 }
 
 /// Decode `bytes` for the journal `reader` whose superblock is `sb`, or say why not.
-pub fn decode<R: JournalReader + ?Sized>(bytes: &[u8], sb: &Superblock, reader: &R) -> Result<Result<Recovery, Stale>, Error> {
+pub fn decode<R: JournalReader + ?Sized>(
+    bytes: &[u8],
+    sb: &Superblock,
+    reader: &R,
+) -> Result<Result<Recovery, Stale>, Error> {
     let r = parse(bytes, sb);
     let Ok(mut rec) = r else { return Ok(r) };
     // The log must end at the stamped head: a block of the next transaction
@@ -170,7 +181,13 @@ fn parse(bytes: &[u8], sb: &Superblock) -> Result<Recovery, Stale> {
     }
     let mut extents = Vec::with_capacity(ntx as usize);
     for _ in 0..ntx {
-        extents.push(RecoveredTransaction { sequence: c.u32()?, start: c.u64()?, end: c.u64()?, blocks: c.u64()?, commit_sec: c.u64()? });
+        extents.push(RecoveredTransaction {
+            sequence: c.u32()?,
+            start: c.u64()?,
+            end: c.u64()?,
+            blocks: c.u64()?,
+            commit_sec: c.u64()?,
+        });
     }
     let mut blocks = BTreeMap::new();
     for _ in 0..nent {

@@ -24,11 +24,7 @@ pub struct Transaction {
 
 impl Transaction {
     pub fn new(block_size: u32) -> Self {
-        Transaction {
-            block_size: block_size as usize,
-            blocks: BTreeMap::new(),
-            revoked: BTreeSet::new(),
-        }
+        Transaction { block_size: block_size as usize, blocks: BTreeMap::new(), revoked: BTreeSet::new() }
     }
 
     /// Record the newest contents of metadata block `block` (a whole block).
@@ -139,9 +135,7 @@ pub struct Running {
 
 impl Running {
     pub fn new(block_size: u32) -> Self {
-        Running {
-            inner: Mutex::new(Transaction::new(block_size)),
-        }
+        Running { inner: Mutex::new(Transaction::new(block_size)) }
     }
 
     /// Lock the running transaction (to log several blocks atomically, as one
@@ -173,12 +167,7 @@ mod tests {
     use ondisk::jbd2::{csum_seed, Checksum};
 
     fn layout(bs: u32, checksum: Checksum, is_64bit: bool) -> Layout {
-        Layout {
-            block_size: bs,
-            checksum,
-            is_64bit,
-            seed: csum_seed(&[1; 16]),
-        }
+        Layout { block_size: bs, checksum, is_64bit, seed: csum_seed(&[1; 16]) }
     }
 
     #[test]
@@ -199,10 +188,7 @@ mod tests {
         // v3: 1024 - 12 - 4 - 16 = 992 / 16 = 62 tags.
         assert_eq!(tags_per_descriptor(&layout(1024, Checksum::V3, true)), 62);
         // none, 32-bit: 8-byte tags, no tail: (1024 - 28) / 8 = 124.
-        assert_eq!(
-            tags_per_descriptor(&layout(1024, Checksum::None, false)),
-            124
-        );
+        assert_eq!(tags_per_descriptor(&layout(1024, Checksum::None, false)), 124);
         let l = layout(1024, Checksum::V3, true);
         let mut t = Transaction::new(1024);
         assert_eq!(t.journal_blocks(&l), 0);

@@ -36,11 +36,7 @@ fn volume(mkfs: &[&str]) -> Vol {
         bytes.extend(std::iter::repeat_n(0x10 + i, BS as usize));
     }
     std::fs::write(&data, bytes).unwrap();
-    Vol {
-        _dir: dir,
-        img,
-        data,
-    }
+    Vol { _dir: dir, img, data }
 }
 
 impl Vol {
@@ -63,11 +59,7 @@ impl Vol {
     fn e2fsck_copy(&self) -> File {
         let fixed = self.img.with_extension("fixed");
         std::fs::copy(&self.img, &fixed).unwrap();
-        run_ok(
-            "e2fsck",
-            &["-y", "-E", "journal_only", fixed.to_str().unwrap()],
-            &[0, 1],
-        );
+        run_ok("e2fsck", &["-y", "-E", "journal_only", fixed.to_str().unwrap()], &[0, 1]);
         File::open(fixed).unwrap()
     }
 
@@ -83,21 +75,13 @@ impl Vol {
         }
         for &b in untouched {
             assert!(r.copy(b).is_none(), "block {b} should not be replayed");
-            assert_eq!(
-                read_fs_block(&before, BS, b),
-                read_fs_block(&fixed, BS, b),
-                "block {b} changed"
-            );
+            assert_eq!(read_fs_block(&before, BS, b), read_fs_block(&fixed, BS, b), "block {b} changed");
         }
     }
 
     /// Flip one byte of journal block `jblock` in the image.
     fn corrupt_journal(&self, j: &ImageJournal, jblock: u64, offset: u64) {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&self.img)
-            .unwrap();
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&self.img).unwrap();
         let at = j.phys(jblock).unwrap() * u64::from(BS) + offset;
         let mut b = [0u8; 1];
         f.read_exact_at(&mut b, at).unwrap();
@@ -147,11 +131,7 @@ fn revoke_cancels_earlier_copies_but_not_later_ones() {
 fn checksum_versions_are_detected() {
     require_tools!(false);
     use ondisk::jbd2::Checksum;
-    for (open, want) in [
-        ("jo -c", Checksum::V3),
-        ("jo -c -v 2", Checksum::V2),
-        ("jo", Checksum::None),
-    ] {
+    for (open, want) in [("jo -c", Checksum::V3), ("jo -c -v 2", Checksum::V2), ("jo", Checksum::None)] {
         let v = volume(&[]);
         v.journal(&cmds(&[open, "jw -b 20000 DATA", "jc"]));
         let (_, r) = v.recover();
@@ -167,12 +147,7 @@ fn checksum_versions_are_detected() {
 fn uncommitted_transaction_is_not_replayed() {
     require_tools!(false);
     let v = volume(&[]);
-    v.journal(&cmds(&[
-        "jo -c",
-        "jw -b 20000 DATA",
-        "jw -b 20000,20001 -c DATA",
-        "jc",
-    ]));
+    v.journal(&cmds(&["jo -c", "jw -b 20000 DATA", "jw -b 20000,20001 -c DATA", "jc"]));
     let (j, r) = v.recover();
     assert_eq!(r.transactions, 1);
     assert_eq!(replayed(&j, &r, 20000), fill(0x10));
@@ -197,12 +172,7 @@ fn escaped_block_round_trips() {
 fn bad_data_checksum_skips_that_copy_like_e2fsck() {
     require_tools!(false);
     let v = volume(&[]);
-    v.journal(&cmds(&[
-        "jo -c",
-        "jw -b 20000,20001 DATA",
-        "jw -b 20000,20002 DATA",
-        "jc",
-    ]));
+    v.journal(&cmds(&["jo -c", "jw -b 20000,20001 DATA", "jw -b 20000,20002 DATA", "jc"]));
     let (j, r) = v.recover();
     let bad = r.copy(20000).unwrap().jblock;
     v.corrupt_journal(&j, bad, 100);
@@ -219,12 +189,7 @@ fn bad_data_checksum_skips_that_copy_like_e2fsck() {
 fn bad_commit_checksum_ends_the_log_like_e2fsck() {
     require_tools!(false);
     let v = volume(&[]);
-    v.journal(&cmds(&[
-        "jo -c",
-        "jw -b 20000 DATA",
-        "jw -b 20000,20001 DATA",
-        "jc",
-    ]));
+    v.journal(&cmds(&["jo -c", "jw -b 20000 DATA", "jw -b 20000,20001 DATA", "jc"]));
     let (j, r) = v.recover();
     assert_eq!(r.transactions, 2);
     let commit2 = r.head - 1;

@@ -83,15 +83,8 @@ fn make_dirty_image(dir: &Path, case: &Case) -> std::path::PathBuf {
     args.push(img.to_str().unwrap());
     args.push(case.size);
     run("mkfs.ext4", &args);
-    let opts = if case.mount.is_empty() {
-        "loop".to_string()
-    } else {
-        format!("loop,{}", case.mount)
-    };
-    run(
-        "mount",
-        &["-o", &opts, img.to_str().unwrap(), mnt.to_str().unwrap()],
-    );
+    let opts = if case.mount.is_empty() { "loop".to_string() } else { format!("loop,{}", case.mount) };
+    run("mount", &["-o", &opts, img.to_str().unwrap(), mnt.to_str().unwrap()]);
     let copy = p(dir, "dirty");
     let result = std::panic::catch_unwind(|| {
         for r in 1..=case.rounds {
@@ -108,11 +101,7 @@ fn make_dirty_image(dir: &Path, case: &Case) -> std::path::PathBuf {
     run("umount", &[mnt.to_str().unwrap()]);
     match result {
         Err(e) => std::panic::resume_unwind(e),
-        Ok(found) => assert!(
-            found,
-            "{}: no copy with a wrapped log in {} rounds",
-            case.name, case.rounds
-        ),
+        Ok(found) => assert!(found, "{}: no copy with a wrapped log in {} rounds", case.name, case.rounds),
     }
     copy
 }
@@ -122,11 +111,7 @@ fn make_dirty_image(dir: &Path, case: &Case) -> std::path::PathBuf {
 fn e2fsck_replayed_copy(dir: &Path, dirty: &Path) -> (std::fs::File, String) {
     let fixed = p(dir, "fixed");
     std::fs::copy(dirty, &fixed).unwrap();
-    let out = run_ok(
-        "e2fsck",
-        &["-y", "-E", "journal_only", fixed.to_str().unwrap()],
-        &[0, 1],
-    );
+    let out = run_ok("e2fsck", &["-y", "-E", "journal_only", fixed.to_str().unwrap()], &[0, 1]);
     (std::fs::File::open(&fixed).unwrap(), out)
 }
 
@@ -134,11 +119,7 @@ fn check_case(case: &Case) {
     let dir = tmpdir();
     let dirty = make_dirty_image(dir.path(), case);
     let features = dumpe2fs_field(&dirty, "Filesystem features").unwrap();
-    assert!(
-        features.contains("needs_recovery"),
-        "{}: copy does not need recovery: {features}",
-        case.name
-    );
+    assert!(features.contains("needs_recovery"), "{}: copy does not need recovery: {features}", case.name);
 
     let jr = ImageJournal::open(&dirty);
     let r = recover(&jr).unwrap_or_else(|e| panic!("{}: {e}", case.name));
@@ -159,39 +140,20 @@ fn check_case(case: &Case) {
             mismatched.push(block);
         }
     }
-    assert!(
-        mismatched.is_empty(),
-        "{}: replayed blocks differ from e2fsck's: {mismatched:?}",
-        case.name
-    );
+    assert!(mismatched.is_empty(), "{}: replayed blocks differ from e2fsck's: {mismatched:?}", case.name);
 
     // Against debugfs logdump (which walks the same log without checksums).
     let d = logdump(&dirty);
     assert_eq!(d.commits, r.transactions, "{}: transactions", case.name);
-    assert_eq!(
-        d.tags.len() as u64,
-        r.replayed_tags + r.revoke_hits,
-        "{}: tags",
-        case.name
-    );
-    assert_eq!(
-        d.revokes.len() as u64,
-        r.revoke_records,
-        "{}: revoke records",
-        case.name
-    );
+    assert_eq!(d.tags.len() as u64, r.replayed_tags + r.revoke_hits, "{}: tags", case.name);
+    assert_eq!(d.revokes.len() as u64, r.revoke_records, "{}: revoke records", case.name);
     let mut newest: HashMap<u64, (u32, u64)> = HashMap::new();
     for &(seq, fs, j) in &d.tags {
         newest.insert(fs, (seq, j));
     }
     for (fs, (seq, j)) in &newest {
         if !r.revoked.is_revoked(*fs, *seq) {
-            assert_eq!(
-                r.copy(*fs).map(|c| c.jblock),
-                Some(*j),
-                "{}: block {fs}",
-                case.name
-            );
+            assert_eq!(r.copy(*fs).map(|c| c.jblock), Some(*j), "{}: block {fs}", case.name);
         }
     }
     let wrapped = r.head <= u64::from(r.superblock.start);
@@ -229,17 +191,9 @@ fn check_resume(case: &Case) {
     assert_eq!(j.next_sequence(), r.next_sequence);
     // What ext4 turns on at mount: on a live log only REVOKE may be missing.
     let features = dumpe2fs_field(&dirty, "Filesystem features").unwrap();
-    let (compat, incompat) = journal::ext4_features(
-        features.contains("metadata_csum"),
-        features.contains("64bit"),
-    );
+    let (compat, incompat) = journal::ext4_features(features.contains("metadata_csum"), features.contains("64bit"));
     j.set_features(compat, incompat).unwrap();
-    assert_eq!(
-        j.superblock().start,
-        r.superblock.start,
-        "{}: tail unchanged",
-        case.name
-    );
+    assert_eq!(j.superblock().start, r.superblock.start, "{}: tail unchanged", case.name);
 
     // Expected contents of every block the log or we touch: the recovered
     // newest copies, then ours.
@@ -263,19 +217,11 @@ fn check_resume(case: &Case) {
     // Re-logged metadata keeps its contents (e2fsck must still find a valid
     // volume after the replay); blocks near the end of the volume (free) get
     // patterns: newest-wins, escape and revoke are checked on those.
-    let relog: Vec<u64> = r
-        .blocks
-        .keys()
-        .copied()
-        .filter(|&b| b > sb_block)
-        .take(3)
-        .collect();
+    let relog: Vec<u64> = r.blocks.keys().copied().filter(|&b| b > sb_block).take(3).collect();
     assert_eq!(relog.len(), 3);
     let (new1, new2, new3) = (blocks_count - 10, blocks_count - 11, blocks_count - 12);
     let pattern = |tag: u8, b: u64| -> Vec<u8> {
-        let mut v: Vec<u8> = (0..bs as usize)
-            .map(|i| (i as u8) ^ tag ^ (b as u8))
-            .collect();
+        let mut v: Vec<u8> = (0..bs as usize).map(|i| (i as u8) ^ tag ^ (b as u8)).collect();
         if tag == 2 {
             v[..4].copy_from_slice(&ondisk::jbd2::MAGIC.to_be_bytes()); // escaped
         }
@@ -306,15 +252,8 @@ fn check_resume(case: &Case) {
             want.insert(b, read_fs_block(&before, bs, b));
         }
     }
-    let newest: HashMap<u64, Option<(u64, bool, u32)>> = want
-        .keys()
-        .map(|&b| {
-            (
-                b,
-                j.newest_copy(b).map(|c| (c.jblock, c.escaped, c.sequence)),
-            )
-        })
-        .collect();
+    let newest: HashMap<u64, Option<(u64, bool, u32)>> =
+        want.keys().map(|&b| (b, j.newest_copy(b).map(|c| (c.jblock, c.escaped, c.sequence)))).collect();
     assert_eq!(newest[&new2], None, "revoked");
     drop(j);
 
@@ -323,17 +262,9 @@ fn check_resume(case: &Case) {
     let r2 = recover(&jr2).unwrap();
     // The gap-closing commit block took end_sequence; ours the next two.
     assert_eq!(r2.end_sequence, r.next_sequence.wrapping_add(2));
-    assert_eq!(
-        r2.start_sequence == r.start_sequence,
-        r2.superblock.start == r.superblock.start
-    );
+    assert_eq!(r2.start_sequence == r.start_sequence, r2.superblock.start == r.superblock.start);
     for (b, n) in &newest {
-        assert_eq!(
-            r2.copy(*b).map(|c| (c.jblock, c.escaped, c.sequence)),
-            *n,
-            "{}: recovered block {b}",
-            case.name
-        );
+        assert_eq!(r2.copy(*b).map(|c| (c.jblock, c.escaped, c.sequence)), *n, "{}: recovered block {b}", case.name);
     }
     // debugfs walks the same log.
     let d = logdump(&dirty);
@@ -342,21 +273,13 @@ fn check_resume(case: &Case) {
     assert_eq!(d.revokes.len() as u64, r2.revoke_records);
     // e2fsck's replay gives exactly the newest copies.
     let (fixed_file, out) = e2fsck_replayed_copy(dir.path(), &dirty);
-    assert!(
-        !out.contains("Clear") && !out.contains("Fix"),
-        "{}: e2fsck: {out}",
-        case.name
-    );
+    assert!(!out.contains("Clear") && !out.contains("Fix"), "{}: e2fsck: {out}", case.name);
     let bad: Vec<u64> = want
         .iter()
         .filter(|(b, d)| **b != sb_block && read_fs_block(&fixed_file, bs, **b) != **d)
         .map(|(b, _)| *b)
         .collect();
-    assert!(
-        bad.is_empty(),
-        "{}: e2fsck replayed other contents for {bad:?}",
-        case.name
-    );
+    assert!(bad.is_empty(), "{}: e2fsck replayed other contents for {bad:?}", case.name);
     eprintln!(
         "{}: resumed {} transactions ({} blocks in the jmap), extended to {}",
         case.name,
@@ -393,30 +316,9 @@ macro_rules! resume_case {
 }
 
 resume_case!(resume_default_features, &[], "256M", "", 3, false);
-resume_case!(
-    resume_block_4k_no_csum_no_64bit,
-    &["-b", "4096", "-O", "^metadata_csum,^64bit"],
-    "256M",
-    "",
-    3,
-    false
-);
-resume_case!(
-    resume_csum_v1,
-    &["-O", "^metadata_csum"],
-    "256M",
-    "journal_checksum",
-    3,
-    false
-);
-resume_case!(
-    resume_wrapped_small_journal,
-    &["-J", "size=1"],
-    "256M",
-    "",
-    60,
-    true
-);
+resume_case!(resume_block_4k_no_csum_no_64bit, &["-b", "4096", "-O", "^metadata_csum,^64bit"], "256M", "", 3, false);
+resume_case!(resume_csum_v1, &["-O", "^metadata_csum"], "256M", "journal_checksum", 3, false);
+resume_case!(resume_wrapped_small_journal, &["-J", "size=1"], "256M", "", 60, true);
 
 macro_rules! kernel_case {
     ($($case:tt)*) => { case_test!(check_case: $($case)*); };
@@ -427,27 +329,9 @@ kernel_case!(default_features, &[], "256M", "", 4);
 kernel_case!(block_4k, &["-b", "4096"], "256M", "", 4);
 kernel_case!(no_metadata_csum, &["-O", "^metadata_csum"], "256M", "", 4);
 kernel_case!(no_64bit, &["-O", "^64bit"], "256M", "", 4);
-kernel_case!(
-    no_csum_no_64bit,
-    &["-O", "^metadata_csum,^64bit"],
-    "256M",
-    "",
-    4
-);
-kernel_case!(
-    csum_v1,
-    &["-O", "^metadata_csum"],
-    "256M",
-    "journal_checksum",
-    4
-);
-kernel_case!(
-    async_commit,
-    &["-O", "^metadata_csum"],
-    "256M",
-    "data=writeback,journal_async_commit",
-    4
-);
+kernel_case!(no_csum_no_64bit, &["-O", "^metadata_csum,^64bit"], "256M", "", 4);
+kernel_case!(csum_v1, &["-O", "^metadata_csum"], "256M", "journal_checksum", 4);
+kernel_case!(async_commit, &["-O", "^metadata_csum"], "256M", "data=writeback,journal_async_commit", 4);
 // A minimal 1 MiB journal fills and wraps; copy once the live log wraps.
 kernel_case!(small_journal_wraps, &["-J", "size=1"], "256M", "", 60, true);
 
@@ -466,35 +350,15 @@ fn fast_commit_replay_is_refused() {
         let img = p(dir.path(), "img");
         let mnt = p(dir.path(), "mnt");
         std::fs::create_dir_all(&mnt).unwrap();
-        run(
-            "mkfs.ext4",
-            &[
-                "-F",
-                "-q",
-                "-O",
-                "fast_commit",
-                img.to_str().unwrap(),
-                "256M",
-            ],
-        );
-        run(
-            "mount",
-            &["-o", "loop", img.to_str().unwrap(), mnt.to_str().unwrap()],
-        );
+        run("mkfs.ext4", &["-F", "-q", "-O", "fast_commit", img.to_str().unwrap(), "256M"]);
+        run("mount", &["-o", "loop", img.to_str().unwrap(), mnt.to_str().unwrap()]);
         let copy = p(dir.path(), "dirty");
         let m = mnt.display();
         let result = std::panic::catch_unwind(|| {
             sh(&format!(
                 "set -e; mkdir {m}/d; sync; sleep 0.2; for i in $(seq 1 20); do echo x$i > {m}/d/f$i; sync {m}/d/f$i; done"
             ));
-            run(
-                "cp",
-                &[
-                    "--sparse=always",
-                    img.to_str().unwrap(),
-                    copy.to_str().unwrap(),
-                ],
-            );
+            run("cp", &["--sparse=always", img.to_str().unwrap(), copy.to_str().unwrap()]);
         });
         run("umount", &[mnt.to_str().unwrap()]);
         if let Err(e) = result {

@@ -54,25 +54,15 @@ fn inode_location(img: &Path, ino: u32) -> (u64, usize) {
     let out = debugfs(img, &format!("imap <{ino}>"));
     let rest = out.split("located at block ").nth(1).expect("imap output");
     let (block, rest) = rest.split_once(", offset ").unwrap();
-    let off = rest
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .trim_start_matches("0x");
-    (
-        block.trim().parse().unwrap(),
-        usize::from_str_radix(off, 16).unwrap(),
-    )
+    let off = rest.split_whitespace().next().unwrap().trim_start_matches("0x");
+    (block.trim().parse().unwrap(), usize::from_str_radix(off, 16).unwrap())
 }
 
 /// Unmount, retrying while something briefly holds the mount (tests run in
 /// parallel; udev and scanners may look at new loop devices).
 fn umount(mnt: &Path) {
     for _ in 0..50 {
-        let ok = std::process::Command::new("umount")
-            .arg(mnt)
-            .status()
-            .is_ok_and(|s| s.success());
+        let ok = std::process::Command::new("umount").arg(mnt).status().is_ok_and(|s| s.success());
         if ok {
             return;
         }
@@ -117,19 +107,14 @@ fn with_mtime(sb: &Superblock, table_block: &[u8], off: usize, ino: u32, mtime: 
 
 /// Whether `dumpe2fs -h` lists needs_recovery among the image's features.
 fn has_needs_recovery(img: &Path) -> bool {
-    dumpe2fs_field(img, "Filesystem features")
-        .unwrap()
-        .contains("needs_recovery")
+    dumpe2fs_field(img, "Filesystem features").unwrap().contains("needs_recovery")
 }
 
 /// Mount `image` with the kernel (`-o opts`), read file f's mtime
 /// (`stat -c %Y`) and contents, unmount.
 fn kernel_view(image: &Path, mnt: &Path, opts: &str) -> (String, Vec<u8>) {
     std::fs::create_dir_all(mnt).unwrap();
-    run(
-        "mount",
-        &["-o", opts, image.to_str().unwrap(), mnt.to_str().unwrap()],
-    );
+    run("mount", &["-o", opts, image.to_str().unwrap(), mnt.to_str().unwrap()]);
     let got = std::panic::catch_unwind(|| {
         let m = run("stat", &["-c", "%Y", mnt.join("f").to_str().unwrap()]);
         (m.trim().to_string(), std::fs::read(mnt.join("f")).unwrap())
@@ -177,19 +162,7 @@ impl Vol {
         let victim = sb.blocks_count() - 5;
         assert!(debugfs(&img, &format!("testb {victim}")).contains("not in use"));
         let map = ImageJournal::open(&img).journal_map();
-        Vol {
-            dir,
-            img,
-            src,
-            sb,
-            bs,
-            ino,
-            table_block,
-            off,
-            orig,
-            victim,
-            map,
-        }
+        Vol { dir, img, src, sb, bs, ino, table_block, off, orig, victim, map }
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -202,32 +175,22 @@ impl Vol {
 
     /// The journal features ext4 sets at mount (mkfs leaves the journal without).
     fn set_ext4_features(&self, j: &mut Journal<FileDevice>) {
-        let (compat, incompat) =
-            journal::ext4_features(self.sb.has_metadata_csum(), self.sb.is_64bit());
+        let (compat, incompat) = journal::ext4_features(self.sb.has_metadata_csum(), self.sb.is_64bit());
         j.set_features(compat, incompat).unwrap();
     }
 
     /// Commit T1: f's inode with `mtime`, and `garbage` bytes into the victim.
     fn commit_first(&self, j: &mut Journal<FileDevice>, mtime: u32, garbage: u8) -> CommitInfo {
         let mut t = Transaction::new(self.bs);
-        t.log(
-            self.table_block,
-            &with_mtime(&self.sb, &self.orig, self.off, self.ino, mtime),
-        )
-        .unwrap();
-        t.log(self.victim, &vec![garbage; self.bs as usize])
-            .unwrap();
+        t.log(self.table_block, &with_mtime(&self.sb, &self.orig, self.off, self.ino, mtime)).unwrap();
+        t.log(self.victim, &vec![garbage; self.bs as usize]).unwrap();
         j.commit(&t).unwrap().unwrap()
     }
 
     /// Commit T2, f's inode with `mtime`, and T3, the victim revoked.
     fn commit_rest(&self, j: &mut Journal<FileDevice>, mtime: u32) -> (CommitInfo, CommitInfo) {
         let mut t = Transaction::new(self.bs);
-        t.log(
-            self.table_block,
-            &with_mtime(&self.sb, &self.orig, self.off, self.ino, mtime),
-        )
-        .unwrap();
+        t.log(self.table_block, &with_mtime(&self.sb, &self.orig, self.off, self.ino, mtime)).unwrap();
         let c2 = j.commit(&t).unwrap().unwrap();
         let mut t = Transaction::new(self.bs);
         t.revoke(self.victim);
@@ -236,18 +199,10 @@ impl Vol {
 
     /// debugfs's logdump shows `commits` commit blocks and exactly the tags of
     /// T1 and T2 and the revoke of T3.
-    fn assert_logdump(
-        &self,
-        commits: u32,
-        why: &str,
-        c1: &CommitInfo,
-        c2: &CommitInfo,
-        c3: &CommitInfo,
-    ) {
+    fn assert_logdump(&self, commits: u32, why: &str, c1: &CommitInfo, c2: &CommitInfo, c3: &CommitInfo) {
         let d = logdump(&self.img);
         assert_eq!(d.commits, commits, "{why}");
-        let jblock =
-            |c: &CommitInfo, b: u64| c.blocks.iter().find(|l| l.block == b).unwrap().jblock;
+        let jblock = |c: &CommitInfo, b: u64| c.blocks.iter().find(|l| l.block == b).unwrap().jblock;
         let mut tags = d.tags.clone();
         tags.sort();
         let mut want = vec![
@@ -263,11 +218,7 @@ impl Vol {
     /// The victim block of `image` is still zero: its revoked copy was not replayed.
     fn assert_victim_not_replayed(&self, image: &Path) {
         let f = std::fs::File::open(image).unwrap();
-        assert_eq!(
-            read_fs_block(&f, self.bs, self.victim),
-            vec![0u8; self.bs as usize],
-            "revoked block replayed"
-        );
+        assert_eq!(read_fs_block(&f, self.bs, self.victim), vec![0u8; self.bs as usize], "revoked block replayed");
     }
 
     /// `e2fsck -fy` on a copy replays the journal and nothing else, after
@@ -276,10 +227,7 @@ impl Vol {
         let fsck = self.path("fsck");
         std::fs::copy(&self.img, &fsck).unwrap();
         let out = run_ok("e2fsck", &["-fy", fsck.to_str().unwrap()], &[0, 1]);
-        assert!(
-            !out.contains("Fix") && !out.contains("Clear"),
-            "e2fsck repaired more than the journal:\n{out}"
-        );
+        assert!(!out.contains("Fix") && !out.contains("Clear"), "e2fsck repaired more than the journal:\n{out}");
         run("e2fsck", &["-fn", fsck.to_str().unwrap()]);
         assert_eq!(mtime_via_debugfs(&fsck, "f"), i64::from(mtime));
         self.assert_victim_not_replayed(&fsck);
@@ -305,11 +253,7 @@ fn check(mkfs: &[&str]) {
     let mut j = v.load();
     assert!(!j.needs_recovery());
     v.set_ext4_features(&mut j);
-    eprintln!(
-        "{mkfs:?}: block size {bs}, {:?} checksum, 64bit tags {}",
-        j.layout().checksum,
-        j.layout().is_64bit
-    );
+    eprintln!("{mkfs:?}: block size {bs}, {:?} checksum, 64bit tags {}", j.layout().checksum, j.layout().is_64bit);
     let (t1_mtime, t2_mtime) = (1_000_000_000u32, 1_234_567_890u32);
     let c1 = v.commit_first(&mut j, t1_mtime, 0xAB);
     let (c2, c3) = v.commit_rest(&mut j, t2_mtime);
@@ -337,11 +281,7 @@ fn check(mkfs: &[&str]) {
     // A transaction after the replay, checkpointed from the log at "unmount".
     let now = read_fs_block(&std::fs::File::open(&v.img).unwrap(), bs, v.table_block);
     let mut t = Transaction::new(bs);
-    t.log(
-        v.table_block,
-        &with_mtime(&v.sb, &now, v.off, v.ino, t2_mtime + 1),
-    )
-    .unwrap();
+    t.log(v.table_block, &with_mtime(&v.sb, &now, v.off, v.ino, t2_mtime + 1)).unwrap();
     let c4 = j.commit(&t).unwrap().unwrap();
     assert!(journal::tid_gt(c4.sequence, c3.sequence));
     j.checkpoint_from_log(CheckpointGoal::All).unwrap();
@@ -349,11 +289,7 @@ fn check(mkfs: &[&str]) {
     drop(j);
     set_needs_recovery(&v.img, false);
     assert!(!has_needs_recovery(&v.img));
-    assert_eq!(
-        dumpe2fs_field(&v.img, "Journal start").as_deref(),
-        Some("0"),
-        "journal not empty"
-    );
+    assert_eq!(dumpe2fs_field(&v.img, "Journal start").as_deref(), Some("0"), "journal not empty");
     run("e2fsck", &["-fn", v.img.to_str().unwrap()]);
     assert_eq!(mtime_via_debugfs(&v.img, "f"), i64::from(t2_mtime + 1));
     v.assert_victim_not_replayed(&v.img);
@@ -383,16 +319,9 @@ fn check_resume(mkfs: &[&str]) {
     j.resume(&r).unwrap();
     v.set_ext4_features(&mut j);
     let (c2, c3) = v.commit_rest(&mut j, m2);
-    assert_eq!(
-        (c2.sequence, c3.sequence),
-        (c1.sequence + 2, c1.sequence + 3)
-    );
+    assert_eq!((c2.sequence, c3.sequence), (c1.sequence + 2, c1.sequence + 3));
     drop(j);
-    assert_eq!(
-        read_fs_block(&std::fs::File::open(&v.img).unwrap(), v.bs, v.table_block),
-        v.orig,
-        "resume wrote home"
-    );
+    assert_eq!(read_fs_block(&std::fs::File::open(&v.img).unwrap(), v.bs, v.table_block), v.orig, "resume wrote home");
 
     v.assert_logdump(4, "one, the gap-closing empty one, two more", &c1, &c2, &c3);
     // e2fsck replays it.

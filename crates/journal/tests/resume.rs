@@ -15,8 +15,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use common::dev::{
-    after_replay, apply, commit_to_model, copy_or_home, empty_journal_at, load_recover,
-    unflushed_dropped, MemDevice, Op, Rng,
+    after_replay, apply, commit_to_model, copy_or_home, empty_journal_at, load_recover, unflushed_dropped, MemDevice,
+    Op, Rng,
 };
 use common::{Builder, V3_32, V3_64};
 use journal::{CheckpointGoal, Error, Journal, JournalMap, LogCopy, Recovery, ReplayedCopy, Transaction};
@@ -64,9 +64,7 @@ fn replayed_state(j: &J, r: &Recovery, dev: &MemDevice) -> Vec<Vec<u8>> {
 /// the jmap, else home.
 fn served_state(j: &J, dev: &MemDevice) -> Vec<Vec<u8>> {
     let bs = j.map().block_size();
-    (0..BLOCKS)
-        .map(|b| copy_or_home(dev, bs, b, |buf| j.read_newest(b, buf).unwrap()))
-        .collect()
+    (0..BLOCKS).map(|b| copy_or_home(dev, bs, b, |buf| j.read_newest(b, buf).unwrap())).collect()
 }
 
 fn jmap_of(j: &J) -> Vec<Option<LogCopy>> {
@@ -92,28 +90,13 @@ fn stretches_of(j: &J) -> Vec<Vec<(u64, u64)>> {
 }
 
 fn live_of(j: &J) -> Vec<(u32, u64, u64, u64, BTreeSet<u64>)> {
-    j.live_transactions()
-        .map(|t| {
-            (
-                t.sequence,
-                t.start,
-                t.end,
-                t.blocks,
-                j.live_blocks(t.sequence).collect(),
-            )
-        })
-        .collect()
+    j.live_transactions().map(|t| (t.sequence, t.start, t.end, t.blocks, j.live_blocks(t.sequence).collect())).collect()
 }
 
 /// One random transaction over blocks `0..BLOCKS` (some revokes), committed
 /// after checkpointing from the log if there is no room; `model` follows the
 /// newest committed contents.
-fn random_commit(
-    j: &mut J,
-    rng: &mut Rng,
-    round: u64,
-    model: &mut HashMap<u64, Vec<u8>>,
-) -> journal::CommitInfo {
+fn random_commit(j: &mut J, rng: &mut Rng, round: u64, model: &mut HashMap<u64, Vec<u8>>) -> journal::CommitInfo {
     let bs = j.map().block_size();
     let mut t = Transaction::new(bs);
     for _ in 0..1 + rng.below(20) {
@@ -128,8 +111,7 @@ fn random_commit(
     }
     let needed = t.journal_blocks(j.layout());
     if j.space_left() < needed {
-        j.checkpoint_from_log(CheckpointGoal::Space(needed))
-            .unwrap();
+        j.checkpoint_from_log(CheckpointGoal::Space(needed)).unwrap();
     }
     let c = j.commit(&t).unwrap().unwrap();
     commit_to_model(&t, model);
@@ -200,9 +182,7 @@ fn resume_continues_the_log() {
                 let oldest = j2.oldest_live().unwrap().sequence;
                 let tail_blocks = j2.tail_live_blocks(usize::MAX);
                 assert_eq!(tail_blocks.len(), j2.live_count(oldest));
-                assert!(tail_blocks
-                    .iter()
-                    .all(|&b| j2.newest_copy(b).unwrap().sequence == oldest));
+                assert!(tail_blocks.iter().all(|&b| j2.newest_copy(b).unwrap().sequence == oldest));
                 assert!(j2.tail_live_blocks(2).len() <= 2);
                 j = j2;
             }
@@ -333,10 +313,7 @@ fn resume_of_a_full_log() {
     let (mut j, r) = load_recover(&dev, &map);
     j.resume(&r).unwrap();
     let fill = j.fill();
-    assert_eq!(
-        fill.used + journal::journal::RESERVED_BLOCKS - 1,
-        fill.log_blocks
-    );
+    assert_eq!(fill.used + journal::journal::RESERVED_BLOCKS - 1, fill.log_blocks);
     assert_eq!(fill.space_left, 0);
     let mut t = Transaction::new(bs);
     t.log(1, &content(bs, 99, 1)).unwrap();
@@ -361,13 +338,7 @@ fn resume_of_a_full_log() {
     let map = JournalMap::contiguous(JPHYS, 64, bs).unwrap();
     let (mut j, r) = load_recover(&dev, &map);
     assert_eq!(r.transactions, 2);
-    assert!(matches!(
-        j.resume(&r),
-        Err(Error::NoSpace {
-            needed: 1,
-            available: 0
-        })
-    ));
+    assert!(matches!(j.resume(&r), Err(Error::NoSpace { needed: 1, available: 0 })));
     assert!(dev.take_ops().is_empty());
     assert!(j.needs_recovery());
     // The ordered-mode path still works.
@@ -398,15 +369,8 @@ enum Torn {
 #[test]
 fn crash_cuts_while_continuing_a_recovered_log() {
     for (compat, incompat) in FORMATS {
-        let checksummed =
-            compat != 0 || incompat & (FEATURE_INCOMPAT_CSUM_V2 | FEATURE_INCOMPAT_CSUM_V3) != 0;
-        for torn in [
-            Torn::None,
-            Torn::NoCommit,
-            Torn::FirstBlockLost,
-            Torn::BadCommit,
-            Torn::CommitBehindLostBlock,
-        ] {
+        let checksummed = compat != 0 || incompat & (FEATURE_INCOMPAT_CSUM_V2 | FEATURE_INCOMPAT_CSUM_V3) != 0;
+        for torn in [Torn::None, Torn::NoCommit, Torn::FirstBlockLost, Torn::BadCommit, Torn::CommitBehindLostBlock] {
             if matches!(torn, Torn::BadCommit) && !checksummed {
                 continue;
             }
@@ -463,11 +427,7 @@ fn cuts(compat: u32, incompat: u32, torn: Torn) {
     };
     let dev = Arc::new(MemDevice::from_bytes(base.clone()));
     let (mut j, r) = load_recover(&dev, &map);
-    assert_eq!(
-        r.next_sequence,
-        c.sequence + 1,
-        "{what}: the torn ID is skipped"
-    );
+    assert_eq!(r.next_sequence, c.sequence + 1, "{what}: the torn ID is skipped");
     assert_eq!(r.end_sequence, c.sequence);
     assert_eq!(r.failed_commit.is_some(), matches!(torn, Torn::BadCommit));
     if matches!(torn, Torn::CommitBehindLostBlock) {
@@ -476,10 +436,7 @@ fn cuts(compat: u32, incompat: u32, torn: Torn) {
         let mut buf = vec![0u8; bs as usize];
         journal::JournalReader::read_block(&j, at, &mut buf).unwrap();
         let h = Header::peek(&buf).unwrap();
-        assert_eq!(
-            (h.block_type, h.sequence),
-            (BlockType::Descriptor, c.sequence)
-        );
+        assert_eq!((h.block_type, h.sequence), (BlockType::Descriptor, c.sequence));
     }
     if !matches!(torn, Torn::None) {
         assert_eq!(r.head, c.start, "{what}");
@@ -521,11 +478,7 @@ fn cuts(compat: u32, incompat: u32, torn: Torn) {
     }
     s[140] = base[140 * bs as usize..141 * bs as usize].to_vec();
     states.push(s);
-    assert_eq!(
-        served_state(&j, &dev),
-        states[2],
-        "{what}: served after the commits"
-    );
+    assert_eq!(served_state(&j, &dev), states[2], "{what}: served after the commits");
     drop(j);
     let ops = dev.take_ops();
 
@@ -533,40 +486,22 @@ fn cuts(compat: u32, incompat: u32, torn: Torn) {
     for cut in 0..=ops.len() {
         let img = Arc::new(MemDevice::from_bytes(apply(&base, &ops[..cut])));
         let k = check_cut(&img, &map, &states, &what, cut);
-        assert!(
-            k >= prev_k,
-            "{what} cut {cut}: went back from {prev_k} to {k}"
-        );
+        assert!(k >= prev_k, "{what} cut {cut}: went back from {prev_k} to {k}");
         let durable = durable_at.iter().filter(|&&d| d <= cut).count();
-        assert!(
-            k >= durable,
-            "{what} cut {cut}: {durable} durable but state {k}"
-        );
+        assert!(k >= durable, "{what} cut {cut}: {durable} durable but state {k}");
         prev_k = k;
         // A disk may drop unflushed writes: keep only the last one since the
         // last flush before the cut.
-        let img = Arc::new(MemDevice::from_bytes(apply(
-            &base,
-            &unflushed_dropped(&ops, cut),
-        )));
+        let img = Arc::new(MemDevice::from_bytes(apply(&base, &unflushed_dropped(&ops, cut))));
         let k2 = check_cut(&img, &map, &states, &what, cut);
-        assert!(
-            k2 >= durable,
-            "{what} cut {cut} (unflushed dropped): {durable} durable but state {k2}"
-        );
+        assert!(k2 >= durable, "{what} cut {cut} (unflushed dropped): {durable} durable but state {k2}");
     }
     assert_eq!(prev_k, 2);
 }
 
 /// Recover a cut image: it must be one of `states`; then resume it, commit
 /// one more transaction and recover again: that state plus the commit.
-fn check_cut(
-    img: &Arc<MemDevice>,
-    map: &JournalMap,
-    states: &[Vec<Vec<u8>>],
-    what: &str,
-    cut: usize,
-) -> usize {
+fn check_cut(img: &Arc<MemDevice>, map: &JournalMap, states: &[Vec<Vec<u8>>], what: &str, cut: usize) -> usize {
     let bs = map.block_size();
     let (mut j, r) = load_recover(img, map);
     let got = replayed_state(&j, &r, img);
@@ -585,10 +520,7 @@ fn check_cut(
     let mut want = states[k].clone();
     want[5] = content(bs, 2000, 5);
     want[141] = content(bs, 2000, 141);
-    assert!(
-        replayed_state(&j, &r, img) == want,
-        "{what} cut {cut}: state {k} + one commit after a second resume"
-    );
+    assert!(replayed_state(&j, &r, img) == want, "{what} cut {cut}: state {k} + one commit after a second resume");
     k
 }
 
@@ -644,12 +576,15 @@ fn snapshot_stands_for_the_scan_until_the_log_moves_on() {
         let snap = j.snapshot();
         drop(j);
         let (j, scanned) = load_recover(&dev, &map);
-        let from_snap = journal::snapshot::decode(&snap, j.superblock(), &j).unwrap().expect("a fresh snapshot is valid");
+        let from_snap =
+            journal::snapshot::decode(&snap, j.superblock(), &j).unwrap().expect("a fresh snapshot is valid");
         assert_eq!(from_snap.blocks, scanned.blocks, "copies");
         let ext = |r: &Recovery| r.extents.iter().map(|t| (t.sequence, t.start, t.end, t.blocks)).collect::<Vec<_>>();
         assert_eq!(ext(&from_snap), ext(&scanned), "transactions");
-        assert_eq!((from_snap.head, from_snap.start_sequence, from_snap.end_sequence, from_snap.next_sequence),
-                   (scanned.head, scanned.start_sequence, scanned.end_sequence, scanned.next_sequence));
+        assert_eq!(
+            (from_snap.head, from_snap.start_sequence, from_snap.end_sequence, from_snap.next_sequence),
+            (scanned.head, scanned.start_sequence, scanned.end_sequence, scanned.next_sequence)
+        );
         // Resume from it, commit more: the old snapshot no longer describes the log.
         let mut j = j;
         j.resume(&from_snap).unwrap();
@@ -663,7 +598,10 @@ fn snapshot_stands_for_the_scan_until_the_log_moves_on() {
         // Damage: any flipped byte fails the checksum.
         let mut bad = snap.clone();
         bad[40] ^= 1;
-        assert_eq!(journal::snapshot::decode(&bad, j.superblock(), &j).unwrap().unwrap_err(), journal::snapshot::Stale::Checksum);
+        assert_eq!(
+            journal::snapshot::decode(&bad, j.superblock(), &j).unwrap().unwrap_err(),
+            journal::snapshot::Stale::Checksum
+        );
     }
 }
 
@@ -696,25 +634,13 @@ fn a_forged_snapshot_with_a_valid_checksum_is_refused() {
         let snap = j.snapshot();
         drop(j);
         let (j, scanned) = load_recover(&dev, &map);
-        let good = decode(&snap, j.superblock(), &j)
-            .unwrap()
-            .expect("the real snapshot is valid");
-        assert_eq!(
-            good.revoke_records, scanned.revoke_records,
-            "verification rebuilds the revoke table"
-        );
+        let good = decode(&snap, j.superblock(), &j).unwrap().expect("the real snapshot is valid");
+        assert_eq!(good.revoke_records, scanned.revoke_records, "verification rebuilds the revoke table");
         let forge = |f: &dyn Fn(&mut Recovery)| {
             let mut r = good.clone();
             f(&mut r);
             let entries: Vec<_> = r.blocks.iter().map(|(&b, &c)| (b, c)).collect();
-            encode(
-                j.superblock(),
-                r.head,
-                r.end_sequence,
-                r.next_sequence,
-                &r.extents,
-                &entries,
-            )
+            encode(j.superblock(), r.head, r.end_sequence, r.next_sequence, &r.extents, &entries)
         };
         let some = *good.blocks.keys().next().unwrap();
         let (other_jblock, other_seq) = good
@@ -724,14 +650,8 @@ fn a_forged_snapshot_with_a_valid_checksum_is_refused() {
             .map(|c| (c.jblock, c.sequence))
             .unwrap();
         let forgeries: Vec<(&str, Vec<u8>)> = vec![
-            (
-                "wrong journal block",
-                forge(&|r| r.blocks.get_mut(&some).unwrap().jblock = other_jblock),
-            ),
-            (
-                "wrong sequence",
-                forge(&|r| r.blocks.get_mut(&some).unwrap().sequence = other_seq.wrapping_add(1)),
-            ),
+            ("wrong journal block", forge(&|r| r.blocks.get_mut(&some).unwrap().jblock = other_jblock)),
+            ("wrong sequence", forge(&|r| r.blocks.get_mut(&some).unwrap().sequence = other_seq.wrapping_add(1))),
             (
                 "escape flag",
                 forge(&|r| {
@@ -763,10 +683,7 @@ fn a_forged_snapshot_with_a_valid_checksum_is_refused() {
                     r.blocks.insert(BLOCKS + 1, c);
                 }),
             ),
-            (
-                "a copy outside the log",
-                forge(&|r| r.blocks.get_mut(&some).unwrap().jblock = 100_000),
-            ),
+            ("a copy outside the log", forge(&|r| r.blocks.get_mut(&some).unwrap().jblock = 100_000)),
             ("transaction shifted", forge(&|r| r.extents[0].start += 1)),
             (
                 "a transaction left out",
@@ -774,29 +691,16 @@ fn a_forged_snapshot_with_a_valid_checksum_is_refused() {
                     r.extents.pop();
                 }),
             ),
-            (
-                "head",
-                forge(&|r| r.head = u64::from(r.superblock.first) + 1),
-            ),
-            (
-                "commit time",
-                forge(&|r| r.extents.last_mut().unwrap().commit_sec += 1),
-            ),
+            ("head", forge(&|r| r.head = u64::from(r.superblock.first) + 1)),
+            ("commit time", forge(&|r| r.extents.last_mut().unwrap().commit_sec += 1)),
         ];
         for (what, bytes) in forgeries {
             match decode(&bytes, j.superblock(), &j).unwrap() {
                 Err(Stale::Mismatch(why)) => assert!(!why.is_empty(), "{what}"),
-                other => panic!(
-                    "{what}: a forged snapshot gave {:?}",
-                    other.map(|r| r.blocks.len())
-                ),
+                other => panic!("{what}: a forged snapshot gave {:?}", other.map(|r| r.blocks.len())),
             }
         }
         // What the mount then serves is the scan's, the model.
-        assert_model(
-            &replayed_state(&j, &scanned, &dev),
-            &model,
-            "after refusing forgeries",
-        );
+        assert_model(&replayed_state(&j, &scanned, &dev), &model, "after refusing forgeries");
     }
 }

@@ -31,18 +31,12 @@ fn newest_copy_wins_in_every_format() {
     let formats = [
         (0, V3_64),
         (0, FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_CSUM_V3),
-        (
-            0,
-            FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V2,
-        ),
+        (0, FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V2),
         (0, FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_CSUM_V2),
         (0, FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT),
         (0, FEATURE_INCOMPAT_REVOKE),
         (FEATURE_COMPAT_CHECKSUM, FEATURE_INCOMPAT_REVOKE),
-        (
-            FEATURE_COMPAT_CHECKSUM,
-            FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_ASYNC_COMMIT,
-        ),
+        (FEATURE_COMPAT_CHECKSUM, FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_ASYNC_COMMIT),
     ];
     for (compat, incompat) in formats {
         let mut b = Builder::new(1024, 256, compat, incompat);
@@ -181,14 +175,7 @@ fn bad_data_checksum_skips_only_that_copy() {
     let r = recover(&j).unwrap();
     assert_eq!(r.transactions, 2);
     assert!(r.kernel_would_fail());
-    assert_eq!(
-        r.bad_data_blocks,
-        vec![journal::BadDataBlock {
-            block: 7,
-            jblock: d[0],
-            sequence: 101
-        }]
-    );
+    assert_eq!(r.bad_data_blocks, vec![journal::BadDataBlock { block: 7, jblock: d[0], sequence: 101 }]);
     assert_eq!(replayed(&j, &r, 7).unwrap(), fill(1024, 1)); // the older copy stays
     assert_eq!(replayed(&j, &r, 8).unwrap(), fill(1024, 2));
 }
@@ -202,10 +189,7 @@ fn bad_descriptor_checksum_is_corruption_unless_stale() {
     b.commit();
     let mut j = b.finish();
     j.block_mut(d[0] - 1)[100] ^= 1; // the descriptor
-    assert!(matches!(
-        recover(&j),
-        Err(Error::Format(FormatError::Corrupt { .. }))
-    ));
+    assert!(matches!(recover(&j), Err(Error::Format(FormatError::Corrupt { .. }))));
 
     // Same, but the commit is older than the previous one: stale, log ends there.
     let mut b = Builder::new(1024, 64, 0, V3_64);
@@ -247,13 +231,7 @@ fn revoke_block_with_huge_count_is_corruption() {
     j.block_mut(rb)[12..16].copy_from_slice(&5000u32.to_be_bytes());
     assert!(matches!(
         recover(&j),
-        Err(Error::Format(FormatError::Corrupt {
-            why: Corruption::BadField {
-                field: "r_count",
-                ..
-            },
-            ..
-        }))
+        Err(Error::Format(FormatError::Corrupt { why: Corruption::BadField { field: "r_count", .. }, .. }))
     ));
 }
 
@@ -278,10 +256,7 @@ fn fast_commit_area_must_be_idle() {
     fc[0..2].copy_from_slice(&9u16.to_le_bytes());
     fc[2..4].copy_from_slice(&8u16.to_le_bytes());
     fc[8..12].copy_from_slice(&101u32.to_le_bytes());
-    assert!(matches!(
-        recover(&j2),
-        Err(Error::Format(FormatError::Unsupported { .. }))
-    ));
+    assert!(matches!(recover(&j2), Err(Error::Format(FormatError::Unsupported { .. }))));
     // The same for an older transaction: nothing to replay.
     j2.block_mut(2048 - 16 + 1)[8..12].copy_from_slice(&90u32.to_le_bytes());
     assert!(recover(&j2).is_ok());
@@ -309,13 +284,7 @@ fn descriptors_without_commit_filling_the_log_terminate() {
         b.j.block_mut(n).copy_from_slice(&d);
     }
     let j = b.finish();
-    assert!(matches!(
-        recover(&j),
-        Err(Error::Format(FormatError::Corrupt {
-            why: Corruption::Loop,
-            ..
-        }))
-    ));
+    assert!(matches!(recover(&j), Err(Error::Format(FormatError::Corrupt { why: Corruption::Loop, .. }))));
 }
 
 #[test]

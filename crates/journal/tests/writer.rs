@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use blockdev::IoClass;
 use common::dev::{
-    after_replay, apply, commit_to_model, content, empty_journal_at, load_recover,
-    unflushed_dropped, MemDevice, Op, Rng,
+    after_replay, apply, commit_to_model, content, empty_journal_at, load_recover, unflushed_dropped, MemDevice, Op,
+    Rng,
 };
 use common::{V3_32, V3_64};
 use journal::{CheckpointGoal, Error, Journal, JournalMap, Transaction};
@@ -38,10 +38,7 @@ fn magic_block(bs: u32) -> Vec<u8> {
 const FORMATS: [(u32, u32); 7] = [
     (0, V3_64),
     (0, V3_32),
-    (
-        0,
-        FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V2,
-    ),
+    (0, FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V2),
     (0, FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_CSUM_V2),
     (0, FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT),
     (0, FEATURE_INCOMPAT_REVOKE),
@@ -89,20 +86,12 @@ fn round_trip_in_every_format() {
             assert_eq!(r.head, c3.end);
             assert!(r.bad_data_blocks.is_empty() && r.failed_commit.is_none());
             assert_eq!(r.revoke_records, 1);
-            assert_eq!(
-                after_replay(&j2, &r, &dev, 10),
-                content(bs, 2, 10),
-                "{what}"
-            );
+            assert_eq!(after_replay(&j2, &r, &dev, 10), content(bs, 2, 10), "{what}");
             assert!(r.copy(11).is_none(), "{what}: revoked block replayed");
             assert_eq!(after_replay(&j2, &r, &dev, 12), magic_block(bs), "{what}");
             assert_eq!(after_replay(&j2, &r, &dev, 13), content(bs, 2, 13));
             for b in (1000..1200).chain([14]) {
-                assert_eq!(
-                    after_replay(&j2, &r, &dev, b),
-                    content(bs, 3, b),
-                    "{what} block {b}"
-                );
+                assert_eq!(after_replay(&j2, &r, &dev, b), content(bs, 3, b), "{what} block {b}");
             }
             // Where each copy landed is what recovery finds.
             for l in c2.blocks.iter().chain(&c3.blocks) {
@@ -115,20 +104,11 @@ fn round_trip_in_every_format() {
 #[test]
 fn unsupported_and_invalid_requests_are_refused() {
     // No revoke feature: revoke records refused, nothing written.
-    let (dev, map) = setup(
-        1024,
-        256,
-        0,
-        FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V3,
-        1,
-    );
+    let (dev, map) = setup(1024, 256, 0, FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V3, 1);
     let mut j = Journal::load(dev.clone(), map).unwrap();
     let mut t = Transaction::new(1024);
     t.revoke(5);
-    assert!(matches!(
-        j.commit(&t),
-        Err(Error::Format(ondisk::FormatError::Unsupported { .. }))
-    ));
+    assert!(matches!(j.commit(&t), Err(Error::Format(ondisk::FormatError::Unsupported { .. }))));
     assert!(dev.take_ops().is_empty());
     // 32-bit tags cannot name block 2^32.
     let (dev, map) = setup(1024, 256, 0, FEATURE_INCOMPAT_REVOKE, 1);
@@ -184,9 +164,7 @@ fn wraps(incompat: u32, fc_blocks: u32) {
         assert!(needed <= j.max_transaction_blocks());
         if j.space_left() < needed {
             assert!(j.needs_checkpoint());
-            let s = j
-                .checkpoint_from_log(CheckpointGoal::Space(needed))
-                .unwrap();
+            let s = j.checkpoint_from_log(CheckpointGoal::Space(needed)).unwrap();
             assert!(s.transactions_freed > 0);
         }
         let before = j.head();
@@ -202,11 +180,7 @@ fn wraps(incompat: u32, fc_blocks: u32) {
             assert_eq!(r.last_transaction, Some(c.sequence));
             assert_eq!(r.head, c.end);
             for (b, want) in &model {
-                assert_eq!(
-                    &after_replay(&j2, &r, &dev, *b),
-                    want,
-                    "round {round} block {b}"
-                );
+                assert_eq!(&after_replay(&j2, &r, &dev, *b), want, "round {round} block {b}");
             }
             for b in t.revoked() {
                 assert!(r.copy(b).is_none());
@@ -333,9 +307,7 @@ fn caller_supplied_checkpoint_and_writeback() {
     let mut t = Transaction::new(bs);
     t.log(6, &content(bs, 2, 6)).unwrap();
     j.commit(&t).unwrap();
-    let e = j.checkpoint(CheckpointGoal::All, |_, _| {
-        Err(std::io::Error::other("boom"))
-    });
+    let e = j.checkpoint(CheckpointGoal::All, |_, _| Err(std::io::Error::other("boom")));
     assert!(matches!(e, Err(Error::HomeIo { block: 6, .. })));
     assert_eq!(j.fill().live_transactions, 1);
 }
@@ -353,11 +325,7 @@ fn sequence_keeps_increasing_across_empty_and_remount() {
             t.log(20 + i, &content(bs, mount * 10 + i, 20 + i)).unwrap();
             let c = j.commit(&t).unwrap().unwrap();
             if let Some(prev) = last {
-                assert!(
-                    journal::tid_gt(c.sequence, prev),
-                    "{} after {prev}",
-                    c.sequence
-                );
+                assert!(journal::tid_gt(c.sequence, prev), "{} after {prev}", c.sequence);
             }
             last = Some(c.sequence);
         }
@@ -397,11 +365,7 @@ fn replay_to_disk_writes_home_and_empties() {
     let homes: Vec<u64> = ops
         .iter()
         .filter_map(|o| match o {
-            Op::Write {
-                offset,
-                class: IoClass::Metadata,
-                ..
-            } => Some(offset / u64::from(bs)),
+            Op::Write { offset, class: IoClass::Metadata, .. } => Some(offset / u64::from(bs)),
             _ => None,
         })
         .collect();
@@ -456,15 +420,10 @@ fn crash_at_every_write_is_all_or_nothing() {
         // A disk may lose or reorder writes not yet flushed: keep only the
         // last write since the last flush before the cut. Still a committed state.
         for cut in 0..=ops.len() {
-            let img = Arc::new(MemDevice::from_bytes(apply(
-                &base,
-                &unflushed_dropped(&ops, cut),
-            )));
+            let img = Arc::new(MemDevice::from_bytes(apply(&base, &unflushed_dropped(&ops, cut))));
             let (j2, r) = load_recover(&img, &map);
             assert!(
-                states.iter().any(|st| st
-                    .iter()
-                    .all(|(b, d)| &after_replay(&j2, &r, &img, *b) == d)
+                states.iter().any(|st| st.iter().all(|(b, d)| &after_replay(&j2, &r, &img, *b) == d)
                     && (0..64).all(|b| st.contains_key(&b) || !r.blocks.contains_key(&b))),
                 "{incompat:#x} cut {cut} with unflushed writes dropped: not a committed state"
             );
@@ -477,9 +436,7 @@ fn crash_at_every_write_is_all_or_nothing() {
             let k = (0..states.len())
                 .rev()
                 .find(|&k| {
-                    states[k]
-                        .iter()
-                        .all(|(b, d)| &after_replay(&j2, &r, &img, *b) == d)
+                    states[k].iter().all(|(b, d)| &after_replay(&j2, &r, &img, *b) == d)
                         && (0..64).all(|b| states[k].contains_key(&b) || !r.blocks.contains_key(&b))
                 })
                 .unwrap_or_else(|| panic!("{incompat:#x} cut {cut}: not a committed state"));
@@ -509,8 +466,7 @@ fn writes_stay_inside_the_journal() {
             logged.insert(blk);
         }
         if j.needs_checkpoint() {
-            j.checkpoint_from_log(CheckpointGoal::Space(j.max_transaction_blocks()))
-                .unwrap();
+            j.checkpoint_from_log(CheckpointGoal::Space(j.max_transaction_blocks())).unwrap();
         }
         j.commit(&t).unwrap();
     }
@@ -519,12 +475,7 @@ fn writes_stay_inside_the_journal() {
     let in_journal = |b: u64| (0..jlen).any(|jb| map.phys(jb) == Some(b));
     let (mut jw, mut mw) = (0, 0);
     for op in dev.take_ops() {
-        let Op::Write {
-            offset,
-            data,
-            class,
-        } = op
-        else {
+        let Op::Write { offset, data, class } = op else {
             continue;
         };
         let first = offset / u64::from(bs);
@@ -533,10 +484,7 @@ fn writes_stay_inside_the_journal() {
         for b in first..first + n {
             match class {
                 IoClass::Journal => {
-                    assert!(
-                        in_journal(b),
-                        "journal write outside the runs at device block {b}"
-                    );
+                    assert!(in_journal(b), "journal write outside the runs at device block {b}");
                     jw += 1;
                 }
                 IoClass::Metadata => {
@@ -593,18 +541,12 @@ fn features_are_set_as_ext4_does_only_on_an_empty_log() {
     j.set_features(compat, incompat).unwrap();
     let sb = j.superblock();
     assert_eq!(sb.feature_compat, 0, "csum v3 replaces v1");
-    assert_eq!(
-        sb.feature_incompat,
-        FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V3
-    );
+    assert_eq!(sb.feature_incompat, FEATURE_INCOMPAT_REVOKE | FEATURE_INCOMPAT_64BIT | FEATURE_INCOMPAT_CSUM_V3);
     assert_eq!(j.layout().checksum, Checksum::V3);
     t.log(4, &content(bs, 1, 4)).unwrap();
     j.commit(&t).unwrap();
     // Not while transactions are live.
-    assert!(matches!(
-        j.set_features(0, FEATURE_INCOMPAT_ASYNC_COMMIT),
-        Err(Error::NotCheckpointed { .. })
-    ));
+    assert!(matches!(j.set_features(0, FEATURE_INCOMPAT_ASYNC_COMMIT), Err(Error::NotCheckpointed { .. })));
     let (j2, r) = load_recover(&dev, &map);
     assert_eq!(j2.layout().checksum, Checksum::V3);
     assert_eq!(r.transactions, 1);
@@ -630,17 +572,9 @@ fn oldest_checkpoint_frees_only_what_is_home() {
     assert_eq!((s.written, s.transactions_freed), (1, 1));
     assert_eq!(dev.block(bs, 10), vec![0; bs as usize]);
     assert_eq!(dev.block(bs, 0), content(bs, 0, 0));
-    let live: Vec<(u32, BTreeSet<u64>)> = j
-        .live_transactions()
-        .map(|t| (t.sequence, j.live_blocks(t.sequence).collect()))
-        .collect();
-    assert_eq!(
-        live,
-        vec![
-            (seqs[1].sequence, [1].into()),
-            (seqs[2].sequence, [2, 10].into())
-        ]
-    );
+    let live: Vec<(u32, BTreeSet<u64>)> =
+        j.live_transactions().map(|t| (t.sequence, j.live_blocks(t.sequence).collect())).collect();
+    assert_eq!(live, vec![(seqs[1].sequence, [1].into()), (seqs[2].sequence, [2, 10].into())]);
     assert_eq!(j.tail_live_blocks(1).len(), 1);
     assert_eq!(j.tail_live_blocks(9), vec![1]);
     assert_eq!(j.tail(), seqs[1].start);
@@ -655,8 +589,5 @@ fn oldest_checkpoint_frees_only_what_is_home() {
     j.written_home([1]);
     assert_eq!(j.advance_tail().unwrap(), 1);
     assert_eq!(j.tail(), seqs[2].start);
-    assert_eq!(
-        j.newest_copy(10).map(|c| c.sequence),
-        Some(seqs[2].sequence)
-    );
+    assert_eq!(j.newest_copy(10).map(|c| c.sequence), Some(seqs[2].sequence));
 }

@@ -105,7 +105,11 @@ pub fn verify(sb: &Superblock, gd: &GroupDesc, group: u32, bits: &[u8], kind: Ki
     let c = checksum(sb, bits, kind);
     if s != c {
         let what = if kind == Kind::Block { "block bitmap" } else { "inode bitmap" };
-        return Err(FormatError::corrupt(what, Location::Group(group), Corruption::BadChecksum { stored: s, computed: c }));
+        return Err(FormatError::corrupt(
+            what,
+            Location::Group(group),
+            Corruption::BadChecksum { stored: s, computed: c },
+        ));
     }
     Ok(())
 }

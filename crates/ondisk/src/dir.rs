@@ -104,7 +104,13 @@ fn parse_entry(buf: &[u8], pos: usize, block_size: usize, has_filetype: bool, at
     if ENTRY_HEADER + name_len > rec_len || (inode != 0 && name_len == 0) {
         return Err(bad("name_len", name_len as u64));
     }
-    Ok(DirEntry { offset: pos, inode, rec_len, file_type, name: &buf[pos + ENTRY_HEADER..pos + ENTRY_HEADER + name_len] })
+    Ok(DirEntry {
+        offset: pos,
+        inode,
+        rec_len,
+        file_type,
+        name: &buf[pos + ENTRY_HEADER..pos + ENTRY_HEADER + name_len],
+    })
 }
 
 /// Write an entry header and name at `pos`.
@@ -137,7 +143,11 @@ pub fn has_tail(block: &[u8]) -> bool {
 /// Verify the tail checksum of a leaf directory block.
 pub fn verify_tail(block: &[u8], inode_seed: u32, at: Location) -> Result<()> {
     if !has_tail(block) {
-        return Err(FormatError::corrupt("directory block", at, Corruption::BadField { field: "checksum tail", value: 0 }));
+        return Err(FormatError::corrupt(
+            "directory block",
+            at,
+            Corruption::BadField { field: "checksum tail", value: 0 },
+        ));
     }
     let n = block.len();
     let stored = le32(block, n - 4);

@@ -124,7 +124,8 @@ impl ExtentNode {
         if magic != EXTENT_MAGIC {
             return Err(FormatError::corrupt(S, at, Corruption::BadMagic { found: u64::from(magic) }));
         }
-        let h = ExtentHeader { entries: le16(buf, 2), max: le16(buf, 4), depth: le16(buf, 6), generation: le32(buf, 8) };
+        let h =
+            ExtentHeader { entries: le16(buf, 2), max: le16(buf, 4), depth: le16(buf, 6), generation: le32(buf, 8) };
         if h.depth > MAX_DEPTH {
             return Err(FormatError::corrupt(S, at, Corruption::TooDeep { depth: u32::from(h.depth) }));
         }
@@ -143,8 +144,14 @@ impl ExtentNode {
             for i in 0..n {
                 let e = entry(i);
                 let raw_len = le16(e, 4);
-                let (len, uninit) = if raw_len > MAX_INIT_LEN { (raw_len - MAX_INIT_LEN, true) } else { (raw_len, false) };
-                let x = Extent { block: le32(e, 0), len, start: u64::from(le16(e, 6)) << 32 | u64::from(le32(e, 8)), uninit };
+                let (len, uninit) =
+                    if raw_len > MAX_INIT_LEN { (raw_len - MAX_INIT_LEN, true) } else { (raw_len, false) };
+                let x = Extent {
+                    block: le32(e, 0),
+                    len,
+                    start: u64::from(le16(e, 6)) << 32 | u64::from(le32(e, 8)),
+                    uninit,
+                };
                 if len == 0 {
                     return Err(bad("extent length", 0));
                 }

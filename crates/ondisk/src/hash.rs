@@ -116,12 +116,8 @@ fn tea_transform(buf: &mut [u32; 4], input: &[u32; 4]) {
     let mut sum = 0u32;
     for _ in 0..16 {
         sum = sum.wrapping_add(DELTA);
-        b0 = b0.wrapping_add(
-            (b1 << 4).wrapping_add(a) ^ b1.wrapping_add(sum) ^ (b1 >> 5).wrapping_add(b),
-        );
-        b1 = b1.wrapping_add(
-            (b0 << 4).wrapping_add(c) ^ b0.wrapping_add(sum) ^ (b0 >> 5).wrapping_add(d),
-        );
+        b0 = b0.wrapping_add((b1 << 4).wrapping_add(a) ^ b1.wrapping_add(sum) ^ (b1 >> 5).wrapping_add(b));
+        b1 = b1.wrapping_add((b0 << 4).wrapping_add(c) ^ b0.wrapping_add(sum) ^ (b0 >> 5).wrapping_add(d));
     }
     buf[0] = buf[0].wrapping_add(b0);
     buf[1] = buf[1].wrapping_add(b1);

@@ -43,7 +43,11 @@ impl DxNode {
         need(S, block, ROOT_ENTRIES_OFFSET + ENTRY_SIZE).map_err(|e| e.at(at))?;
         let info_len = block[ROOT_INFO_OFFSET + 5];
         if info_len != 8 {
-            return Err(FormatError::corrupt(S, at, Corruption::BadField { field: "info_length", value: u64::from(info_len) }));
+            return Err(FormatError::corrupt(
+                S,
+                at,
+                Corruption::BadField { field: "info_length", value: u64::from(info_len) },
+            ));
         }
         let hash_version = block[ROOT_INFO_OFFSET + 4];
         let indirect_levels = block[ROOT_INFO_OFFSET + 6];
@@ -59,7 +63,11 @@ impl DxNode {
         need(S, block, NODE_ENTRIES_OFFSET + ENTRY_SIZE).map_err(|e| e.at(at))?;
         // The fake entry spans the block and has no inode.
         if le32(block, 0) != 0 {
-            return Err(FormatError::corrupt(S, at, Corruption::BadField { field: "fake inode", value: u64::from(le32(block, 0)) }));
+            return Err(FormatError::corrupt(
+                S,
+                at,
+                Corruption::BadField { field: "fake inode", value: u64::from(le32(block, 0)) },
+            ));
         }
         Self::parse_entries(block, NODE_ENTRIES_OFFSET, S, at)
     }
@@ -69,10 +77,18 @@ impl DxNode {
         let count = le16(block, off + 2);
         let max = (block.len() - off) / ENTRY_SIZE;
         if limit == 0 || usize::from(limit) > max {
-            return Err(FormatError::corrupt(s, at, Corruption::BadField { field: "dx limit", value: u64::from(limit) }));
+            return Err(FormatError::corrupt(
+                s,
+                at,
+                Corruption::BadField { field: "dx limit", value: u64::from(limit) },
+            ));
         }
         if count == 0 || count > limit {
-            return Err(FormatError::corrupt(s, at, Corruption::BadField { field: "dx count", value: u64::from(count) }));
+            return Err(FormatError::corrupt(
+                s,
+                at,
+                Corruption::BadField { field: "dx count", value: u64::from(count) },
+            ));
         }
         let mut entries = Vec::with_capacity(usize::from(count));
         for i in 0..usize::from(count) {
@@ -81,7 +97,11 @@ impl DxNode {
             if let Some(prev) = entries.last() {
                 let prev: &DxEntry = prev;
                 if hash < prev.hash {
-                    return Err(FormatError::corrupt(s, at, Corruption::BadField { field: "dx hash order", value: u64::from(hash) }));
+                    return Err(FormatError::corrupt(
+                        s,
+                        at,
+                        Corruption::BadField { field: "dx hash order", value: u64::from(hash) },
+                    ));
                 }
             }
             entries.push(DxEntry { hash, block: le32(block, p + 4) });
@@ -130,7 +150,11 @@ pub fn verify_tail(block: &[u8], off: usize, inode_seed: u32, at: Location) -> R
     let count = le16(block, off + 2);
     let tail = tail_offset(off, limit);
     if tail + TAIL_SIZE > block.len() || count > limit {
-        return Err(FormatError::corrupt("htree block", at, Corruption::BadField { field: "dx tail", value: tail as u64 }));
+        return Err(FormatError::corrupt(
+            "htree block",
+            at,
+            Corruption::BadField { field: "dx tail", value: tail as u64 },
+        ));
     }
     let stored = le32(block, tail + 4);
     let computed = dx_checksum(block, off, count, tail, inode_seed);

@@ -329,7 +329,10 @@ impl Inode {
         if let Some(e) = &self.extra {
             // As parse: an extra_isize it would refuse, or one that leaves fields out.
             let isize = usize::from(e.extra_isize);
-            if isize % 4 != 0 || GOOD_OLD_INODE_SIZE + isize > record.len() || isize < InodeExtra::FIELDS_END - GOOD_OLD_INODE_SIZE {
+            if isize % 4 != 0
+                || GOOD_OLD_INODE_SIZE + isize > record.len()
+                || isize < InodeExtra::FIELDS_END - GOOD_OLD_INODE_SIZE
+            {
                 return false;
             }
         }

@@ -437,11 +437,8 @@ impl Superblock {
 }
 
 fn incompat_names(bits: u32) -> String {
-    let mut names: Vec<String> = INCOMPAT_NAMES
-        .iter()
-        .filter(|(b, _)| bits & b != 0)
-        .map(|(_, n)| (*n).to_string())
-        .collect();
+    let mut names: Vec<String> =
+        INCOMPAT_NAMES.iter().filter(|(b, _)| bits & b != 0).map(|(_, n)| (*n).to_string()).collect();
     let known: u32 = INCOMPAT_NAMES.iter().map(|(b, _)| b).fold(0, |a, b| a | b);
     if bits & !known != 0 {
         names.push(format!("unknown {:#x}", bits & !known));

@@ -102,7 +102,11 @@ pub fn parse_block(block: &[u8], block_nr: u64, csum_seed: Option<u32>) -> Resul
         return Err(FormatError::corrupt(S, at, Corruption::BadMagic { found: u64::from(magic) }));
     }
     if le32(block, 8) != 1 {
-        return Err(FormatError::corrupt(S, at, Corruption::BadField { field: "h_blocks", value: u64::from(le32(block, 8)) }));
+        return Err(FormatError::corrupt(
+            S,
+            at,
+            Corruption::BadField { field: "h_blocks", value: u64::from(le32(block, 8)) },
+        ));
     }
     if let Some(seed) = csum_seed {
         let stored = le32(block, BLOCK_CSUM_OFFSET);
@@ -131,7 +135,8 @@ pub fn set_block_checksum(block: &mut [u8], block_nr: u64, seed: u32) {
 /// `system.posix_acl_*` xattrs carry (version 2, 8-byte entries).
 pub fn acl_disk_to_xattr(disk: &[u8]) -> Result<Vec<u8>> {
     const S: &str = "posix acl";
-    let bad = |v: u64| FormatError::corrupt(S, Location::Unknown, Corruption::BadField { field: "acl entry", value: v });
+    let bad =
+        |v: u64| FormatError::corrupt(S, Location::Unknown, Corruption::BadField { field: "acl entry", value: v });
     need(S, disk, 4)?;
     if le32(disk, 0) != 1 {
         return Err(bad(u64::from(le32(disk, 0))));
@@ -347,7 +352,8 @@ pub fn build_block(entries: &[Xattr], block_size: usize, block_nr: u64, csum_see
 /// Convert an ACL from the VFS xattr form (version 2) to ext4's compact form.
 pub fn acl_xattr_to_disk(x: &[u8]) -> Result<Vec<u8>> {
     const S: &str = "posix acl";
-    let bad = |v: u64| FormatError::corrupt(S, Location::Unknown, Corruption::BadField { field: "acl entry", value: v });
+    let bad =
+        |v: u64| FormatError::corrupt(S, Location::Unknown, Corruption::BadField { field: "acl entry", value: v });
     need(S, x, 4)?;
     if le32(x, 0) != 2 || (x.len() - 4) % 8 != 0 {
         return Err(bad(u64::from(le32(x, 0))));

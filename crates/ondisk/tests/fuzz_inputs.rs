@@ -35,6 +35,17 @@ macro_rules! targets {
     ($($t:ident),*) => { $( #[test] fn $t() { run(stringify!($t), parsers::$t); } )* };
 }
 targets!(
-    superblock, group_desc, inode, extent, dir, htree, xattr_block, xattr_ibody, bitmap, jbd2_superblock,
-    jbd2_descriptor, jbd2_commit, jbd2_revoke
+    superblock,
+    group_desc,
+    inode,
+    extent,
+    dir,
+    htree,
+    xattr_block,
+    xattr_ibody,
+    bitmap,
+    jbd2_superblock,
+    jbd2_descriptor,
+    jbd2_commit,
+    jbd2_revoke
 );

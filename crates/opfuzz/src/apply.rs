@@ -223,7 +223,9 @@ fn run(root: &Path, op: &Op) -> Result<u64, i32> {
         Op::Write { path, off, len, seed } => write_op(root, path, Some(*off), *len, *seed),
         Op::Append { path, len, seed } => write_op(root, path, None, *len, *seed),
         Op::Read { path, off, len } => read_op(root, path, *off, *len),
-        Op::Truncate { path, size } => check(unsafe { libc::truncate(cpath(root, path).as_ptr(), *size as libc::off_t) }),
+        Op::Truncate { path, size } => {
+            check(unsafe { libc::truncate(cpath(root, path).as_ptr(), *size as libc::off_t) })
+        }
         Op::Fallocate { path, mode, off, len } => {
             let fd = Fd::open(&cpath(root, path), libc::O_RDWR, 0)?;
             check(unsafe { libc::fallocate(fd.0, *mode, *off as libc::off_t, *len as libc::off_t) })
@@ -246,7 +248,9 @@ fn run(root: &Path, op: &Op) -> Result<u64, i32> {
         Op::SetXattr { path, name, len, seed, flags } => {
             let n = CString::new(name.as_bytes()).map_err(|_| libc::EINVAL)?;
             let v = fill(*seed, *len as usize);
-            check(unsafe { libc::lsetxattr(cpath(root, path).as_ptr(), n.as_ptr(), v.as_ptr().cast(), v.len(), *flags as i32) })
+            check(unsafe {
+                libc::lsetxattr(cpath(root, path).as_ptr(), n.as_ptr(), v.as_ptr().cast(), v.len(), *flags as i32)
+            })
         }
         Op::RemoveXattr { path, name } => {
             let n = CString::new(name.as_bytes()).map_err(|_| libc::EINVAL)?;

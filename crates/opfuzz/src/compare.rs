@@ -41,7 +41,12 @@ impl Window {
 /// Paths whose state is allowed to differ (after a tolerated ENOSPC
 /// difference), with everything below them.
 #[derive(Clone, Debug, Default)]
-pub struct Tainted(BTreeSet<String>, std::collections::HashSet<u64>, std::collections::HashSet<u64>, std::collections::HashSet<u64>);
+pub struct Tainted(
+    BTreeSet<String>,
+    std::collections::HashSet<u64>,
+    std::collections::HashSet<u64>,
+    std::collections::HashSet<u64>,
+);
 
 impl Tainted {
     /// The whole inode (the oracle's inode number) may differ, under any of
@@ -129,7 +134,16 @@ fn time_diff(what: &str, k: i64, e: i64, w: &Window) -> Option<String> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn rec_diffs(k: &Rec, e: &Rec, w: &Window, rep: &mut Report, taint_below: bool, cold: bool, xattrs_tainted: bool, times_tainted: bool) -> Vec<String> {
+fn rec_diffs(
+    k: &Rec,
+    e: &Rec,
+    w: &Window,
+    rep: &mut Report,
+    taint_below: bool,
+    cold: bool,
+    xattrs_tainted: bool,
+    times_tainted: bool,
+) -> Vec<String> {
     let mut d = Vec::new();
     macro_rules! eq {
         ($f:ident) => {
@@ -162,10 +176,12 @@ fn rec_diffs(k: &Rec, e: &Rec, w: &Window, rep: &mut Report, taint_below: bool, 
     }
     // The digests and the oracle's hole samples; the own-hole samples apart.
     let strip = |c: &Option<Result<crate::tree::Content, i32>>| {
-        c.clone().map(|r| r.map(|mut c| {
-            c.nonzero_in_own_hole = None;
-            c
-        }))
+        c.clone().map(|r| {
+            r.map(|mut c| {
+                c.nonzero_in_own_hole = None;
+                c
+            })
+        })
     };
     if strip(&k.content) != strip(&e.content) {
         d.push(format!("content: kernel={:?} ext4lazy={:?}", k.content, e.content));
@@ -222,9 +238,7 @@ pub fn compare(k: &Tree, e: &Tree, w: &Window, tainted: &Tainted, cold: bool) ->
     let mut rep = Report::default();
     let (gk, ge) = (groups(k), groups(e));
     // A hard-link group with a tainted member is tainted as a whole.
-    let group_tainted = |p: &str| {
-        gk.get(p).into_iter().chain(ge.get(p)).flatten().any(|q| tainted.covers(q))
-    };
+    let group_tainted = |p: &str| gk.get(p).into_iter().chain(ge.get(p)).flatten().any(|q| tainted.covers(q));
     let ino_tainted = |p: &str| k.get(p).and_then(|r| r.as_ref().ok()).is_some_and(|r| tainted.3.contains(&r.ino));
     let skip = |p: &str| tainted.covers(p) || group_tainted(p) || ino_tainted(p);
     let paths: BTreeSet<&String> = k.keys().chain(e.keys()).collect();
@@ -239,11 +253,21 @@ pub fn compare(k: &Tree, e: &Tree, w: &Window, tainted: &Tainted, cold: bool) ->
             (None, Some(_)) => rep.diffs.push(format!("{shown}: only on ext4lazy")),
             (Some(Err(a)), Some(Err(b))) if a == b => {}
             (Some(Ok(a)), Some(Ok(b))) => {
-                for x in rec_diffs(a, b, w, &mut rep, tainted.below(p), cold, tainted.xattrs_of(a.ino), tainted.times_of(a.ino)) {
+                for x in rec_diffs(
+                    a,
+                    b,
+                    w,
+                    &mut rep,
+                    tainted.below(p),
+                    cold,
+                    tainted.xattrs_of(a.ino),
+                    tainted.times_of(a.ino),
+                ) {
                     rep.diffs.push(format!("{shown}: {x}"));
                 }
                 let strip = |v: Option<&Vec<&str>>| -> Vec<String> {
-                    v.map(|v| v.iter().filter(|q| !tainted.covers(q)).map(|q| q.to_string()).collect()).unwrap_or_default()
+                    v.map(|v| v.iter().filter(|q| !tainted.covers(q)).map(|q| q.to_string()).collect())
+                        .unwrap_or_default()
                 };
                 let (a, b) = (strip(gk.get(p.as_str())), strip(ge.get(p.as_str())));
                 if a != b {

@@ -56,7 +56,14 @@ pub struct Run {
 }
 
 impl Run {
-    pub fn generated(p: &'static Profile, mode: Mode, seed: u64, ops: u64, until: Option<Instant>, sw: Switches) -> Run {
+    pub fn generated(
+        p: &'static Profile,
+        mode: Mode,
+        seed: u64,
+        ops: u64,
+        until: Option<Instant>,
+        sw: Switches,
+    ) -> Run {
         Run {
             label: format!("{}/{}/seed {seed}", p.name, mode.name()),
             profile: p.name.into(),
@@ -118,7 +125,18 @@ fn now_ns() -> i64 {
 
 /// Ops whose success depends on free space (outcomes tolerated once full).
 fn allocates(op: &Op) -> bool {
-    !matches!(op, Op::Read { .. } | Op::Unlink { .. } | Op::Rmdir { .. } | Op::RemoveXattr { .. } | Op::Chmod { .. } | Op::Chown { .. } | Op::Utimes { .. } | Op::Fsync { .. } | Op::Remount)
+    !matches!(
+        op,
+        Op::Read { .. }
+            | Op::Unlink { .. }
+            | Op::Rmdir { .. }
+            | Op::RemoveXattr { .. }
+            | Op::Chmod { .. }
+            | Op::Chown { .. }
+            | Op::Utimes { .. }
+            | Op::Fsync { .. }
+            | Op::Remount
+    )
 }
 
 fn op_len(op: &Op) -> u64 {
@@ -155,7 +173,11 @@ impl State<'_> {
         let _ = writeln!(s, "@mode {}", r.mode.name());
         let _ = writeln!(s, "@size {}", r.size);
         let _ = writeln!(s, "@mkfs {}", r.mkfs.join(" "));
-        let _ = writeln!(s, "# generator switches: collapse_insert={} skip={:?}", r.switches.fuse_unpassed_falloc, r.switches.skip);
+        let _ = writeln!(
+            s,
+            "# generator switches: collapse_insert={} skip={:?}",
+            r.switches.fuse_unpassed_falloc, r.switches.skip
+        );
         if self.cfg.tolerate_xattr_enospc {
             let _ = writeln!(s, "@tolerate-xattr-enospc");
         }
@@ -166,7 +188,8 @@ impl State<'_> {
     }
 
     fn diverge(&mut self, what: String) -> Divergence {
-        let name = format!("opfuzz-{}-{}-{}-{}.ops", self.run.profile, self.run.mode.name(), self.run.seed, self.log.len());
+        let name =
+            format!("opfuzz-{}-{}-{}-{}.ops", self.run.profile, self.run.mode.name(), self.run.seed, self.log.len());
         let path = self.cfg.outdir.join(name);
         let _ = std::fs::create_dir_all(&self.cfg.outdir);
         let replay = std::fs::write(&path, self.replay_text()).ok().map(|_| path);
@@ -174,13 +197,20 @@ impl State<'_> {
     }
 
     /// Run `f` on both sides at once (the kernel's worker and ext4lazy's).
-    fn both<T: Send + 'static>(&self, limit: Duration, f: impl Fn(&Path) -> T + Send + Sync + Clone + 'static) -> Result<(T, T), String> {
+    fn both<T: Send + 'static>(
+        &self,
+        limit: Duration,
+        f: impl Fn(&Path) -> T + Send + Sync + Clone + 'static,
+    ) -> Result<(T, T), String> {
         let (km, em) = (self.sides.kmnt.clone(), self.sides.emnt.clone());
         let f2 = f.clone();
         self.kw.start(move || f(&km));
         self.ew.start(move || f2(&em));
         let k = self.kw.wait::<T>(limit).ok_or_else(|| format!("the kernel side did not answer within {limit:?}"))?;
-        let e = self.ew.wait::<T>(limit).ok_or_else(|| format!("ext4lazy did not answer within {limit:?} (hung daemon? connection aborted)"))?;
+        let e = self
+            .ew
+            .wait::<T>(limit)
+            .ok_or_else(|| format!("ext4lazy did not answer within {limit:?} (hung daemon? connection aborted)"))?;
         Ok((k, e))
     }
 
@@ -197,7 +227,9 @@ impl State<'_> {
         };
         // K4: the kernel's RENAME_WHITEOUT sets the source directory's times even when it fails.
         let whiteout_dir = match &op {
-            Op::Rename { from, flags, .. } if flags & opfuzz::op::rename::WHITEOUT != 0 => self.kernel_ino(from.rsplit_once('/').map_or("", |(d, _)| d)),
+            Op::Rename { from, flags, .. } if flags & opfuzz::op::rename::WHITEOUT != 0 => {
+                self.kernel_ino(from.rsplit_once('/').map_or("", |(d, _)| d))
+            }
             _ => None,
         };
         let o = op.clone();
@@ -231,11 +263,14 @@ impl State<'_> {
         }
         let space_out = k.errno() == Some(libc::ENOSPC) || e.errno() == Some(libc::ENOSPC) || short(&k) || short(&e);
         // Only this direction: ext4lazy holding less than the kernel is a bug (fixed, 4b23a38).
-        let xattr_capacity =
-            self.cfg.tolerate_xattr_enospc && matches!(op, Op::SetXattr { .. }) && k.errno() == Some(libc::ENOSPC) && e.is_ok();
+        let xattr_capacity = self.cfg.tolerate_xattr_enospc
+            && matches!(op, Op::SetXattr { .. })
+            && k.errno() == Some(libc::ENOSPC)
+            && e.is_ok();
         // An xattr op on an inode whose xattrs already differ (D4): its
         // outcome may differ too; nothing else of the inode does.
-        let on_xattr_taint = matches!(op, Op::SetXattr { .. } | Op::RemoveXattr { .. }) && xattr_ino.is_some_and(|i| self.tainted.xattrs_of(i));
+        let on_xattr_taint = matches!(op, Op::SetXattr { .. } | Op::RemoveXattr { .. })
+            && xattr_ino.is_some_and(|i| self.tainted.xattrs_of(i));
         if xattr_capacity || (on_xattr_taint && k != e && !touches_taint) {
             self.stats.tolerated_xattr += 1;
             if let Some(i) = xattr_ino {
@@ -289,7 +324,8 @@ impl State<'_> {
 
     /// The side that said ENOSPC must be nearly full: "about the same point".
     fn check_nearly_full(&mut self, idx: usize, op: &Op, k: &Outcome, e: &Outcome) -> Result<(), Divergence> {
-        let (side, mnt) = if k.errno() == Some(libc::ENOSPC) { ("kernel", &self.sides.kmnt) } else { ("ext4lazy", &self.sides.emnt) };
+        let (side, mnt) =
+            if k.errno() == Some(libc::ENOSPC) { ("kernel", &self.sides.kmnt) } else { ("ext4lazy", &self.sides.emnt) };
         if k.errno() == Some(libc::ENOSPC) && e.errno() == Some(libc::ENOSPC) {
             return Ok(());
         }
@@ -318,7 +354,11 @@ impl State<'_> {
         self.ew.start(move || walk(&em, Some(&plan)));
         let et: Tree = match self.ew.wait(limit) {
             Some(t) => t,
-            None => return Err(self.diverge(format!("{when}: the ext4lazy walk did not finish within {limit:?} (hung daemon?)"))),
+            None => {
+                return Err(
+                    self.diverge(format!("{when}: the ext4lazy walk did not finish within {limit:?} (hung daemon?)"))
+                )
+            }
         };
         let w = Window { lo: self.start, hi: now_ns() + 2_000_000_000 };
         let kt = Arc::try_unwrap(kt).unwrap_or_else(|a| (*a).clone());
@@ -346,7 +386,11 @@ impl State<'_> {
         if !rep.diffs.is_empty() {
             let n = rep.diffs.len();
             let first: Vec<String> = rep.diffs.into_iter().take(25).collect();
-            return Err(self.diverge(format!("{when}: trees differ in {n} places after op #{}:\n  {}", self.log.len(), first.join("\n  "))));
+            return Err(self.diverge(format!(
+                "{when}: trees differ in {n} places after op #{}:\n  {}",
+                self.log.len(),
+                first.join("\n  ")
+            )));
         }
         // Inodes in use: allocators differ in blocks, never in how many inodes live.
         if !self.full {

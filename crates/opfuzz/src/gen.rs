@@ -238,7 +238,12 @@ impl Model {
             let prefix = format!("{p}/");
             std::iter::once(p.to_string())
                 .filter(|k| self.nodes.contains_key(k))
-                .chain(self.nodes.range(prefix.clone()..).take_while(|(k, _)| k.starts_with(&prefix)).map(|(k, _)| k.clone()))
+                .chain(
+                    self.nodes
+                        .range(prefix.clone()..)
+                        .take_while(|(k, _)| k.starts_with(&prefix))
+                        .map(|(k, _)| k.clone()),
+                )
                 .collect()
         };
         keys.into_iter().filter_map(|k| self.remove(&k).map(|n| (k[p.len()..].to_string(), n))).collect()
@@ -666,7 +671,11 @@ impl Gen {
             }
             11 => Op::Rmdir { path: self.pick(Kind::Dir) },
             12 => {
-                let len = if self.rng.chance(1, 3) { self.rng.range(60, self.profile.block - 1) } else { self.rng.range(1, 59) };
+                let len = if self.rng.chance(1, 3) {
+                    self.rng.range(60, self.profile.block - 1)
+                } else {
+                    self.rng.range(1, 59)
+                };
                 let base = self.any_path();
                 let target: String = base.chars().chain(std::iter::repeat('t')).take(len as usize).collect();
                 Op::Symlink { target, path: self.new_path("l") }
@@ -674,7 +683,8 @@ impl Gen {
             13 => {
                 let path = self.any_path();
                 let name = self.xattr_name(&path);
-                let flags = [0, 0, 0, libc::XATTR_CREATE as u32, libc::XATTR_REPLACE as u32][self.rng.below(5) as usize];
+                let flags =
+                    [0, 0, 0, libc::XATTR_CREATE as u32, libc::XATTR_REPLACE as u32][self.rng.below(5) as usize];
                 Op::SetXattr { path, name, len: self.xattr_len(), seed: self.rng.next_u64() >> 12, flags }
             }
             14 => {
@@ -709,7 +719,11 @@ impl Gen {
         self.rng.shuffle(&mut blocks);
         for b in blocks {
             // Mostly whole blocks; some partial ones (a block's worth of mapping all the same).
-            let (off, len) = if self.rng.chance(1, 10) { (b * bs + self.rng.below(bs / 2), self.rng.range(1, bs / 2)) } else { (b * bs, bs) };
+            let (off, len) = if self.rng.chance(1, 10) {
+                (b * bs + self.rng.below(bs / 2), self.rng.range(1, bs / 2))
+            } else {
+                (b * bs, bs)
+            };
             self.queue.push_back(Op::Write { path: path.clone(), off, len, seed: self.rng.next_u64() >> 12 });
         }
         self.queue.push_back(Op::Read { path: path.clone(), off: 0, len: 2 * n * bs });
@@ -757,13 +771,25 @@ impl Gen {
             let name = format!("{ns}.x{}", self.rng.below(60));
             let len = self.rng.range(10, 400);
             names.push(name.clone());
-            self.queue.push_back(Op::SetXattr { path: path.clone(), name, len, seed: self.rng.next_u64() >> 12, flags: 0 });
+            self.queue.push_back(Op::SetXattr {
+                path: path.clone(),
+                name,
+                len,
+                seed: self.rng.next_u64() >> 12,
+                flags: 0,
+            });
         }
         self.rng.shuffle(&mut names);
         for name in names {
             if self.rng.chance(1, 3) {
                 let len = self.rng.below(20);
-                self.queue.push_back(Op::SetXattr { path: path.clone(), name, len, seed: self.rng.next_u64() >> 12, flags: 0 });
+                self.queue.push_back(Op::SetXattr {
+                    path: path.clone(),
+                    name,
+                    len,
+                    seed: self.rng.next_u64() >> 12,
+                    flags: 0,
+                });
             } else {
                 self.queue.push_back(Op::RemoveXattr { path: path.clone(), name });
             }

@@ -200,10 +200,20 @@ fn go(cfg: &Config, run: Run) -> bool {
         Ok(s) => {
             let enospc = match s.first_enospc {
                 [None, None] => String::new(),
-                [k, e] => format!(", first ENOSPC at op kernel {k:?} ext4lazy {e:?}, {} outcomes tolerated", s.tolerated),
+                [k, e] => {
+                    format!(", first ENOSPC at op kernel {k:?} ext4lazy {e:?}, {} outcomes tolerated", s.tolerated)
+                }
             };
-            let enospc = if s.tolerated_xattr > 0 { format!("{enospc}, {} setxattr ENOSPC differences tolerated (D4)", s.tolerated_xattr) } else { enospc };
-            let enospc = if s.k3_inodes > 0 { format!("{enospc}, {} inodes e2fsck flagged accepted as K3 (e2fsprogs #145)", s.k3_inodes) } else { enospc };
+            let enospc = if s.tolerated_xattr > 0 {
+                format!("{enospc}, {} setxattr ENOSPC differences tolerated (D4)", s.tolerated_xattr)
+            } else {
+                enospc
+            };
+            let enospc = if s.k3_inodes > 0 {
+                format!("{enospc}, {} inodes e2fsck flagged accepted as K3 (e2fsprogs #145)", s.k3_inodes)
+            } else {
+                enospc
+            };
             println!(
                 "ok [{label}] {} ops ({} errnos), {} batches, {:.1} s ({:.0} ops/s), {} paths compared, seek maps: {} generic, {} other than the kernel's{enospc}",
                 s.ops,
@@ -332,18 +342,30 @@ fn main() {
                     let Some(p) = profile(r.profile) else { continue };
                     let (name, seed, ops) = (r.profile, r.seed, r.ops);
                     if list {
-                        println!("{name} {} seed {seed} ops {ops} skip {:?} tolerate_xattr_enospc {}", m.name(), r.skip, r.tolerate_xattr_enospc);
+                        println!(
+                            "{name} {} seed {seed} ops {ops} skip {:?} tolerate_xattr_enospc {}",
+                            m.name(),
+                            r.skip,
+                            r.tolerate_xattr_enospc
+                        );
                         continue;
                     }
                     n += 1;
                     let mut sw = sw.clone();
                     sw.skip.extend(r.skip.iter().map(|s| s.to_string()));
-                    let cfg = Config { tolerate_xattr_enospc: cfg.tolerate_xattr_enospc || r.tolerate_xattr_enospc, ..cfg.clone() };
+                    let cfg = Config {
+                        tolerate_xattr_enospc: cfg.tolerate_xattr_enospc || r.tolerate_xattr_enospc,
+                        ..cfg.clone()
+                    };
                     all &= go(&cfg, Run::generated(p, m, seed, ops, None, sw));
                 }
             }
             if !list {
-                println!("ci: {n} runs in {:.0} s, {}", t0.elapsed().as_secs_f64(), if all { "no divergence" } else { "DIVERGENCES (above)" });
+                println!(
+                    "ci: {n} runs in {:.0} s, {}",
+                    t0.elapsed().as_secs_f64(),
+                    if all { "no divergence" } else { "DIVERGENCES (above)" }
+                );
             }
             all
         }
@@ -375,12 +397,22 @@ fn main() {
                 let ops = ci.map(|r| r.ops).unwrap_or(5000) * scale;
                 let mut sw = sw.clone();
                 sw.skip.extend(ci.into_iter().flat_map(|r| r.skip.iter().map(|s| s.to_string())));
-                let cfg = Config { tolerate_xattr_enospc: cfg.tolerate_xattr_enospc || ci.is_some_and(|r| r.tolerate_xattr_enospc), ..cfg.clone() };
+                let cfg = Config {
+                    tolerate_xattr_enospc: cfg.tolerate_xattr_enospc || ci.is_some_and(|r| r.tolerate_xattr_enospc),
+                    ..cfg.clone()
+                };
                 let run = Run::generated(p, m, base + i, ops, Some(end), sw);
                 match driver::run(&cfg, run) {
                     Ok(s) => {
                         total_ops += s.ops;
-                        println!("ok [{}/{}/seed {}] {} ops in {:.0} s; total {total_ops} ops", p.name, m.name(), base + i, s.ops, s.secs);
+                        println!(
+                            "ok [{}/{}/seed {}] {} ops in {:.0} s; total {total_ops} ops",
+                            p.name,
+                            m.name(),
+                            base + i,
+                            s.ops,
+                            s.secs
+                        );
                     }
                     Err(d) => {
                         bad += 1;

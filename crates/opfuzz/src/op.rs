@@ -14,8 +14,13 @@ pub mod falloc {
     pub const COLLAPSE_RANGE: i32 = libc::FALLOC_FL_COLLAPSE_RANGE;
     pub const ZERO_RANGE: i32 = libc::FALLOC_FL_ZERO_RANGE;
     pub const INSERT_RANGE: i32 = libc::FALLOC_FL_INSERT_RANGE;
-    pub const NAMES: [(i32, &str); 5] =
-        [(KEEP_SIZE, "keep"), (PUNCH_HOLE, "punch"), (COLLAPSE_RANGE, "collapse"), (ZERO_RANGE, "zero"), (INSERT_RANGE, "insert")];
+    pub const NAMES: [(i32, &str); 5] = [
+        (KEEP_SIZE, "keep"),
+        (PUNCH_HOLE, "punch"),
+        (COLLAPSE_RANGE, "collapse"),
+        (ZERO_RANGE, "zero"),
+        (INSERT_RANGE, "insert"),
+    ];
 }
 
 /// renameat2(2) flags.
@@ -28,38 +33,105 @@ pub mod rename {
 
 /// setxattr(2) flags.
 pub mod xattr {
-    pub const NAMES: [(u32, &str); 2] = [(libc::XATTR_CREATE as u32, "create"), (libc::XATTR_REPLACE as u32, "replace")];
+    pub const NAMES: [(u32, &str); 2] =
+        [(libc::XATTR_CREATE as u32, "create"), (libc::XATTR_REPLACE as u32, "replace")];
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     /// open(O_CREAT|O_EXCL|O_WRONLY, mode), close.
-    Create { path: String, mode: u32 },
-    Mkdir { path: String, mode: u32 },
-    Mkfifo { path: String, mode: u32 },
+    Create {
+        path: String,
+        mode: u32,
+    },
+    Mkdir {
+        path: String,
+        mode: u32,
+    },
+    Mkfifo {
+        path: String,
+        mode: u32,
+    },
     /// pwrite of `len` bytes of `fill(seed)` at `off`.
-    Write { path: String, off: u64, len: u64, seed: u64 },
+    Write {
+        path: String,
+        off: u64,
+        len: u64,
+        seed: u64,
+    },
     /// write with O_APPEND.
-    Append { path: String, len: u64, seed: u64 },
+    Append {
+        path: String,
+        len: u64,
+        seed: u64,
+    },
     /// pread; the outcome is a digest of what was read.
-    Read { path: String, off: u64, len: u64 },
-    Truncate { path: String, size: u64 },
-    Fallocate { path: String, mode: i32, off: u64, len: u64 },
-    Rename { from: String, to: String, flags: u32 },
-    Link { from: String, to: String },
-    Unlink { path: String },
-    Rmdir { path: String },
-    Symlink { target: String, path: String },
+    Read {
+        path: String,
+        off: u64,
+        len: u64,
+    },
+    Truncate {
+        path: String,
+        size: u64,
+    },
+    Fallocate {
+        path: String,
+        mode: i32,
+        off: u64,
+        len: u64,
+    },
+    Rename {
+        from: String,
+        to: String,
+        flags: u32,
+    },
+    Link {
+        from: String,
+        to: String,
+    },
+    Unlink {
+        path: String,
+    },
+    Rmdir {
+        path: String,
+    },
+    Symlink {
+        target: String,
+        path: String,
+    },
     /// lsetxattr of `len` bytes of `fill(seed)`.
-    SetXattr { path: String, name: String, len: u64, seed: u64, flags: u32 },
-    RemoveXattr { path: String, name: String },
-    Chmod { path: String, mode: u32 },
+    SetXattr {
+        path: String,
+        name: String,
+        len: u64,
+        seed: u64,
+        flags: u32,
+    },
+    RemoveXattr {
+        path: String,
+        name: String,
+    },
+    Chmod {
+        path: String,
+        mode: u32,
+    },
     /// lchown.
-    Chown { path: String, uid: u32, gid: u32 },
+    Chown {
+        path: String,
+        uid: u32,
+        gid: u32,
+    },
     /// utimensat(AT_SYMLINK_NOFOLLOW), nanoseconds since the epoch.
-    Utimes { path: String, atime: i64, mtime: i64 },
+    Utimes {
+        path: String,
+        atime: i64,
+        mtime: i64,
+    },
     /// open, fsync, close (directories too).
-    Fsync { path: String },
+    Fsync {
+        path: String,
+    },
     /// Batch boundary: the driver compares the trees, unmounts, checks and
     /// remounts both file systems. Not a syscall.
     Remount,
@@ -191,38 +263,104 @@ impl std::str::FromStr for Op {
                 Err(format!("{:?} takes {n} arguments: {line:?}", w[0]))
             }
         };
-        let num = |i: usize| -> Result<u64, String> { w[i].parse().map_err(|_| format!("bad number {:?} in {line:?}", w[i])) };
-        let inum = |i: usize| -> Result<i64, String> { w[i].parse().map_err(|_| format!("bad number {:?} in {line:?}", w[i])) };
-        let oct = |i: usize| -> Result<u32, String> { u32::from_str_radix(w[i], 8).map_err(|_| format!("bad mode {:?} in {line:?}", w[i])) };
+        let num = |i: usize| -> Result<u64, String> {
+            w[i].parse().map_err(|_| format!("bad number {:?} in {line:?}", w[i]))
+        };
+        let inum = |i: usize| -> Result<i64, String> {
+            w[i].parse().map_err(|_| format!("bad number {:?} in {line:?}", w[i]))
+        };
+        let oct = |i: usize| -> Result<u32, String> {
+            u32::from_str_radix(w[i], 8).map_err(|_| format!("bad mode {:?} in {line:?}", w[i]))
+        };
         let p = |i: usize| unesc(w[i]);
         let verb = *w.first().ok_or("empty line")?;
         Ok(match verb {
-            "create" => { want(2)?; Op::Create { path: p(1)?, mode: oct(2)? } }
-            "mkdir" => { want(2)?; Op::Mkdir { path: p(1)?, mode: oct(2)? } }
-            "mkfifo" => { want(2)?; Op::Mkfifo { path: p(1)?, mode: oct(2)? } }
-            "write" => { want(4)?; Op::Write { path: p(1)?, off: num(2)?, len: num(3)?, seed: num(4)? } }
-            "append" => { want(3)?; Op::Append { path: p(1)?, len: num(2)?, seed: num(3)? } }
-            "read" => { want(3)?; Op::Read { path: p(1)?, off: num(2)?, len: num(3)? } }
-            "truncate" => { want(2)?; Op::Truncate { path: p(1)?, size: num(2)? } }
+            "create" => {
+                want(2)?;
+                Op::Create { path: p(1)?, mode: oct(2)? }
+            }
+            "mkdir" => {
+                want(2)?;
+                Op::Mkdir { path: p(1)?, mode: oct(2)? }
+            }
+            "mkfifo" => {
+                want(2)?;
+                Op::Mkfifo { path: p(1)?, mode: oct(2)? }
+            }
+            "write" => {
+                want(4)?;
+                Op::Write { path: p(1)?, off: num(2)?, len: num(3)?, seed: num(4)? }
+            }
+            "append" => {
+                want(3)?;
+                Op::Append { path: p(1)?, len: num(2)?, seed: num(3)? }
+            }
+            "read" => {
+                want(3)?;
+                Op::Read { path: p(1)?, off: num(2)?, len: num(3)? }
+            }
+            "truncate" => {
+                want(2)?;
+                Op::Truncate { path: p(1)?, size: num(2)? }
+            }
             "fallocate" => {
                 want(4)?;
                 Op::Fallocate { path: p(1)?, mode: parse_flags(w[2], &fa_names())? as i32, off: num(3)?, len: num(4)? }
             }
-            "rename" => { want(3)?; Op::Rename { from: p(1)?, to: p(2)?, flags: parse_flags(w[3], &rn_names())? as u32 } }
-            "link" => { want(2)?; Op::Link { from: p(1)?, to: p(2)? } }
-            "unlink" => { want(1)?; Op::Unlink { path: p(1)? } }
-            "rmdir" => { want(1)?; Op::Rmdir { path: p(1)? } }
-            "symlink" => { want(2)?; Op::Symlink { target: p(1)?, path: p(2)? } }
+            "rename" => {
+                want(3)?;
+                Op::Rename { from: p(1)?, to: p(2)?, flags: parse_flags(w[3], &rn_names())? as u32 }
+            }
+            "link" => {
+                want(2)?;
+                Op::Link { from: p(1)?, to: p(2)? }
+            }
+            "unlink" => {
+                want(1)?;
+                Op::Unlink { path: p(1)? }
+            }
+            "rmdir" => {
+                want(1)?;
+                Op::Rmdir { path: p(1)? }
+            }
+            "symlink" => {
+                want(2)?;
+                Op::Symlink { target: p(1)?, path: p(2)? }
+            }
             "setxattr" => {
                 want(5)?;
-                Op::SetXattr { path: p(1)?, name: p(2)?, len: num(3)?, seed: num(4)?, flags: parse_flags(w[5], &xa_names())? as u32 }
+                Op::SetXattr {
+                    path: p(1)?,
+                    name: p(2)?,
+                    len: num(3)?,
+                    seed: num(4)?,
+                    flags: parse_flags(w[5], &xa_names())? as u32,
+                }
             }
-            "removexattr" => { want(2)?; Op::RemoveXattr { path: p(1)?, name: p(2)? } }
-            "chmod" => { want(2)?; Op::Chmod { path: p(1)?, mode: oct(2)? } }
-            "chown" => { want(3)?; Op::Chown { path: p(1)?, uid: num(2)? as u32, gid: num(3)? as u32 } }
-            "utimes" => { want(3)?; Op::Utimes { path: p(1)?, atime: inum(2)?, mtime: inum(3)? } }
-            "fsync" => { want(1)?; Op::Fsync { path: p(1)? } }
-            "remount" => { want(0)?; Op::Remount }
+            "removexattr" => {
+                want(2)?;
+                Op::RemoveXattr { path: p(1)?, name: p(2)? }
+            }
+            "chmod" => {
+                want(2)?;
+                Op::Chmod { path: p(1)?, mode: oct(2)? }
+            }
+            "chown" => {
+                want(3)?;
+                Op::Chown { path: p(1)?, uid: num(2)? as u32, gid: num(3)? as u32 }
+            }
+            "utimes" => {
+                want(3)?;
+                Op::Utimes { path: p(1)?, atime: inum(2)?, mtime: inum(3)? }
+            }
+            "fsync" => {
+                want(1)?;
+                Op::Fsync { path: p(1)? }
+            }
+            "remount" => {
+                want(0)?;
+                Op::Remount
+            }
             _ => return Err(format!("unknown operation {verb:?}")),
         })
     }

@@ -108,7 +108,9 @@ pub fn fuse_conn(mnt: &Path) -> Option<u32> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     info.lines().find_map(|l| {
         let f: Vec<&str> = l.split(' ').collect();
-        (f.get(4) == Some(&&*m)).then(|| f.get(2).and_then(|d| d.split(':').nth(1)).and_then(|n| n.parse().ok())).flatten()
+        (f.get(4) == Some(&&*m))
+            .then(|| f.get(2).and_then(|d| d.split(':').nth(1)).and_then(|n| n.parse().ok()))
+            .flatten()
     })
 }
 
@@ -197,7 +199,10 @@ impl Sides {
         let mut k3 = fsck_img(&self.kimg, &k3_copy).map_err(|e| format!("kernel image: {e}"))?;
         let img = if self.mode == Mode::Lazy {
             copy_sparse(&self.eimg, scratch)?;
-            let (rc, out) = run_cmd(Command::new("e2fsck").args(["-y", "-E", "journal_only"]).arg(scratch), Duration::from_secs(600))?;
+            let (rc, out) = run_cmd(
+                Command::new("e2fsck").args(["-y", "-E", "journal_only"]).arg(scratch),
+                Duration::from_secs(600),
+            )?;
             if rc > 1 {
                 return Err(format!("ext4lazy image: journal replay exited {rc}: {}", out.trim()));
             }
@@ -241,16 +246,15 @@ fn fsck_img(img: &Path, k3_copy: &Path) -> Result<usize, String> {
 /// nothing at all. Ok(Some(inodes)) when accepted, Ok(None) when not K3.
 fn e2fsck_k3(img: &Path, out: &str, copy: &Path) -> Result<Option<usize>, String> {
     const MARK: &str = ", end of extent exceeds allowed value";
-    let mut inodes: Vec<u32> = out
-        .lines()
-        .filter_map(|l| l.strip_prefix("Inode ")?.strip_suffix(MARK)?.parse().ok())
-        .collect();
+    let mut inodes: Vec<u32> =
+        out.lines().filter_map(|l| l.strip_prefix("Inode ")?.strip_suffix(MARK)?.parse().ok()).collect();
     inodes.sort_unstable();
     inodes.dedup();
     if inodes.is_empty() {
         return Ok(None);
     }
-    let debugfs = |img: &Path, req: &str| must(Command::new("debugfs").arg("-R").arg(req).arg(img), Duration::from_secs(120));
+    let debugfs =
+        |img: &Path, req: &str| must(Command::new("debugfs").arg("-R").arg(req).arg(img), Duration::from_secs(120));
     let stats = debugfs(img, "stats")?;
     let block_size: u64 = stats
         .lines()
@@ -290,13 +294,19 @@ fn e2fsck_k3(img: &Path, out: &str, copy: &Path) -> Result<Option<usize>, String
     copy_sparse(img, copy)?;
     let r = (|| {
         for &(ino, size) in &sizes {
-            must(Command::new("debugfs").args(["-w", "-R", &format!("sif <{ino}> size {size}")]).arg(copy), Duration::from_secs(120))?;
+            must(
+                Command::new("debugfs").args(["-w", "-R", &format!("sif <{ino}> size {size}")]).arg(copy),
+                Duration::from_secs(120),
+            )?;
         }
         let (rc, out) = run_cmd(Command::new("e2fsck").arg("-fn").arg(copy), Duration::from_secs(600))?;
         Ok(if rc == 0 {
             Some(sizes.len())
         } else {
-            eprintln!("K3 check: with the sizes covering the extents, e2fsck still finds:\n{}", out.lines().take(20).collect::<Vec<_>>().join("\n"));
+            eprintln!(
+                "K3 check: with the sizes covering the extents, e2fsck still finds:\n{}",
+                out.lines().take(20).collect::<Vec<_>>().join("\n")
+            );
             None
         })
     })();

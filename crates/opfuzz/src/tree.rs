@@ -88,7 +88,9 @@ pub fn walk(root: &Path, plan: Option<&Tree>) -> Tree {
         }
         let full = root.join(&dir);
         let names = match std::fs::read_dir(&full) {
-            Ok(it) => it.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned())).collect::<Result<Vec<_>, _>>(),
+            Ok(it) => {
+                it.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned())).collect::<Result<Vec<_>, _>>()
+            }
             Err(e) => Err(e),
         };
         match names {
@@ -155,7 +157,8 @@ fn record(root: &Path, rel: &str, plan: Option<&Tree>) -> Result<Rec, i32> {
         entries: None,
     };
     if kind == 'l' {
-        rec.target = Some(std::fs::read_link(&full).map(|t| t.into_os_string().into_encoded_bytes()).map_err(|e| os_err(&e)));
+        rec.target =
+            Some(std::fs::read_link(&full).map(|t| t.into_os_string().into_encoded_bytes()).map_err(|e| os_err(&e)));
     }
     if kind == 'f' {
         let planned = plan.and_then(|t| t.get(rel)).and_then(|r| match r {
@@ -217,7 +220,12 @@ fn xattrs(root: &Path, rel: &str) -> Result<BTreeMap<String, Result<Xattr, i32>>
 
 /// The file's own seek map, and the digest of the regions `planned` (else
 /// its own map) names, with samples of the holes between them.
-fn file_data(root: &Path, rel: &str, size: u64, planned: Option<SeekMap>) -> Result<(Result<SeekMap, i32>, Result<Content, i32>), i32> {
+fn file_data(
+    root: &Path,
+    rel: &str,
+    size: u64,
+    planned: Option<SeekMap>,
+) -> Result<(Result<SeekMap, i32>, Result<Content, i32>), i32> {
     let p = cpath(root, rel);
     let fd = unsafe { libc::open(p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
     if fd < 0 {

@@ -120,7 +120,8 @@ pub fn socket_path(mount: &[u8]) -> [u8; SOCKET_NAME_LEN] {
 pub fn unescape_mountinfo(field: &[u8], out: &mut [u8]) -> Option<usize> {
     let (mut i, mut n) = (0, 0);
     while i < field.len() {
-        let octal = field.get(i + 1..i + 4).filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        let octal =
+            field.get(i + 1..i + 4).filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
         let byte = match octal {
             Some(d) => {
                 i += 4;

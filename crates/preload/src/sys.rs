@@ -22,7 +22,14 @@ impl Mapping {
     pub fn new(len: usize) -> Option<Mapping> {
         // SAFETY: a fresh private anonymous mapping; checked for failure.
         let p = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
         };
         (p != libc::MAP_FAILED).then_some(Mapping { ptr: p as *mut u8, len })
     }
@@ -65,7 +72,12 @@ pub fn read_mountinfo() -> Option<Text> {
     let map = Mapping::new(MOUNTINFO_MAX)?;
     // SAFETY: raw syscalls on a NUL-terminated constant and our own buffer.
     unsafe {
-        let fd = libc::syscall(libc::SYS_openat, libc::AT_FDCWD, c"/proc/self/mountinfo".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) as i32;
+        let fd = libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            c"/proc/self/mountinfo".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        ) as i32;
         if fd < 0 {
             return None;
         }
@@ -147,7 +159,9 @@ fn socket() -> Option<(i32, bool)> {
         }
     }
     // SAFETY: a new socket we own; close-on-exec, never blocks.
-    let fd = unsafe { libc::syscall(libc::SYS_socket, libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) } as i32;
+    let fd = unsafe {
+        libc::syscall(libc::SYS_socket, libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0)
+    } as i32;
     if fd < 0 {
         return None;
     }

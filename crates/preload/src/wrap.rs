@@ -23,7 +23,9 @@
 //! at build time rather than guessed.
 
 #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
-compile_error!("libext4lazy_preload defines variadic open() with a fixed mode argument: only x86-64 and AArch64 Linux are checked");
+compile_error!(
+    "libext4lazy_preload defines variadic open() with a fixed mode argument: only x86-64 and AArch64 Linux are checked"
+);
 
 use crate::hint::before;
 use libc::{c_char, c_int, c_void, gid_t, mode_t, size_t, ssize_t, uid_t};

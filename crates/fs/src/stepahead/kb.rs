@@ -373,7 +373,9 @@ impl KnowledgeBase {
 
     /// The child inodes a known directory's entries lead to (any order).
     pub fn children(&self, dir: u32) -> Vec<u32> {
-        self.dirs.get(&dir).map_or_else(Vec::new, |d| d.slots.iter().filter(|&&s| s != EMPTY).map(|&s| slot_child(s)).collect())
+        self.dirs
+            .get(&dir)
+            .map_or_else(Vec::new, |d| d.slots.iter().filter(|&&s| s != EMPTY).map(|&s| slot_child(s)).collect())
     }
 
     /// A name removed from `dir`.
@@ -458,15 +460,23 @@ impl KnowledgeBase {
     /// Memory held, by capacity: the directory map's buckets (plus one control
     /// byte each, as hashbrown keeps) and every directory's arrays.
     pub fn bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.dirs.capacity() * DIR_BUCKET + self.index.capacity() * INDEX_BUCKET + self.arrays
+        std::mem::size_of::<Self>()
+            + self.dirs.capacity() * DIR_BUCKET
+            + self.index.capacity() * INDEX_BUCKET
+            + self.arrays
     }
 
     /// `bytes()` counted afresh from every array (tests check the running count).
     #[cfg(test)]
     fn bytes_recounted(&self) -> usize {
-        let arrays: usize = self.dirs.values().map(|d| d.blocks.len() * 8 + d.slots.len() * 8 + d.lblks.len() * 2).sum();
+        let arrays: usize =
+            self.dirs.values().map(|d| d.blocks.len() * 8 + d.slots.len() * 8 + d.lblks.len() * 2).sum();
         let index: usize = self.index.values().map(|b| b.len() * 8).sum();
-        std::mem::size_of::<Self>() + self.dirs.capacity() * DIR_BUCKET + arrays + self.index.capacity() * INDEX_BUCKET + index
+        std::mem::size_of::<Self>()
+            + self.dirs.capacity() * DIR_BUCKET
+            + arrays
+            + self.index.capacity() * INDEX_BUCKET
+            + index
     }
 }
 
@@ -482,7 +492,12 @@ mod tests {
     fn learn_lookup_update_forget() {
         let mut kb = KnowledgeBase::new();
         let ns = names(100);
-        kb.learn_dir(2, DirKind::Linear, &[500, 501], ns.iter().enumerate().map(|(i, n)| (&n[..], 100 + i as u32, (i / 50) as u64)));
+        kb.learn_dir(
+            2,
+            DirKind::Linear,
+            &[500, 501],
+            ns.iter().enumerate().map(|(i, n)| (&n[..], 100 + i as u32, (i / 50) as u64)),
+        );
         assert_eq!(kb.len(), 100);
         assert_eq!(kb.dir_blocks(2), Some(&[500u64, 501][..]));
         assert_eq!(kb.hint(2, b"file-000077"), Some(Hint { child: 177, lblk: Some(1) }));
@@ -582,7 +597,12 @@ mod tests {
         let child = |d: u32, i: usize| d * 100 + i as u32 + 1;
         let mut kb = KnowledgeBase::with_limit(LIMIT);
         for d in 11..20_011u32 {
-            kb.learn_dir(d, DirKind::Linear, &[u64::from(d)], ns.iter().enumerate().map(|(i, n)| (&n[..], child(d, i), 0)));
+            kb.learn_dir(
+                d,
+                DirKind::Linear,
+                &[u64::from(d)],
+                ns.iter().enumerate().map(|(i, n)| (&n[..], child(d, i), 0)),
+            );
             assert!(kb.bytes() <= LIMIT, "{} bytes after {d}", kb.bytes());
             assert_eq!(kb.lookup(d, &ns[7]), Some(child(d, 7)), "the directory just learnt is known");
         }

@@ -113,7 +113,12 @@ impl Volume {
     /// The entries of a directory whose blocks `read` gives (None when one
     /// is missing or damaged: nothing is learnt from half a directory), and
     /// the htree index nodes found among them.
-    fn collect(&self, dir: &Inode, layout: &DirLayout, read: &dyn Fn(u64) -> Option<Block>) -> Option<(Vec<Learnt>, Vec<u64>)> {
+    fn collect(
+        &self,
+        dir: &Inode,
+        layout: &DirLayout,
+        read: &dyn Fn(u64) -> Option<Block>,
+    ) -> Option<(Vec<Learnt>, Vec<u64>)> {
         let mut entries = Vec::new();
         let mut index_nodes = Vec::new();
         if dir.has_flag(flags::INLINE_DATA) {
@@ -132,14 +137,23 @@ impl Volume {
                 return None;
             }
             // An interior index node: one empty entry spanning the block.
-            if htree && lblk > 0 && ondisk::bytes::le32(&data, 0) == 0 && ondisk::dir::rec_len_from_disk(ondisk::bytes::le16(&data, 4), bs) == bs {
+            if htree
+                && lblk > 0
+                && ondisk::bytes::le32(&data, 0) == 0
+                && ondisk::dir::rec_len_from_disk(ondisk::bytes::le16(&data, 4), bs) == bs
+            {
                 index_nodes.push(pblk);
                 continue;
             }
             for e in DirIter::new(&data, bs, self.has_filetype(), Location::Block(pblk)) {
                 let e = e.ok()?;
                 if e.inode != 0 {
-                    entries.push(Learnt { name: e.name.to_vec(), child: e.inode, lblk: lblk as u64, file_type: e.file_type });
+                    entries.push(Learnt {
+                        name: e.name.to_vec(),
+                        child: e.inode,
+                        lblk: lblk as u64,
+                        file_type: e.file_type,
+                    });
                 }
             }
         }
@@ -158,7 +172,12 @@ impl Volume {
     /// Learn a directory from blocks already in the cache, without counting
     /// those reads as uses of prefetched blocks. Returns its entries, or None
     /// when a block is not cached (nothing learnt).
-    pub(crate) fn learn_cached(&self, kb: &parking_lot::RwLock<KnowledgeBase>, dir: &Inode, layout: &DirLayout) -> Option<Vec<Learnt>> {
+    pub(crate) fn learn_cached(
+        &self,
+        kb: &parking_lot::RwLock<KnowledgeBase>,
+        dir: &Inode,
+        layout: &DirLayout,
+    ) -> Option<Vec<Learnt>> {
         let (entries, index_nodes) = self.collect(dir, layout, &|b| self.cache.peek_quiet(b))?;
         self.record(&mut kb.write(), dir, layout, &entries, &index_nodes);
         Some(entries)

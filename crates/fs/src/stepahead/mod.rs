@@ -52,7 +52,13 @@ pub struct StepAheadOptions {
 impl Default for StepAheadOptions {
     fn default() -> Self {
         // 512 blocks = 2 MiB a hint with 4 KiB blocks; 32 = a SATA NCQ queue.
-        StepAheadOptions { budget_blocks: 512, congestion_limit: 32, depth: 3, path_ahead: true, kb_bytes: kb::DEFAULT_LIMIT }
+        StepAheadOptions {
+            budget_blocks: 512,
+            congestion_limit: 32,
+            depth: 3,
+            path_ahead: true,
+            kb_bytes: kb::DEFAULT_LIMIT,
+        }
     }
 }
 

@@ -13,20 +13,47 @@ use crate::write::WriteState;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum KbChange {
     /// `name` now leads to `child`, its entry in logical block `lblk`.
-    Entry { dir: u32, name: Vec<u8>, child: u32, lblk: u64 },
+    Entry {
+        dir: u32,
+        name: Vec<u8>,
+        child: u32,
+        lblk: u64,
+    },
     /// `name` leads to another inode, in the same place.
-    Retarget { dir: u32, name: Vec<u8>, child: u32 },
-    Removed { dir: u32, name: Vec<u8> },
+    Retarget {
+        dir: u32,
+        name: Vec<u8>,
+        child: u32,
+    },
+    Removed {
+        dir: u32,
+        name: Vec<u8>,
+    },
     /// Block `lblk` (at `pblk`) appended to the directory.
-    Grown { dir: u32, lblk: u64, pblk: u64 },
+    Grown {
+        dir: u32,
+        lblk: u64,
+        pblk: u64,
+    },
     /// A new interior (htree index) block.
-    IndexNode { dir: u32, pblk: u64 },
-    Hashed { dir: u32 },
+    IndexNode {
+        dir: u32,
+        pblk: u64,
+    },
+    Hashed {
+        dir: u32,
+    },
     /// A directory just made: "." and ".." in its first block.
-    NewDir { dir: u32, parent: u32, pblk: u64 },
+    NewDir {
+        dir: u32,
+        parent: u32,
+        pblk: u64,
+    },
     /// Learn it again when next listed (its layout changed in a way not
     /// followed entry by entry, or it is gone).
-    Forget { dir: u32 },
+    Forget {
+        dir: u32,
+    },
 }
 
 impl Volume {

@@ -190,7 +190,10 @@ impl Volume {
             let hint = ws.block_hints.get(&g).copied().unwrap_or(0);
             let start = hint.max(from);
             let found = bitmap::find_zero(&block, start, limit).or_else(|| bitmap::find_zero(&block, from, start));
-            debug_assert!(bitmap::find_zero(&block, 0, hint.min(limit)).is_none(), "a free block below group {g}'s hint {hint}");
+            debug_assert!(
+                bitmap::find_zero(&block, 0, hint.min(limit)).is_none(),
+                "a free block below group {g}'s hint {hint}"
+            );
             debug_assert_eq!(found, bitmap::find_zero(&block, from, limit), "the hint changed the block found");
             let Some(at) = found else { continue };
             let run = bitmap::zero_run(&block, at, limit, max.min(u64::from(u32::MAX)) as usize);
@@ -251,7 +254,10 @@ impl Volume {
                 return Err(FsError::Format(ondisk::FormatError::corrupt(
                     "block map",
                     ondisk::Location::Block(start.max(s)),
-                    ondisk::Corruption::BadField { field: "block freed twice (claimed by two maps)", value: start.max(s) },
+                    ondisk::Corruption::BadField {
+                        field: "block freed twice (claimed by two maps)",
+                        value: start.max(s),
+                    },
                 )));
             }
         }

@@ -1,8 +1,8 @@
 //! Attributes: setattr (mode, owner, size, times) and atime updates.
 
 use super::iflags::refuse_if;
-use super::ops::touch;
 use super::now;
+use super::ops::touch;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use ondisk::inode::{flags, mode, Inode, TimeField, Timestamp};
@@ -32,7 +32,8 @@ impl Volume {
             // an append-only one only takes "now" times.
             refuse_if(&inode, flags::IMMUTABLE)?;
             let explicit_times = (attr.atime.is_some() || attr.mtime.is_some()) && !attr.times_now;
-            if attr.mode.is_some() || attr.uid.is_some() || attr.gid.is_some() || attr.size.is_some() || explicit_times {
+            if attr.mode.is_some() || attr.uid.is_some() || attr.gid.is_some() || attr.size.is_some() || explicit_times
+            {
                 refuse_if(&inode, flags::APPEND)?;
             }
             if let Some(m) = attr.mode {
@@ -48,7 +49,11 @@ impl Volume {
             if let Some(size) = attr.size {
                 // vfs_truncate: directories EISDIR, anything else but a regular file EINVAL.
                 if !inode.is_reg() {
-                    return Err(if inode.is_dir() { FsError::IsDir } else { FsError::Invalid("not a regular file".into()) });
+                    return Err(if inode.is_dir() {
+                        FsError::IsDir
+                    } else {
+                        FsError::Invalid("not a regular file".into())
+                    });
                 }
                 if size > self.max_file_size() {
                     return Err(FsError::FileTooBig); // inode_newsize_ok

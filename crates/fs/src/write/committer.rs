@@ -150,7 +150,9 @@ impl Volume {
 
     fn hand_over(&self, ws: &mut WriteState) -> Result<()> {
         self.finish_commit(ws)?;
-        let (Some(committer), Some(jbd2)) = (self.committer.as_ref(), self.jbd2.as_ref()) else { return self.commit(ws) };
+        let (Some(committer), Some(jbd2)) = (self.committer.as_ref(), self.jbd2.as_ref()) else {
+            return self.commit(ws);
+        };
         if !ws.deferred.is_empty() || ws.undo.is_some() || ws.failed.is_some() {
             return self.commit(ws);
         }
@@ -159,7 +161,11 @@ impl Volume {
         }
         self.write_dirty_groups(ws)?;
         self.write_super(ws)?;
-        let need = journal::Transaction::journal_blocks_for(jbd2.read().layout(), ws.running.len(), ws.running.revoked().count());
+        let need = journal::Transaction::journal_blocks_for(
+            jbd2.read().layout(),
+            ws.running.len(),
+            ws.running.revoked().count(),
+        );
         // Room first, here: the checkpoint writes home what the write lock's
         // lists hold (ordered), or migrates the oldest copies (lazy).
         self.make_room(ws, need)?;

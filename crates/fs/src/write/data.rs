@@ -25,7 +25,9 @@ impl Volume {
     /// Write a whole data block at physical block `pblk`.
     pub(super) fn write_data(&self, pblk: u64, data: &[u8]) -> Result<()> {
         let bs = u64::from(self.block_size());
-        self.dev.write_at(pblk * bs, data, IoClass::Data).map_err(|e| FsError::io(format!("writing data block {pblk}"), e))
+        self.dev
+            .write_at(pblk * bs, data, IoClass::Data)
+            .map_err(|e| FsError::io(format!("writing data block {pblk}"), e))
     }
 
     /// Write `data` at `offset` of a regular file; returns the bytes written.
@@ -69,7 +71,11 @@ impl Volume {
             let mut inode = self.inode(ino)?;
             // The kernel writes only regular files (a symlink's target is no data to write into).
             if !inode.is_reg() {
-                return Err(if inode.is_dir() { FsError::IsDir } else { FsError::Invalid("not a regular file".into()) });
+                return Err(if inode.is_dir() {
+                    FsError::IsDir
+                } else {
+                    FsError::Invalid("not a regular file".into())
+                });
             }
             refuse_if(&inode, flags::IMMUTABLE)?;
             if inode.has_flag(flags::APPEND) && offset != inode.size() {
@@ -126,7 +132,9 @@ impl Volume {
                     b.resize(bsz, 0);
                     if !fresh && (d_lo.min(keep_hi) > b_lo || keep_hi > d_hi) {
                         // Old bytes to keep: read the block, zero what lies past the old end of file.
-                        self.dev.read_at((pblk + k as u64) * bs, b, IoClass::Data).map_err(|e| FsError::io("reading for a partial write", e))?;
+                        self.dev
+                            .read_at((pblk + k as u64) * bs, b, IoClass::Data)
+                            .map_err(|e| FsError::io("reading for a partial write", e))?;
                         b[keep_hi.max(b_lo) - b_lo..].fill(0);
                     } else {
                         b.fill(0);
@@ -159,7 +167,9 @@ impl Volume {
                 if tail {
                     pieces.push(tail_buf);
                 }
-                self.dev.write_gathered_at(pblk * bs, &pieces, IoClass::Data).map_err(|e| FsError::io(format!("writing data at block {pblk}"), e))?;
+                self.dev
+                    .write_gathered_at(pblk * bs, &pieces, IoClass::Data)
+                    .map_err(|e| FsError::io(format!("writing data at block {pblk}"), e))?;
             }
             // Data is on disk: preallocated extents under it now read as written.
             for (lblk, len) in preallocated {
@@ -184,7 +194,11 @@ impl Volume {
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
             if !inode.is_reg() {
-                return Err(if inode.is_dir() { FsError::IsDir } else { FsError::Invalid("not a regular file".into()) });
+                return Err(if inode.is_dir() {
+                    FsError::IsDir
+                } else {
+                    FsError::Invalid("not a regular file".into())
+                });
             }
             // vfs_fallocate: nothing on immutable files, only preallocation on append-only ones.
             refuse_if(&inode, flags::IMMUTABLE)?;
@@ -238,7 +252,8 @@ impl Volume {
     /// extents read as zeros already).
     pub(super) fn zero_partial_blocks(&self, inode: &Inode, offset: u64, end: u64) -> Result<()> {
         let bs = u64::from(self.block_size());
-        let mut edges = vec![(offset / bs, offset % bs, if offset / bs == (end - 1) / bs { end - offset / bs * bs } else { bs })];
+        let mut edges =
+            vec![(offset / bs, offset % bs, if offset / bs == (end - 1) / bs { end - offset / bs * bs } else { bs })];
         if end % bs != 0 && (end - 1) / bs != offset / bs {
             edges.push(((end - 1) / bs, 0, end % bs));
         }
@@ -248,9 +263,13 @@ impl Volume {
             }
             if let Mapping::Mapped { pblk, unwritten: false, .. } = self.map_block(inode, lblk, 1)? {
                 let mut buf = vec![0u8; bs as usize];
-                self.dev.read_at(pblk * bs, &mut buf, IoClass::Data).map_err(|e| FsError::io("reading a block to zero part of it", e))?;
+                self.dev
+                    .read_at(pblk * bs, &mut buf, IoClass::Data)
+                    .map_err(|e| FsError::io("reading a block to zero part of it", e))?;
                 buf[lo as usize..hi as usize].fill(0);
-                self.dev.write_at(pblk * bs, &buf, IoClass::Data).map_err(|e| FsError::io(format!("zeroing part of block {pblk}"), e))?;
+                self.dev
+                    .write_at(pblk * bs, &buf, IoClass::Data)
+                    .map_err(|e| FsError::io(format!("zeroing part of block {pblk}"), e))?;
             }
         }
         Ok(())
@@ -280,7 +299,9 @@ impl Volume {
         if !size.is_multiple_of(bs) {
             if let crate::bmap::Mapping::Mapped { pblk, unwritten: false, .. } = self.map_block(inode, size / bs, 1)? {
                 let mut buf = vec![0u8; bs as usize];
-                self.dev.read_at(pblk * bs, &mut buf, IoClass::Data).map_err(|e| FsError::io("reading the last block", e))?;
+                self.dev
+                    .read_at(pblk * bs, &mut buf, IoClass::Data)
+                    .map_err(|e| FsError::io("reading the last block", e))?;
                 buf[(size % bs) as usize..].fill(0);
                 self.write_data(pblk, &buf)?;
             }

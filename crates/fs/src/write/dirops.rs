@@ -7,8 +7,8 @@
 //! full leaf in two by hash.
 
 use super::WriteState;
-use crate::stepahead::KbChange;
 use crate::error::{FsError, Result};
+use crate::stepahead::KbChange;
 use crate::volume::Volume;
 use ondisk::dir::{self as odir, entry_size, write_entry, DirIter, TAIL_SIZE};
 use ondisk::htree::{self, DxEntry, DxNode};
@@ -76,7 +76,15 @@ impl Volume {
 
     /// Add the entry to `dir`'s leaf block at `(lblk, pblk)` if it has room
     /// (true), as a new version of the block; a full leaf stays as it was.
-    fn insert_into_leaf_block(&self, ws: &mut WriteState, dir: &Inode, (lblk, pblk): (u64, u64), ino: u32, ft: u8, name: &[u8]) -> Result<bool> {
+    fn insert_into_leaf_block(
+        &self,
+        ws: &mut WriteState,
+        dir: &Inode,
+        (lblk, pblk): (u64, u64),
+        ino: u32,
+        ft: u8,
+        name: &[u8],
+    ) -> Result<bool> {
         let mut data = self.meta(pblk)?;
         let bytes = ws.spare.make_mut(&mut data);
         if !self.insert_into_leaf(bytes, ino, ft, name)? {
@@ -138,7 +146,9 @@ impl Volume {
 
     fn leaf_records(&self, data: &[u8], version: u8) -> Result<Vec<Rec>> {
         let mut out = Vec::new();
-        for e in DirIter::new(&data[..self.leaf_space()], self.block_size() as usize, self.has_filetype(), Location::Unknown) {
+        for e in
+            DirIter::new(&data[..self.leaf_space()], self.block_size() as usize, self.has_filetype(), Location::Unknown)
+        {
             let e = e?;
             if e.inode != 0 {
                 let hash = self.name_hash(version, e.name).map_or(0, |h| h.major);
@@ -199,7 +209,8 @@ impl Volume {
                 self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: r.name.clone(), child: r.ino, lblk });
             }
         }
-        let hi_hash = hi.first().map_or(u32::MAX - 1, |r| r.hash) | u32::from(lo.last().map_or(false, |r| Some(r.hash) == hi.first().map(|h| h.hash)));
+        let hi_hash = hi.first().map_or(u32::MAX - 1, |r| r.hash)
+            | u32::from(lo.last().map_or(false, |r| Some(r.hash) == hi.first().map(|h| h.hash)));
         // Root: "." (12 bytes), ".." spanning the rest, dx_root_info, then the index.
         let bs = self.block_size() as usize;
         let mut root = self.fresh_block();
@@ -230,7 +241,9 @@ impl Volume {
         let pblk0 = self.dir_pblk(dir, 0)?;
         let root = DxNode::parse_root(&self.meta(pblk0)?, Location::Block(pblk0))?;
         let version = root.hash_version;
-        let h = self.name_hash(version, name).ok_or_else(|| FsError::Unsupported(format!("directory hash version {version}")))?;
+        let h = self
+            .name_hash(version, name)
+            .ok_or_else(|| FsError::Unsupported(format!("directory hash version {version}")))?;
         // Path of index nodes from the root down: (logical block, node, chosen position).
         let mut path: Vec<(u64, DxNode, usize)> = Vec::new();
         let levels = usize::from(root.indirect_levels);
@@ -278,7 +291,15 @@ impl Volume {
 
     /// Insert `entry` at position `at` of index node `path[level]`, splitting
     /// full nodes upward and deepening the tree when the root is full.
-    fn insert_index(&self, ws: &mut WriteState, dir: &mut Inode, path: &mut Vec<(u64, DxNode, usize)>, level: usize, at: usize, entry: DxEntry) -> Result<()> {
+    fn insert_index(
+        &self,
+        ws: &mut WriteState,
+        dir: &mut Inode,
+        path: &mut Vec<(u64, DxNode, usize)>,
+        level: usize,
+        at: usize,
+        entry: DxEntry,
+    ) -> Result<()> {
         let node = &mut path[level].1;
         if node.entries.len() < usize::from(node.limit) {
             node.entries.insert(at, entry);
@@ -295,7 +316,13 @@ impl Volume {
             self.kb_change(ws, KbChange::IndexNode { dir: dir.ino, pblk: new_p });
             let bs = self.block_size() as usize;
             let limit = ((bs - htree::NODE_OFFSET - if self.sb.has_metadata_csum() { 8 } else { 0 }) / 8) as u16;
-            let mut child = DxNode { hash_version: 0, indirect_levels: 0, limit, entries: std::mem::take(&mut path[0].1.entries), entries_offset: htree::NODE_OFFSET };
+            let mut child = DxNode {
+                hash_version: 0,
+                indirect_levels: 0,
+                limit,
+                entries: std::mem::take(&mut path[0].1.entries),
+                entries_offset: htree::NODE_OFFSET,
+            };
             child.entries.insert(at, entry);
             path[0].1.entries = vec![DxEntry { hash: 0, block: new_l as u32 }];
             path[0].1.indirect_levels += 1;
@@ -311,7 +338,13 @@ impl Volume {
         let mid = node.entries.len() / 2;
         let upper: Vec<DxEntry> = node.entries.split_off(mid);
         let key = upper[0].hash;
-        let sibling = DxNode { hash_version: 0, indirect_levels: 0, limit: node.limit, entries: upper, entries_offset: htree::NODE_OFFSET };
+        let sibling = DxNode {
+            hash_version: 0,
+            indirect_levels: 0,
+            limit: node.limit,
+            entries: upper,
+            entries_offset: htree::NODE_OFFSET,
+        };
         let (l, n, _) = &path[level];
         self.write_index(ws, dir, *l, n)?;
         self.write_index(ws, dir, new_l, &sibling)?;
@@ -378,7 +411,14 @@ impl Volume {
     }
 
     /// Point existing entry `name` at another inode (rename over a target, "..").
-    pub(crate) fn retarget_entry(&self, ws: &mut WriteState, dir: &mut Inode, name: &[u8], ino: u32, ft: u8) -> Result<()> {
+    pub(crate) fn retarget_entry(
+        &self,
+        ws: &mut WriteState,
+        dir: &mut Inode,
+        name: &[u8],
+        ino: u32,
+        ft: u8,
+    ) -> Result<()> {
         self.kb_change(ws, KbChange::Retarget { dir: dir.ino, name: name.to_vec(), child: ino });
         if dir.has_flag(flags::INLINE_DATA) && name == b".." {
             // An inline directory keeps its parent in i_block's first word.

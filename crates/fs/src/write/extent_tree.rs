@@ -72,7 +72,6 @@ impl ExtentPath {
             ExtentNode::Leaf(..) => None,
         })
     }
-
 }
 
 /// An entry of either kind of node.
@@ -226,7 +225,15 @@ impl Volume {
 
     /// Insert `e` at position `at` of level `k`, splitting full nodes and
     /// growing the tree as needed. Leaves `path` stale past level `k`'s parent.
-    fn insert_at(&self, ws: &mut WriteState, inode: &mut Inode, path: &mut ExtentPath, k: usize, at: usize, e: Entry) -> Result<()> {
+    fn insert_at(
+        &self,
+        ws: &mut WriteState,
+        inode: &mut Inode,
+        path: &mut ExtentPath,
+        k: usize,
+        at: usize,
+        e: Entry,
+    ) -> Result<()> {
         let len = path.levels[k].node.len();
         if len < self.capacity(&path.levels[k]) {
             insert_entry(&mut path.levels[k].node, at, e);
@@ -246,7 +253,8 @@ impl Volume {
         let mid = if rightmost { len } else { len / 2 };
         let goal = self.node_goal(inode, path);
         let rblk = self.alloc_node(ws, inode, goal)?;
-        let mut right = Level { blk: Some(rblk), node: path.levels[k].node.split_off(mid, self.node_capacity()), pos: 0 };
+        let mut right =
+            Level { blk: Some(rblk), node: path.levels[k].node.split_off(mid, self.node_capacity()), pos: 0 };
         let into_left = at < mid || (at == mid && !rightmost);
         if into_left {
             insert_entry(&mut path.levels[k].node, at, e);
@@ -279,7 +287,10 @@ impl Volume {
         child.header_mut().max = self.node_capacity();
         let key = child.first_key().expect("a full root has entries");
         let pos = path.levels[0].pos;
-        let root = ExtentNode::Index(ExtentHeader { entries: 1, max: ROOT_MAX, depth, generation: 0 }, vec![ExtentIndex { block: key, leaf: blk }]);
+        let root = ExtentNode::Index(
+            ExtentHeader { entries: 1, max: ROOT_MAX, depth, generation: 0 },
+            vec![ExtentIndex { block: key, leaf: blk }],
+        );
         path.levels[0] = Level { blk: None, node: root, pos: 0 };
         path.levels.insert(1, Level { blk: Some(blk), node: child, pos });
         self.store(ws, inode, &path.levels[1]);
@@ -288,7 +299,14 @@ impl Volume {
     }
 
     /// Remove entry `at` of level `k` (see [`Self::removed`]).
-    fn remove_at(&self, ws: &mut WriteState, inode: &mut Inode, path: &mut ExtentPath, k: usize, at: usize) -> Result<()> {
+    fn remove_at(
+        &self,
+        ws: &mut WriteState,
+        inode: &mut Inode,
+        path: &mut ExtentPath,
+        k: usize,
+        at: usize,
+    ) -> Result<()> {
         remove_entry(&mut path.levels[k].node, at);
         self.removed(ws, inode, path, k, at == 0)
     }
@@ -296,7 +314,14 @@ impl Volume {
     /// Level `k` lost entries (its first too, if `first_changed`): store it.
     /// A non-root node left empty is freed and leaves its parent in turn; an
     /// empty root becomes an empty leaf. Leaves `path` stale below level `k`.
-    pub(super) fn removed(&self, ws: &mut WriteState, inode: &mut Inode, path: &mut ExtentPath, k: usize, first_changed: bool) -> Result<()> {
+    pub(super) fn removed(
+        &self,
+        ws: &mut WriteState,
+        inode: &mut Inode,
+        path: &mut ExtentPath,
+        k: usize,
+        first_changed: bool,
+    ) -> Result<()> {
         if !path.levels[k].node.is_empty() {
             self.store(ws, inode, &path.levels[k]);
             if first_changed && k > 0 {
@@ -305,7 +330,8 @@ impl Volume {
             return Ok(());
         }
         let Some(blk) = path.levels[k].blk else {
-            path.levels[0].node = ExtentNode::Leaf(ExtentHeader { entries: 0, max: ROOT_MAX, depth: 0, generation: 0 }, Vec::new());
+            path.levels[0].node =
+                ExtentNode::Leaf(ExtentHeader { entries: 0, max: ROOT_MAX, depth: 0, generation: 0 }, Vec::new());
             path.levels.truncate(1);
             self.store(ws, inode, &path.levels[0]);
             return Ok(());
@@ -358,7 +384,14 @@ impl Volume {
     /// old extent's logical range, none empty; none at all removes it). The
     /// first piece takes the old entry's place, the others are inserted.
     /// Leaves `path` stale.
-    pub(super) fn replace_extent(&self, ws: &mut WriteState, inode: &mut Inode, path: &mut ExtentPath, i: usize, pieces: &[Extent]) -> Result<()> {
+    pub(super) fn replace_extent(
+        &self,
+        ws: &mut WriteState,
+        inode: &mut Inode,
+        path: &mut ExtentPath,
+        i: usize,
+        pieces: &[Extent],
+    ) -> Result<()> {
         let k = path.depth();
         let Some((first, rest)) = pieces.split_first() else {
             self.remove_at(ws, inode, path, k, i)?;
@@ -378,7 +411,13 @@ impl Volume {
 
     /// Merge extent `i` of the path's leaf into extent `i - 1` where both
     /// are contiguous and alike. Returns whether it did (`path` is then stale).
-    pub(super) fn merge_left(&self, ws: &mut WriteState, inode: &mut Inode, path: &mut ExtentPath, i: usize) -> Result<bool> {
+    pub(super) fn merge_left(
+        &self,
+        ws: &mut WriteState,
+        inode: &mut Inode,
+        path: &mut ExtentPath,
+        i: usize,
+    ) -> Result<bool> {
         let exts = path.leaf().0;
         if i == 0 || i >= exts.len() || !mergeable(&exts[i - 1], &exts[i]) {
             return Ok(false);
@@ -415,7 +454,10 @@ impl Volume {
 /// sum still fits one extent.
 fn mergeable(a: &Extent, b: &Extent) -> bool {
     let limit = u32::from(extent::MAX_INIT_LEN) - u32::from(a.uninit);
-    a.end() == u64::from(b.block) && a.start + u64::from(a.len) == b.start && a.uninit == b.uninit && u32::from(a.len) + u32::from(b.len) <= limit
+    a.end() == u64::from(b.block)
+        && a.start + u64::from(a.len) == b.start
+        && a.uninit == b.uninit
+        && u32::from(a.len) + u32::from(b.len) <= limit
 }
 
 impl Volume {

@@ -25,11 +25,24 @@ impl Volume {
     /// what is missing; returns the runs (lblk, pblk, len, reads as zeros:
     /// newly allocated or preallocated). With `unwritten`, new blocks are
     /// preallocated (fallocate): they read as zeros until written.
-    pub(crate) fn ensure_mapped(&self, ws: &mut WriteState, inode: &mut Inode, lblk: u64, count: u64) -> Result<Vec<(u64, u64, u64, bool)>> {
+    pub(crate) fn ensure_mapped(
+        &self,
+        ws: &mut WriteState,
+        inode: &mut Inode,
+        lblk: u64,
+        count: u64,
+    ) -> Result<Vec<(u64, u64, u64, bool)>> {
         self.map_or_allocate(ws, inode, lblk, count, false)
     }
 
-    pub(crate) fn map_or_allocate(&self, ws: &mut WriteState, inode: &mut Inode, lblk: u64, count: u64, unwritten: bool) -> Result<Vec<(u64, u64, u64, bool)>> {
+    pub(crate) fn map_or_allocate(
+        &self,
+        ws: &mut WriteState,
+        inode: &mut Inode,
+        lblk: u64,
+        count: u64,
+        unwritten: bool,
+    ) -> Result<Vec<(u64, u64, u64, bool)>> {
         if !inode.has_flag(flags::EXTENTS) {
             return Err(FsError::Unsupported("writing block-mapped (ext2/ext3-style) files".into()));
         }
@@ -51,7 +64,11 @@ impl Volume {
                     let goal = self.alloc_goal(inode, l)?;
                     let (pblk, got) = self.alloc_blocks(ws, goal, want)?;
                     self.adjust_blocks(inode, got as i64);
-                    self.insert_extent(ws, inode, Extent { block: l as u32, len: got as u16, start: pblk, uninit: unwritten })?;
+                    self.insert_extent(
+                        ws,
+                        inode,
+                        Extent { block: l as u32, len: got as u16, start: pblk, uninit: unwritten },
+                    )?;
                     out.push((l, pblk, got, true));
                     l += got;
                 }
@@ -88,7 +105,12 @@ impl Volume {
             let e = exts[i];
             let (b, x) = (u64::from(e.block), e.end());
             let (lo, hi) = (b.max(at), x.min(end));
-            let piece = |from: u64, to: u64, uninit: bool| Extent { block: from as u32, len: (to - from) as u16, start: e.start + (from - b), uninit };
+            let piece = |from: u64, to: u64, uninit: bool| Extent {
+                block: from as u32,
+                len: (to - from) as u16,
+                start: e.start + (from - b),
+                uninit,
+            };
             let mut pieces = Vec::with_capacity(3);
             if b < lo {
                 pieces.push(piece(b, lo, true));
@@ -129,7 +151,13 @@ impl Volume {
     }
 
     /// Free every block at logical block >= `from` and drop it from the tree.
-    pub(crate) fn truncate_blocks(&self, ws: &mut WriteState, inode: &mut Inode, from: u64, split: &mut Split) -> Result<()> {
+    pub(crate) fn truncate_blocks(
+        &self,
+        ws: &mut WriteState,
+        inode: &mut Inode,
+        from: u64,
+        split: &mut Split,
+    ) -> Result<()> {
         if !inode.has_flag(flags::EXTENTS) {
             return self.truncate_indirect(ws, inode, from, split);
         }
@@ -143,7 +171,14 @@ impl Volume {
     /// cut (`split`) commits what is done if the extent's frees might not fit
     /// in the running transaction; the leaf is written first without the
     /// extents freed so far, so that each cut leaves a whole tree.
-    pub(crate) fn unmap_range(&self, ws: &mut WriteState, inode: &mut Inode, from: u64, to: u64, split: &mut Split) -> Result<()> {
+    pub(crate) fn unmap_range(
+        &self,
+        ws: &mut WriteState,
+        inode: &mut Inode,
+        from: u64,
+        to: u64,
+        split: &mut Split,
+    ) -> Result<()> {
         debug_assert!(inode.has_flag(flags::EXTENTS));
         let mut at = from;
         'leaves: while at < to {
@@ -155,12 +190,18 @@ impl Volume {
             if let Some(&e) = exts.get(first).filter(|e| u64::from(e.block) < from && e.end() > to) {
                 let start = e.start + (from - u64::from(e.block));
                 // The insertion may split every node on the path and grow the tree.
-                if self.txn_full(ws, self.free_credits(start, to - from, path.depth()) + 3 * (path.depth() as u64 + 2)) {
+                if self.txn_full(ws, self.free_credits(start, to - from, path.depth()) + 3 * (path.depth() as u64 + 2))
+                {
                     self.split_here(ws, inode, split)?;
                     continue 'leaves;
                 }
                 self.free_range(ws, inode, start, to - from)?;
-                let piece = |lo: u64, hi: u64| Extent { block: lo as u32, len: (hi - lo) as u16, start: e.start + (lo - u64::from(e.block)), uninit: e.uninit };
+                let piece = |lo: u64, hi: u64| Extent {
+                    block: lo as u32,
+                    len: (hi - lo) as u16,
+                    start: e.start + (lo - u64::from(e.block)),
+                    uninit: e.uninit,
+                };
                 let pieces = [piece(u64::from(e.block), from), piece(to, e.end())];
                 return self.replace_extent(ws, inode, &mut path, first, &pieces);
             }
@@ -187,7 +228,12 @@ impl Volume {
                 }
                 changed = true;
                 self.free_range(ws, inode, e.start + (lo - b), hi - lo)?;
-                let piece = |lo: u64, hi: u64| Extent { block: lo as u32, len: (hi - lo) as u16, start: e.start + (lo - b), uninit: e.uninit };
+                let piece = |lo: u64, hi: u64| Extent {
+                    block: lo as u32,
+                    len: (hi - lo) as u16,
+                    start: e.start + (lo - b),
+                    uninit: e.uninit,
+                };
                 if b < lo {
                     kept.push(piece(b, lo));
                 }
@@ -208,7 +254,14 @@ impl Volume {
 
     /// Make `kept` the path's leaf: write it (and the keys above it if its
     /// first extent changed), or free it if it is empty.
-    fn store_leaf(&self, ws: &mut WriteState, inode: &mut Inode, path: &mut ExtentPath, kept: Vec<Extent>, old_first: Option<u32>) -> Result<()> {
+    fn store_leaf(
+        &self,
+        ws: &mut WriteState,
+        inode: &mut Inode,
+        path: &mut ExtentPath,
+        kept: Vec<Extent>,
+        old_first: Option<u32>,
+    ) -> Result<()> {
         let first_changed = kept.first().map(|e| e.block) != old_first;
         *path.leaf_mut() = kept;
         path.levels.last_mut().expect("a path is never empty").node.sync_count();
@@ -273,7 +326,16 @@ impl Volume {
     /// `path`: the indirect blocks above it, each as it is now (the pointers
     /// to children freed already zeroed), written at a cut.
     #[allow(clippy::too_many_arguments)]
-    fn free_indirect(&self, ws: &mut WriteState, inode: &mut Inode, blk: u64, levels: u32, per: u64, split: &mut Split, path: &mut Vec<(u64, Vec<u8>)>) -> Result<()> {
+    fn free_indirect(
+        &self,
+        ws: &mut WriteState,
+        inode: &mut Inode,
+        blk: u64,
+        levels: u32,
+        per: u64,
+        split: &mut Split,
+        path: &mut Vec<(u64, Vec<u8>)>,
+    ) -> Result<()> {
         self.check_block(blk, "indirect block")?;
         // This block's bitmap and descriptor, the path's blocks, the inode's.
         if self.txn_full(ws, path.len() as u64 + 3) {

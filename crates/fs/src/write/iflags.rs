@@ -20,7 +20,16 @@ pub const USER_MODIFIABLE: u32 = 0x624B_C0FF;
 const NOT_CHANGEABLE: u32 = fl::JOURNAL_DATA | fl::EXTENTS | fl::CASEFOLD;
 /// Flags a new inode takes from its directory (EXT4_FL_INHERITED without
 /// JOURNAL_DATA, which this engine does not honour).
-const INHERITED: u32 = fl::SECRM | fl::UNRM | fl::COMPR | fl::SYNC | fl::NODUMP | fl::NOATIME | fl::NOCOMPR | fl::NOTAIL | fl::DIRSYNC | fl::PROJINHERIT;
+const INHERITED: u32 = fl::SECRM
+    | fl::UNRM
+    | fl::COMPR
+    | fl::SYNC
+    | fl::NODUMP
+    | fl::NOATIME
+    | fl::NOCOMPR
+    | fl::NOTAIL
+    | fl::DIRSYNC
+    | fl::PROJINHERIT;
 /// Directory-only flags (ext4_mask_flags).
 const DIR_ONLY: u32 = fl::DIRSYNC | fl::TOPDIR | fl::CASEFOLD | fl::PROJINHERIT;
 
@@ -59,7 +68,9 @@ pub fn wants_sync(inode: &Inode) -> bool {
 pub enum OpenAccess {
     Read,
     /// Write access; `append` when opened with O_APPEND.
-    Write { append: bool },
+    Write {
+        append: bool,
+    },
 }
 
 impl Volume {

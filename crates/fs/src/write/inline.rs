@@ -54,8 +54,17 @@ impl Volume {
     /// no blocks, as a new file), and its contents after the write fit in the
     /// inode. Returns false, having changed nothing, otherwise. The caller
     /// sets the times first; this writes the inode.
-    pub(crate) fn write_inline(&self, ws: &mut WriteState, inode: &mut Inode, offset: u64, data: &[u8]) -> Result<bool> {
-        if !self.sb.has_incompat(feature::incompat::INLINE_DATA) || !inode.is_reg() || inode.has_flag(flags::ENCRYPT | flags::VERITY) {
+    pub(crate) fn write_inline(
+        &self,
+        ws: &mut WriteState,
+        inode: &mut Inode,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<bool> {
+        if !self.sb.has_incompat(feature::incompat::INLINE_DATA)
+            || !inode.is_reg()
+            || inode.has_flag(flags::ENCRYPT | flags::VERITY)
+        {
             return Ok(false);
         }
         let inline = inode.has_flag(flags::INLINE_DATA);

@@ -411,7 +411,13 @@ impl Volume {
 
     /// Record a commit the commit thread made (see `committer`): as the end
     /// of `log_transaction` and `commit_user_changes` do for one made here.
-    pub(crate) fn committed(&self, ws: &mut WriteState, info: Option<journal::CommitInfo>, txn: &Txn, since: std::time::Instant) {
+    pub(crate) fn committed(
+        &self,
+        ws: &mut WriteState,
+        info: Option<journal::CommitInfo>,
+        txn: &Txn,
+        since: std::time::Instant,
+    ) {
         count_commit(ws, info.as_ref());
         if self.opts.lazy {
             if let Some(j) = self.jbd2.as_ref() {
@@ -451,7 +457,9 @@ impl Volume {
             (j.space_left(), j.max_transaction_blocks())
         };
         if need > max {
-            return Err(FsError::Unsupported(format!("transaction of {need} journal blocks exceeds the journal's limit of {max}")));
+            return Err(FsError::Unsupported(format!(
+                "transaction of {need} journal blocks exceeds the journal's limit of {max}"
+            )));
         }
         if need > space {
             self.checkpoint(ws, journal::CheckpointGoal::Space(need))?;
@@ -551,12 +559,8 @@ impl Volume {
 
     fn write_back_due(&self, ws: &mut WriteState, older_than: Option<std::time::Instant>) -> Result<()> {
         let bs = u64::from(self.block_size());
-        let due: Vec<u64> = ws
-            .unwritten
-            .iter()
-            .filter(|(_, u)| older_than.map_or(true, |t| u.since <= t))
-            .map(|(&b, _)| b)
-            .collect();
+        let due: Vec<u64> =
+            ws.unwritten.iter().filter(|(_, u)| older_than.map_or(true, |t| u.since <= t)).map(|(&b, _)| b).collect();
         if due.is_empty() {
             return Ok(());
         }

@@ -11,10 +11,14 @@ impl Volume {
     pub(crate) fn start_writing(&mut self) -> Result<()> {
         if self.sb.has_ro_compat(!SUPPORTED_RO_COMPAT_WRITE) {
             let unknown = self.sb.f.feature_ro_compat & !SUPPORTED_RO_COMPAT_WRITE;
-            return Err(FsError::Unsupported(format!("writing volumes with ro_compat features {unknown:#x} (mount read-only)")));
+            return Err(FsError::Unsupported(format!(
+                "writing volumes with ro_compat features {unknown:#x} (mount read-only)"
+            )));
         }
         if self.sb.f.state & ondisk::superblock::STATE_ERROR != 0 {
-            return Err(FsError::Unsupported("the volume has errors recorded: run e2fsck before mounting read-write".into()));
+            return Err(FsError::Unsupported(
+                "the volume has errors recorded: run e2fsck before mounting read-write".into(),
+            ));
         }
         let mut ws = WriteState::new(self.sb.clone());
         if self.opts.data_writeback_bytes > 0 {
@@ -22,10 +26,15 @@ impl Volume {
             // before each commit block writes the waiting data first. A
             // flusher thread writes batches out meanwhile, as the kernel's
             // does, so a request rarely waits for a write-out.
-            self.dev = Arc::new(blockdev::DataWriteback::with_flusher(self.dev.clone(), self.block_size, self.opts.data_writeback_bytes));
+            self.dev = Arc::new(blockdev::DataWriteback::with_flusher(
+                self.dev.clone(),
+                self.block_size,
+                self.opts.data_writeback_bytes,
+            ));
         }
         if let Some(info) = &self.journal {
-            let map = journal::JournalMap::new(info.runs.clone(), info.len_blocks, self.block_size()).map_err(super::journal_err)?;
+            let map = journal::JournalMap::new(info.runs.clone(), info.len_blocks, self.block_size())
+                .map_err(super::journal_err)?;
             let mut j = journal::Journal::load(self.dev.clone(), map).map_err(super::journal_err)?;
             if j.needs_recovery() {
                 // The scan `open` made for its in-memory replay, if it made one.

@@ -103,12 +103,31 @@ impl Volume {
     /// asked, `umask` applied unless the directory has a default ACL, which
     /// is inherited instead (in the same operation).
     #[allow(clippy::too_many_arguments)]
-    pub fn create_masked(&self, parent: u32, name: &[u8], kind: CreateKind, perm: u16, umask: u16, uid: u32, gid: u32) -> Result<Inode> {
+    pub fn create_masked(
+        &self,
+        parent: u32,
+        name: &[u8],
+        kind: CreateKind,
+        perm: u16,
+        umask: u16,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Inode> {
         self.atomic(|ws| self.create_in(ws, parent, name, &kind, perm, umask, uid, gid))
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn create_in(&self, ws: &mut WriteState, parent: u32, name: &[u8], kind: &CreateKind, perm: u16, umask: u16, uid: u32, gid: u32) -> Result<Inode> {
+    pub(super) fn create_in(
+        &self,
+        ws: &mut WriteState,
+        parent: u32,
+        name: &[u8],
+        kind: &CreateKind,
+        perm: u16,
+        umask: u16,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Inode> {
         let mut dir = self.dir_inode(parent)?;
         refuse_if(&dir, flags::IMMUTABLE)?;
         self.check_new_name(&dir, name)?;
@@ -288,7 +307,15 @@ impl Volume {
     }
 
     /// rename(2), with RENAME_NOREPLACE and RENAME_EXCHANGE.
-    pub fn rename(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, exchange: bool) -> Result<()> {
+    pub fn rename(
+        &self,
+        parent: u32,
+        name: &[u8],
+        newparent: u32,
+        newname: &[u8],
+        noreplace: bool,
+        exchange: bool,
+    ) -> Result<()> {
         self.atomic(|ws| {
             let how = if exchange { RenameHow::Exchange } else { RenameHow::Move };
             let replaced = self.rename_in(ws, parent, name, newparent, newname, noreplace, how)?;
@@ -305,7 +332,16 @@ impl Volume {
     /// Returns the inode whose name the rename took over, for
     /// [`Volume::drop_replaced`] to write or free.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn rename_in(&self, ws: &mut WriteState, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, how: RenameHow) -> Result<Option<Inode>> {
+    pub(super) fn rename_in(
+        &self,
+        ws: &mut WriteState,
+        parent: u32,
+        name: &[u8],
+        newparent: u32,
+        newname: &[u8],
+        noreplace: bool,
+        how: RenameHow,
+    ) -> Result<Option<Inode>> {
         if newname.len() > ondisk::dir::MAX_NAME_LEN {
             return Err(FsError::NameTooLong);
         }
@@ -350,7 +386,8 @@ impl Volume {
                     self.retarget_entry(ws, &mut other, b"..", parent, ftype::DIR)?;
                 }
                 if src.is_dir() != other.is_dir() {
-                    let (into_dst, into_src) = if src.is_dir() { (&mut dst_dir, &mut src_dir) } else { (&mut src_dir, &mut dst_dir) };
+                    let (into_dst, into_src) =
+                        if src.is_dir() { (&mut dst_dir, &mut src_dir) } else { (&mut src_dir, &mut dst_dir) };
                     self.inc_dir_links(into_dst);
                     self.dec_dir_links(into_src);
                 }
@@ -411,7 +448,16 @@ impl Volume {
     /// whiteout (a character device 0:0 owned by `uid`:`gid`, what overlayfs
     /// reads as "deleted"), in the same transaction.
     #[allow(clippy::too_many_arguments)]
-    pub fn rename_whiteout(&self, parent: u32, name: &[u8], newparent: u32, newname: &[u8], noreplace: bool, uid: u32, gid: u32) -> Result<()> {
+    pub fn rename_whiteout(
+        &self,
+        parent: u32,
+        name: &[u8],
+        newparent: u32,
+        newname: &[u8],
+        noreplace: bool,
+        uid: u32,
+        gid: u32,
+    ) -> Result<()> {
         self.atomic(|ws| {
             let replaced = self.rename_in(ws, parent, name, newparent, newname, noreplace, RenameHow::Whiteout)?;
             self.create_in(ws, parent, name, &CreateKind::Char(0), 0, 0, uid, gid)?;
@@ -419,7 +465,14 @@ impl Volume {
         })
     }
 
-    pub(super) fn finish_rename(&self, ws: &mut WriteState, parent: u32, newparent: u32, mut src_dir: Inode, mut dst_dir: Inode) -> Result<()> {
+    pub(super) fn finish_rename(
+        &self,
+        ws: &mut WriteState,
+        parent: u32,
+        newparent: u32,
+        mut src_dir: Inode,
+        mut dst_dir: Inode,
+    ) -> Result<()> {
         touch(&mut dst_dir, true);
         if parent == newparent {
             return self.write_inode(ws, &dst_dir);

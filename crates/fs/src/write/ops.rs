@@ -107,5 +107,3 @@ impl Volume {
         }
     }
 }
-
-

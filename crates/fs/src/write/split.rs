@@ -109,7 +109,8 @@ impl Volume {
         let copies = ws.running.len() as u64 + ws.freed.groups.len() as u64 + changed_descs + 1 + need;
         // `need` may also stand for revoked blocks: count it there too.
         let revoked = ws.running.revoked_len() + need as usize;
-        journal::Transaction::journal_blocks_for(&limit.layout, copies as usize, revoked) + END_RESERVE > limit.max_blocks
+        journal::Transaction::journal_blocks_for(&limit.layout, copies as usize, revoked) + END_RESERVE
+            > limit.max_blocks
     }
 
     /// A cut in an operation that may span transactions: commit what it did

@@ -16,10 +16,10 @@ use super::txn::Slot;
 use super::{DirtyGroup, WriteState};
 use crate::cache::Peeked;
 use crate::error::{FsError, Result};
+use crate::intmap::IntMap;
 use crate::volume::Volume;
 use ondisk::group_desc::GroupDesc;
 use ondisk::superblock::Superblock;
-use crate::intmap::IntMap;
 use std::time::Duration;
 
 /// How long a create on a volume whose only free inodes the kernel still
@@ -149,7 +149,10 @@ impl Volume {
                 ws.failed.get_or_insert_with(|| format!("an operation failed after committing part of itself: {err}"));
                 return Err(err);
             }
-            if matches!(err, FsError::NoSpace) && !retried && ws.deferred.iter().any(|d| matches!(d, super::Deferred::Free { .. })) {
+            if matches!(err, FsError::NoSpace)
+                && !retried
+                && ws.deferred.iter().any(|d| matches!(d, super::Deferred::Free { .. }))
+            {
                 retried = true;
                 self.commit(&mut ws)?;
                 continue;
@@ -189,7 +192,8 @@ impl Volume {
     }
 
     fn stopped_by_panic(&self, ws: &mut WriteState) {
-        ws.failed.get_or_insert_with(|| "an operation panicked halfway (its changes in memory were rolled back)".into());
+        ws.failed
+            .get_or_insert_with(|| "an operation panicked halfway (its changes in memory were rolled back)".into());
         if let Some(undo) = ws.undo.take() {
             self.kb_discard(ws);
             self.roll_back(ws, undo);

@@ -73,7 +73,14 @@ impl Volume {
     /// posix_acl_update_mode, as ext4_set_acl applies it); it also clears the
     /// set-group-ID bit unless `may_keep_sgid(file's gid)` (the caller is in
     /// that group or holds CAP_FSETID). A default ACL is for directories only.
-    pub fn set_xattr_by(&self, ino: u32, name: &[u8], value: &[u8], mode: XattrMode, may_keep_sgid: &dyn Fn(u32) -> bool) -> Result<()> {
+    pub fn set_xattr_by(
+        &self,
+        ino: u32,
+        name: &[u8],
+        value: &[u8],
+        mode: XattrMode,
+        may_keep_sgid: &dyn Fn(u32) -> bool,
+    ) -> Result<()> {
         let (idx, suffix) = split_name(name)?;
         let acl = if idx == ACL_ACCESS || idx == ACL_DEFAULT { Some(Acl::from_xattr(value)?) } else { None };
         self.atomic(|ws| {
@@ -237,7 +244,6 @@ impl Volume {
         inode.set_time(ondisk::inode::TimeField::Change, now());
         self.write_inode(ws, inode)
     }
-
 }
 
 fn set_file_acl(inode: &mut Inode, blk: u64) {
@@ -261,7 +267,11 @@ impl Volume {
         let bits = |inode: &Inode| {
             let m = inode.base.mode;
             let sgid = if m & 0o010 != 0 { S_ISGID } else { 0 };
-            if suidgid { m & (S_ISUID | sgid) } else { 0 }
+            if suidgid {
+                m & (S_ISUID | sgid)
+            } else {
+                0
+            }
         };
         let has_cap = |all: &[Xattr]| all.iter().any(|x| x.name_index == SECURITY && x.suffix == b"capability");
         // A look without the write lock first: most writes have nothing to drop.

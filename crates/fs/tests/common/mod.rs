@@ -24,7 +24,8 @@ pub fn have_mkfs() -> bool {
 pub fn populate(dir: &Path) {
     std::fs::create_dir_all(dir.join("a/b/c")).unwrap();
     std::fs::write(dir.join("a/hello.txt"), b"hello world\n").unwrap();
-    std::fs::write(dir.join("a/b/big.bin"), (0..300_000u32).flat_map(|i| i.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    std::fs::write(dir.join("a/b/big.bin"), (0..300_000u32).flat_map(|i| i.to_le_bytes()).collect::<Vec<u8>>())
+        .unwrap();
     for i in 0..400 {
         std::fs::write(dir.join(format!("a/b/c/file-{i:04}")), format!("{i}\n")).unwrap();
     }
@@ -156,7 +157,8 @@ pub fn e2fsck_clean_after_replay(img: &Path) {
 pub fn kernel_mounted<T>(img: &Path, mnt: &Path, f: impl FnOnce(&Path) -> T) -> T {
     let mut tries = 0;
     loop {
-        let out = Command::new("mount").args(["-t", "ext4", "-o", "loop"]).arg(img).arg(mnt).output().expect("run mount");
+        let out =
+            Command::new("mount").args(["-t", "ext4", "-o", "loop"]).arg(img).arg(mnt).output().expect("run mount");
         if out.status.success() {
             break;
         }
@@ -181,7 +183,12 @@ pub fn kernel_mounted<T>(img: &Path, mnt: &Path, f: impl FnOnce(&Path) -> T) -> 
             // The loop device lets go of the image asynchronously: wait, so that
             // nothing of this mount reaches the next use of the file.
             for _ in 0..200 {
-                let held = Command::new("losetup").arg("-j").arg(self.1).output().map(|o| !o.stdout.is_empty()).unwrap_or(false);
+                let held = Command::new("losetup")
+                    .arg("-j")
+                    .arg(self.1)
+                    .output()
+                    .map(|o| !o.stdout.is_empty())
+                    .unwrap_or(false);
                 if !held {
                     return;
                 }

@@ -17,11 +17,7 @@ use super::Builder;
 
 #[derive(Clone, Debug)]
 pub enum Op {
-    Write {
-        offset: u64,
-        data: Vec<u8>,
-        class: IoClass,
-    },
+    Write { offset: u64, data: Vec<u8>, class: IoClass },
     Flush,
 }
 
@@ -32,18 +28,12 @@ pub struct MemDevice {
 
 impl MemDevice {
     pub fn new(size: usize) -> MemDevice {
-        MemDevice {
-            bytes: Mutex::new(vec![0; size]),
-            ops: Mutex::new(Vec::new()),
-        }
+        MemDevice { bytes: Mutex::new(vec![0; size]), ops: Mutex::new(Vec::new()) }
     }
 
     /// A device holding `bytes`, with no recorded history.
     pub fn from_bytes(bytes: Vec<u8>) -> MemDevice {
-        MemDevice {
-            bytes: Mutex::new(bytes),
-            ops: Mutex::new(Vec::new()),
-        }
+        MemDevice { bytes: Mutex::new(bytes), ops: Mutex::new(Vec::new()) }
     }
 
     pub fn snapshot(&self) -> Vec<u8> {
@@ -77,13 +67,8 @@ impl BlockDevice for MemDevice {
     }
     fn write_at(&self, offset: u64, buf: &[u8], class: IoClass) -> io::Result<()> {
         check_request(self.size(), 512, offset, buf.len())?;
-        self.bytes.lock().unwrap()[offset as usize..offset as usize + buf.len()]
-            .copy_from_slice(buf);
-        self.ops.lock().unwrap().push(Op::Write {
-            offset,
-            data: buf.to_vec(),
-            class,
-        });
+        self.bytes.lock().unwrap()[offset as usize..offset as usize + buf.len()].copy_from_slice(buf);
+        self.ops.lock().unwrap().push(Op::Write { offset, data: buf.to_vec(), class });
         Ok(())
     }
     fn flush(&self) -> io::Result<()> {
@@ -107,10 +92,7 @@ pub fn apply(base: &[u8], ops: &[Op]) -> Vec<u8> {
 /// `cut`: everything up to the last flush before the cut, and of the writes
 /// since, only the last one.
 pub fn unflushed_dropped(ops: &[Op], cut: usize) -> Vec<Op> {
-    let last_flush = ops[..cut]
-        .iter()
-        .rposition(|o| matches!(o, Op::Flush))
-        .map_or(0, |i| i + 1);
+    let last_flush = ops[..cut].iter().rposition(|o| matches!(o, Op::Flush)).map_or(0, |i| i + 1);
     let mut kept: Vec<Op> = ops[..last_flush].to_vec();
     if cut > last_flush {
         kept.push(ops[cut - 1].clone());
@@ -133,15 +115,8 @@ pub fn empty_journal_at(
 ) -> (Arc<MemDevice>, JournalMap) {
     let jlen = u64::from(jlen);
     let half = jlen / 2;
-    let map = JournalMap::new(
-        vec![(0, jphys, half), (half, jphys + half + gap, jlen - half)],
-        jlen,
-        bs,
-    )
-    .unwrap();
-    let dev = Arc::new(MemDevice::new(
-        ((jphys + jlen + gap + 8) * u64::from(bs)) as usize,
-    ));
+    let map = JournalMap::new(vec![(0, jphys, half), (half, jphys + half + gap, jlen - half)], jlen, bs).unwrap();
+    let dev = Arc::new(MemDevice::new(((jphys + jlen + gap + 8) * u64::from(bs)) as usize));
     let b = Builder::with_start(bs, jlen as u32, compat, incompat, 0, seq);
     let mut block = vec![0u8; bs as usize];
     b.sb.write_to(&mut block).unwrap();
@@ -170,12 +145,7 @@ pub fn load_recover(dev: &Arc<MemDevice>, map: &JournalMap) -> (Journal<Arc<MemD
 
 /// Block `block` as a reader sees it: the copy `read` fills in if it has
 /// one, else the block at home on `dev`.
-pub fn copy_or_home(
-    dev: &MemDevice,
-    bs: u32,
-    block: u64,
-    read: impl FnOnce(&mut [u8]) -> bool,
-) -> Vec<u8> {
+pub fn copy_or_home(dev: &MemDevice, bs: u32, block: u64, read: impl FnOnce(&mut [u8]) -> bool) -> Vec<u8> {
     let mut buf = vec![0u8; bs as usize];
     if read(&mut buf) {
         buf
@@ -185,15 +155,8 @@ pub fn copy_or_home(
 }
 
 /// What the volume holds after replay: the replayed copy if any, else home.
-pub fn after_replay(
-    j: &Journal<Arc<MemDevice>>,
-    r: &Recovery,
-    dev: &MemDevice,
-    block: u64,
-) -> Vec<u8> {
-    copy_or_home(dev, j.map().block_size(), block, |buf| {
-        r.read_replayed(j, block, buf).unwrap()
-    })
+pub fn after_replay(j: &Journal<Arc<MemDevice>>, r: &Recovery, dev: &MemDevice, block: u64) -> Vec<u8> {
+    copy_or_home(dev, j.map().block_size(), block, |buf| r.read_replayed(j, block, buf).unwrap())
 }
 
 /// Follow a committed transaction in `model` (block -> newest contents):
@@ -214,10 +177,7 @@ pub struct Rng(pub u64);
 impl Rng {
     /// The next number in `0..n`.
     pub fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (self.0 >> 33) % n
     }
 }

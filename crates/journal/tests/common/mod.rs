@@ -38,10 +38,7 @@ impl JournalReader for MemJournal {
     }
     fn read_block(&self, jblock: u64, buf: &mut [u8]) -> io::Result<()> {
         if jblock >= self.len_blocks() {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "past journal end",
-            ));
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "past journal end"));
         }
         buf.copy_from_slice(self.block(jblock));
         Ok(())
@@ -70,14 +67,7 @@ impl Builder {
     }
 
     /// A journal whose log starts at `start` with transaction `seq`.
-    pub fn with_start(
-        bs: u32,
-        nblocks: u32,
-        compat: u32,
-        incompat: u32,
-        start: u32,
-        seq: u32,
-    ) -> Builder {
+    pub fn with_start(bs: u32, nblocks: u32, compat: u32, incompat: u32, start: u32, seq: u32) -> Builder {
         let csum = incompat & (FEATURE_INCOMPAT_CSUM_V2 | FEATURE_INCOMPAT_CSUM_V3) != 0;
         let sb = Superblock {
             version: BlockType::SuperblockV2,
@@ -96,11 +86,7 @@ impl Builder {
             dynsuper: 0,
             max_transaction: 0,
             max_trans_data: 0,
-            checksum_type: if csum {
-                superblock::CHECKSUM_TYPE_CRC32C
-            } else {
-                0
-            },
+            checksum_type: if csum { superblock::CHECKSUM_TYPE_CRC32C } else { 0 },
             num_fc_blocks: 0,
             head: 0,
             checksum: 0,
@@ -108,10 +94,7 @@ impl Builder {
         };
         let layout = sb.layout();
         Builder {
-            j: MemJournal {
-                bs,
-                bytes: vec![0; bs as usize * nblocks as usize],
-            },
+            j: MemJournal { bs, bytes: vec![0; bs as usize * nblocks as usize] },
             layout,
             pos: u64::from(start),
             seq,
@@ -153,21 +136,11 @@ impl Builder {
                 _ => 0,
             };
             let uuid = if i == 0 { Some(self.sb.uuid) } else { None };
-            tags.push(Tag {
-                block: *blk,
-                flags,
-                checksum,
-                uuid,
-            });
+            tags.push(Tag { block: *blk, flags, checksum, uuid });
             copies.push(copy);
         }
         let mut b = vec![0u8; bs];
-        DescriptorBlock {
-            sequence: self.seq,
-            tags,
-        }
-        .write_to(&mut b, &self.layout)
-        .unwrap();
+        DescriptorBlock { sequence: self.seq, tags }.write_to(&mut b, &self.layout).unwrap();
         self.crc = crc32_be(self.crc, &b);
         self.put(&b);
         copies
@@ -181,12 +154,7 @@ impl Builder {
 
     pub fn revoke(&mut self, blocks: &[u64]) -> u64 {
         let mut b = vec![0u8; self.j.bs as usize];
-        RevokeBlock {
-            sequence: self.seq,
-            blocks: blocks.to_vec(),
-        }
-        .write_to(&mut b, &self.layout)
-        .unwrap();
+        RevokeBlock { sequence: self.seq, blocks: blocks.to_vec() }.write_to(&mut b, &self.layout).unwrap();
         self.put(&b)
     }
 

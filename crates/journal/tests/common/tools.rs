@@ -13,19 +13,14 @@ use journal::{JournalMap, JournalReader};
 /// Why tests needing root and e2fsprogs cannot run here, if they cannot.
 pub fn skip_reason(need_root: bool) -> Option<String> {
     for tool in ["mkfs.ext4", "debugfs", "e2fsck", "dumpe2fs"] {
-        let found = ["/sbin", "/usr/sbin", "/bin", "/usr/bin"]
-            .iter()
-            .any(|d| Path::new(d).join(tool).exists());
+        let found = ["/sbin", "/usr/sbin", "/bin", "/usr/bin"].iter().any(|d| Path::new(d).join(tool).exists());
         if !found {
             return Some(format!("{tool} not found (install e2fsprogs)"));
         }
     }
     if need_root {
-        let uid = Command::new("id")
-            .arg("-u")
-            .output()
-            .ok()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+        let uid =
+            Command::new("id").arg("-u").output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
         if uid.as_deref() != Some("0") {
             return Some("not root (loop mounts need root)".into());
         }
@@ -50,10 +45,7 @@ macro_rules! require_tools {
 
 /// Run a command; panic with its output unless it exits with one of `ok` codes.
 pub fn run_ok(cmd: &str, args: &[&str], ok: &[i32]) -> String {
-    let out = Command::new(cmd)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd}: {e}"));
     let code = out.status.code().unwrap_or(-1);
     if !ok.contains(&code) {
         panic!(
@@ -80,20 +72,13 @@ pub fn debugfs(img: &Path, request: &str) -> String {
 pub fn debugfs_write(img: &Path, requests: &str) -> String {
     let cmdfile = img.with_extension("cmds");
     std::fs::write(&cmdfile, requests).unwrap();
-    run(
-        "debugfs",
-        &["-w", "-f", cmdfile.to_str().unwrap(), img.to_str().unwrap()],
-    )
+    run("debugfs", &["-w", "-f", cmdfile.to_str().unwrap(), img.to_str().unwrap()])
 }
 
 /// A field of `dumpe2fs -h`, e.g. "Block size".
 pub fn dumpe2fs_field(img: &Path, field: &str) -> Option<String> {
     let out = run_ok("dumpe2fs", &["-h", img.to_str().unwrap()], &[0, 1]);
-    out.lines().find_map(|l| {
-        l.strip_prefix(field)
-            .and_then(|r| r.strip_prefix(':'))
-            .map(|v| v.trim().to_string())
-    })
+    out.lines().find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':')).map(|v| v.trim().to_string()))
 }
 
 /// The journal of an ext4 image, read through the journal inode's extents.
@@ -107,19 +92,11 @@ pub struct ImageJournal {
 
 impl ImageJournal {
     pub fn open(img: &Path) -> ImageJournal {
-        let bs: u32 = dumpe2fs_field(img, "Block size")
-            .expect("block size")
-            .parse()
-            .unwrap();
+        let bs: u32 = dumpe2fs_field(img, "Block size").expect("block size").parse().unwrap();
         let stat = debugfs(img, "stat <8>");
         let map = parse_block_map(&stat);
         let len = map.iter().map(|(l, (_, n))| l + n).max().unwrap_or(0);
-        ImageJournal {
-            file: File::open(img).unwrap(),
-            bs,
-            map,
-            len,
-        }
+        ImageJournal { file: File::open(img).unwrap(), bs, map, len }
     }
 
     /// The journal inode's extents as the writer's map.
@@ -143,9 +120,7 @@ impl JournalReader for ImageJournal {
         self.len
     }
     fn read_block(&self, jblock: u64, buf: &mut [u8]) -> io::Result<()> {
-        let p = self
-            .phys(jblock)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "unmapped journal block"))?;
+        let p = self.phys(jblock).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "unmapped journal block"))?;
         self.file.read_exact_at(buf, p * u64::from(self.bs))
     }
 }
@@ -153,14 +128,8 @@ impl JournalReader for ImageJournal {
 /// Parse the EXTENTS/BLOCKS list of `debugfs stat`: "(0-1023):16385-17408, (ETB0):..".
 pub fn parse_block_map(stat: &str) -> BTreeMap<u64, (u64, u64)> {
     let mut map = BTreeMap::new();
-    let start = stat
-        .find("EXTENTS:")
-        .or_else(|| stat.find("BLOCKS:"))
-        .expect("no block list");
-    for tok in stat[start..]
-        .split([',', ' ', '\n'])
-        .filter(|t| t.starts_with('('))
-    {
+    let start = stat.find("EXTENTS:").or_else(|| stat.find("BLOCKS:")).expect("no block list");
+    for tok in stat[start..].split([',', ' ', '\n']).filter(|t| t.starts_with('(')) {
         let Some((lhs, rhs)) = tok.split_once("):") else {
             continue;
         };
@@ -211,24 +180,17 @@ pub fn logdump(img: &Path) -> LogDump {
         } else if let Some(rest) = t.strip_prefix("FS block ") {
             let w: Vec<&str> = rest.split_whitespace().collect();
             if w.len() >= 6 && w[1] == "logged" {
-                d.tags
-                    .push((seq, w[0].parse().unwrap(), w[5].parse().unwrap()));
+                d.tags.push((seq, w[0].parse().unwrap(), w[5].parse().unwrap()));
             }
         } else if let Some(rest) = t.strip_prefix("Revoke FS block ") {
-            d.revokes.push((
-                seq,
-                rest.split_whitespace().next().unwrap().parse().unwrap(),
-            ));
+            d.revokes.push((seq, rest.split_whitespace().next().unwrap().parse().unwrap()));
         }
     }
     d
 }
 
 pub fn tmpdir() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("journal-test")
-        .tempdir_in(std::env::temp_dir())
-        .unwrap()
+    tempfile::Builder::new().prefix("journal-test").tempdir_in(std::env::temp_dir()).unwrap()
 }
 
 pub fn p(dir: &Path, name: &str) -> PathBuf {

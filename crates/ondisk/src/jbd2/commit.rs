@@ -76,11 +76,7 @@ impl CommitBlock {
         need(STRUCTURE, buf, layout.block_bytes().max(COMMIT_HEADER_SIZE))?;
         let buf = &mut buf[..layout.block_bytes().max(COMMIT_HEADER_SIZE)];
         buf.fill(0);
-        Header {
-            block_type: BlockType::Commit,
-            sequence: self.sequence,
-        }
-        .write_to(buf)?;
+        Header { block_type: BlockType::Commit, sequence: self.sequence }.write_to(buf)?;
         buf[0x0C] = self.checksum_type;
         buf[0x0D] = self.checksum_size;
         for (i, c) in self.checksums.iter().enumerate() {
@@ -114,11 +110,7 @@ pub fn verify_checksum(buf: &[u8], layout: &Layout) -> Result<()> {
     let stored = be32(block, CHKSUM_OFFSET);
     let computed = block_checksum(layout.seed, block);
     if stored != computed {
-        return Err(FormatError::corrupt(
-            STRUCTURE,
-            Location::Unknown,
-            Corruption::BadChecksum { stored, computed },
-        ));
+        return Err(FormatError::corrupt(STRUCTURE, Location::Unknown, Corruption::BadChecksum { stored, computed }));
     }
     Ok(())
 }
@@ -147,13 +139,7 @@ mod tests {
         sample().write_to(&mut b, &l).unwrap();
         let back = CommitBlock::parse(&b).unwrap();
         assert_eq!(back.checksums[0], block_checksum(l.seed, &b));
-        assert_eq!(
-            CommitBlock {
-                checksums: [0; 8],
-                ..back
-            },
-            sample()
-        );
+        assert_eq!(CommitBlock { checksums: [0; 8], ..back }, sample());
         assert!(verify_checksum(&b, &l).is_ok());
         assert_eq!(be64(&b, 0x30), 1_700_000_000);
         assert_eq!(be32(&b, 0x38), 123_456_789);
@@ -167,17 +153,11 @@ mod tests {
         b[1000] = 1;
         assert!(matches!(
             verify_checksum(&b, &l),
-            Err(FormatError::Corrupt {
-                why: Corruption::BadChecksum { .. },
-                ..
-            })
+            Err(FormatError::Corrupt { why: Corruption::BadChecksum { .. }, .. })
         ));
         assert!(matches!(
             CommitBlock::parse(&b[..40]),
-            Err(FormatError::Corrupt {
-                why: Corruption::Truncated { .. },
-                ..
-            })
+            Err(FormatError::Corrupt { why: Corruption::Truncated { .. }, .. })
         ));
         b[7] = 1;
         assert!(CommitBlock::parse(&b).is_err());

@@ -63,12 +63,8 @@ impl Tag {
     /// Whether `data`'s checksum matches this tag (always true without v2/v3).
     pub fn checksum_matches(&self, layout: &Layout, sequence: u32, data: &[u8]) -> bool {
         match layout.checksum {
-            Checksum::V3 => {
-                self.checksum == super::data_block_checksum(layout.seed, sequence, data)
-            }
-            Checksum::V2 => {
-                self.checksum == super::data_block_checksum(layout.seed, sequence, data) & 0xFFFF
-            }
+            Checksum::V3 => self.checksum == super::data_block_checksum(layout.seed, sequence, data),
+            Checksum::V2 => self.checksum == super::data_block_checksum(layout.seed, sequence, data) & 0xFFFF,
             Checksum::None | Checksum::V1 => true,
         }
     }
@@ -79,17 +75,8 @@ impl Tag {
         } else {
             (u32::from(be16(b, 6)), u32::from(be16(b, 4)))
         };
-        let high = if layout.is_64bit {
-            u64::from(be32(b, 8))
-        } else {
-            0
-        };
-        Tag {
-            block: u64::from(be32(b, 0)) | (high << 32),
-            flags,
-            checksum,
-            uuid: None,
-        }
+        let high = if layout.is_64bit { u64::from(be32(b, 8)) } else { 0 };
+        Tag { block: u64::from(be32(b, 0)) | (high << 32), flags, checksum, uuid: None }
     }
 
     fn write(&self, b: &mut [u8], layout: &Layout) {
@@ -146,18 +133,12 @@ impl DescriptorBlock {
             }
         }
         debug_assert!(tags.len() <= buf.len() / tag_bytes);
-        Ok(DescriptorBlock {
-            sequence: header.sequence,
-            tags,
-        })
+        Ok(DescriptorBlock { sequence: header.sequence, tags })
     }
 
     /// Number of bytes the tags take (tags plus uuids), for checking fit.
     pub fn tags_bytes(&self, layout: &Layout) -> usize {
-        self.tags
-            .iter()
-            .map(|t| layout.tag_bytes() + if t.has_uuid() { 16 } else { 0 })
-            .sum()
+        self.tags.iter().map(|t| layout.tag_bytes() + if t.has_uuid() { 16 } else { 0 }).sum()
     }
 
     /// Serialise into one journal block: header, tags (flags as given; a tag
@@ -172,18 +153,11 @@ impl DescriptorBlock {
             return Err(FormatError::corrupt(
                 STRUCTURE,
                 Location::Unknown,
-                Corruption::Truncated {
-                    need: want + layout.tail_bytes(),
-                    have: buf.len(),
-                },
+                Corruption::Truncated { need: want + layout.tail_bytes(), have: buf.len() },
             ));
         }
         buf.fill(0);
-        Header {
-            block_type: BlockType::Descriptor,
-            sequence: self.sequence,
-        }
-        .write_to(buf)?;
+        Header { block_type: BlockType::Descriptor, sequence: self.sequence }.write_to(buf)?;
         let mut off = HEADER_SIZE;
         for tag in &self.tags {
             tag.write(&mut buf[off..off + layout.tag_bytes()], layout);
@@ -210,17 +184,8 @@ mod tests {
     use proptest::prelude::*;
 
     fn tag(block: u64, flags: u32) -> Tag {
-        let uuid = if flags & FLAG_SAME_UUID == 0 {
-            Some([9u8; 16])
-        } else {
-            None
-        };
-        Tag {
-            block,
-            flags,
-            checksum: 0x1234_5678,
-            uuid,
-        }
+        let uuid = if flags & FLAG_SAME_UUID == 0 { Some([9u8; 16]) } else { None };
+        Tag { block, flags, checksum: 0x1234_5678, uuid }
     }
 
     fn layouts() -> Vec<Layout> {
@@ -276,10 +241,7 @@ mod tests {
     #[test]
     fn v3_byte_layout() {
         let l = test_layout(1024, Checksum::V3, true);
-        let d = DescriptorBlock {
-            sequence: 1,
-            tags: vec![tag(0x2_0000_0003, FLAG_LAST_TAG)],
-        };
+        let d = DescriptorBlock { sequence: 1, tags: vec![tag(0x2_0000_0003, FLAG_LAST_TAG)] };
         let mut b = vec![0u8; 1024];
         d.write_to(&mut b, &l).unwrap();
         assert_eq!(be32(&b, 12), 3);
@@ -292,13 +254,8 @@ mod tests {
     #[test]
     fn v2_32bit_tag_is_10_bytes() {
         let l = test_layout(1024, Checksum::V2, false);
-        let d = DescriptorBlock {
-            sequence: 1,
-            tags: vec![
-                tag(3, FLAG_SAME_UUID),
-                tag(4, FLAG_SAME_UUID | FLAG_LAST_TAG),
-            ],
-        };
+        let d =
+            DescriptorBlock { sequence: 1, tags: vec![tag(3, FLAG_SAME_UUID), tag(4, FLAG_SAME_UUID | FLAG_LAST_TAG)] };
         let mut b = vec![0u8; 1024];
         d.write_to(&mut b, &l).unwrap();
         assert_eq!(be32(&b, 12), 3);
@@ -313,12 +270,7 @@ mod tests {
         // as many tags as fit, as jbd2's count_tags does.
         let l = test_layout(1024, Checksum::V3, true);
         let mut b = vec![0u8; 1024];
-        Header {
-            block_type: BlockType::Descriptor,
-            sequence: 1,
-        }
-        .write_to(&mut b)
-        .unwrap();
+        Header { block_type: BlockType::Descriptor, sequence: 1 }.write_to(&mut b).unwrap();
         let d = DescriptorBlock::parse(&b, &l).unwrap();
         // Tags start at 12 and take 32 bytes each; the last must end by 1020.
         assert_eq!(d.tags.len(), (1020 - 12 - 16) / 32 + 1);
@@ -327,44 +279,29 @@ mod tests {
     #[test]
     fn detects_corruption() {
         let l = test_layout(1024, Checksum::V3, true);
-        let d = DescriptorBlock {
-            sequence: 1,
-            tags: vec![tag(5, FLAG_LAST_TAG)],
-        };
+        let d = DescriptorBlock { sequence: 1, tags: vec![tag(5, FLAG_LAST_TAG)] };
         let mut b = vec![0u8; 1024];
         d.write_to(&mut b, &l).unwrap();
         b[13] ^= 0x40;
         assert!(matches!(
             verify_checksum(&b, &l),
-            Err(FormatError::Corrupt {
-                why: Corruption::BadChecksum { .. },
-                ..
-            })
+            Err(FormatError::Corrupt { why: Corruption::BadChecksum { .. }, .. })
         ));
         assert!(matches!(
             DescriptorBlock::parse(&b[..512], &l),
-            Err(FormatError::Corrupt {
-                why: Corruption::Truncated { .. },
-                ..
-            })
+            Err(FormatError::Corrupt { why: Corruption::Truncated { .. }, .. })
         ));
         put_be32(&mut b, 4, 2);
         assert!(matches!(
             DescriptorBlock::parse(&b, &l),
-            Err(FormatError::Corrupt {
-                why: Corruption::BadField { .. },
-                ..
-            })
+            Err(FormatError::Corrupt { why: Corruption::BadField { .. }, .. })
         ));
     }
 
     #[test]
     fn too_many_tags_refused() {
         let l = test_layout(1024, Checksum::V3, true);
-        let d = DescriptorBlock {
-            sequence: 1,
-            tags: (0..40).map(|i| tag(i, 0)).collect(),
-        };
+        let d = DescriptorBlock { sequence: 1, tags: (0..40).map(|i| tag(i, 0)).collect() };
         assert!(d.write_to(&mut vec![0u8; 1024], &l).is_err());
     }
 
@@ -374,28 +311,13 @@ mod tests {
         for c in [Checksum::V2, Checksum::V3] {
             let l = test_layout(1024, c, true);
             let full = data_block_checksum(l.seed, 9, &data);
-            let stored = if c == Checksum::V3 {
-                full
-            } else {
-                full & 0xFFFF
-            };
-            let t = Tag {
-                block: 1,
-                flags: 0,
-                checksum: stored,
-                uuid: None,
-            };
+            let stored = if c == Checksum::V3 { full } else { full & 0xFFFF };
+            let t = Tag { block: 1, flags: 0, checksum: stored, uuid: None };
             assert!(t.checksum_matches(&l, 9, &data));
             assert!(!t.checksum_matches(&l, 10, &data));
         }
         let l = test_layout(1024, Checksum::None, true);
-        assert!(Tag {
-            block: 1,
-            flags: 0,
-            checksum: 0,
-            uuid: None
-        }
-        .checksum_matches(&l, 1, &data));
+        assert!(Tag { block: 1, flags: 0, checksum: 0, uuid: None }.checksum_matches(&l, 1, &data));
     }
 
     proptest! {

@@ -77,15 +77,10 @@ impl Header {
             return Err(FormatError::corrupt(
                 STRUCTURE,
                 Location::Unknown,
-                Corruption::BadMagic {
-                    found: u64::from(magic),
-                },
+                Corruption::BadMagic { found: u64::from(magic) },
             ));
         }
-        Ok(Header {
-            block_type: BlockType::from_raw(be32(buf, 4)),
-            sequence: be32(buf, 8),
-        })
+        Ok(Header { block_type: BlockType::from_raw(be32(buf, 4)), sequence: be32(buf, 8) })
     }
 
     /// The header if `buf` starts with the journal magic, else `None` (a data
@@ -104,10 +99,7 @@ impl Header {
             return Err(FormatError::corrupt(
                 structure,
                 Location::Unknown,
-                Corruption::BadField {
-                    field: "h_blocktype",
-                    value: u64::from(h.block_type.raw()),
-                },
+                Corruption::BadField { field: "h_blocktype", value: u64::from(h.block_type.raw()) },
             ));
         }
         Ok(h)
@@ -132,31 +124,19 @@ mod tests {
     fn parses_valid() {
         let b = [0xC0, 0x3B, 0x39, 0x98, 0, 0, 0, 2, 0, 0, 1, 0];
         let h = Header::parse(&b).unwrap();
-        assert_eq!(
-            h,
-            Header {
-                block_type: BlockType::Commit,
-                sequence: 256
-            }
-        );
+        assert_eq!(h, Header { block_type: BlockType::Commit, sequence: 256 });
     }
 
     #[test]
     fn rejects_truncated_and_bad_magic() {
         assert!(matches!(
             Header::parse(&[0xC0, 0x3B]),
-            Err(FormatError::Corrupt {
-                why: Corruption::Truncated { need: 12, have: 2 },
-                ..
-            })
+            Err(FormatError::Corrupt { why: Corruption::Truncated { need: 12, have: 2 }, .. })
         ));
         let b = [0x98, 0x39, 0x3B, 0xC0, 0, 0, 0, 1, 0, 0, 0, 0];
         assert!(matches!(
             Header::parse(&b),
-            Err(FormatError::Corrupt {
-                why: Corruption::BadMagic { found: 0x9839_3BC0 },
-                ..
-            })
+            Err(FormatError::Corrupt { why: Corruption::BadMagic { found: 0x9839_3BC0 }, .. })
         ));
         assert_eq!(Header::peek(&b), None);
     }
@@ -164,12 +144,7 @@ mod tests {
     #[test]
     fn expect_checks_type() {
         let mut b = [0u8; 12];
-        Header {
-            block_type: BlockType::Revoke,
-            sequence: 3,
-        }
-        .write_to(&mut b)
-        .unwrap();
+        Header { block_type: BlockType::Revoke, sequence: 3 }.write_to(&mut b).unwrap();
         assert!(Header::expect("x", &b, BlockType::Revoke).is_ok());
         assert!(Header::expect("x", &b, BlockType::Commit).is_err());
     }

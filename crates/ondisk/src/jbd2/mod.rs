@@ -152,11 +152,7 @@ pub fn crc32_be(mut crc: u32, data: &[u8]) -> u32 {
     for &byte in data {
         crc ^= u32::from(byte) << 24;
         for _ in 0..8 {
-            crc = if crc & 0x8000_0000 != 0 {
-                (crc << 1) ^ 0x04C1_1DB7
-            } else {
-                crc << 1
-            };
+            crc = if crc & 0x8000_0000 != 0 { (crc << 1) ^ 0x04C1_1DB7 } else { crc << 1 };
         }
     }
     crc
@@ -172,11 +168,7 @@ pub fn tail_checksum(seed: u32, block: &[u8]) -> u32 {
 
 /// Verify the tail checksum of a descriptor or revoke block; always Ok without
 /// csum v2/v3.
-pub(crate) fn verify_tail(
-    structure: &'static str,
-    block: &[u8],
-    layout: &Layout,
-) -> crate::Result<()> {
+pub(crate) fn verify_tail(structure: &'static str, block: &[u8], layout: &Layout) -> crate::Result<()> {
     if !layout.checksum.is_v2_or_v3() {
         return Ok(());
     }
@@ -218,12 +210,7 @@ pub(crate) fn put_be16(b: &mut [u8], off: usize, v: u16) {
 /// A layout for tests and tools: the given block size and scheme, 64-bit.
 #[cfg(test)]
 pub(crate) fn test_layout(block_size: u32, checksum: Checksum, is_64bit: bool) -> Layout {
-    Layout {
-        block_size,
-        checksum,
-        is_64bit,
-        seed: csum_seed(&[7u8; 16]),
-    }
+    Layout { block_size, checksum, is_64bit, seed: csum_seed(&[7u8; 16]) }
 }
 
 #[cfg(test)]
@@ -257,10 +244,7 @@ mod tests {
         b[100] ^= 1;
         assert!(matches!(
             verify_tail("t", &b, &layout),
-            Err(crate::FormatError::Corrupt {
-                why: crate::Corruption::BadChecksum { .. },
-                ..
-            })
+            Err(crate::FormatError::Corrupt { why: crate::Corruption::BadChecksum { .. }, .. })
         ));
     }
 }

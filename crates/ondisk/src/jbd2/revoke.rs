@@ -30,10 +30,7 @@ pub struct RevokeBlock {
 impl RevokeBlock {
     /// How many records fit in one block.
     pub fn capacity(layout: &Layout) -> usize {
-        (layout
-            .block_bytes()
-            .saturating_sub(REVOKE_HEADER_SIZE + layout.tail_bytes()))
-            / layout.revoke_record_bytes()
+        (layout.block_bytes().saturating_sub(REVOKE_HEADER_SIZE + layout.tail_bytes())) / layout.revoke_record_bytes()
     }
 
     /// Parse one journal block. Like jbd2, an `r_count` larger than the block
@@ -47,27 +44,17 @@ impl RevokeBlock {
             return Err(FormatError::corrupt(
                 STRUCTURE,
                 Location::Unknown,
-                Corruption::BadField {
-                    field: "r_count",
-                    value: count as u64,
-                },
+                Corruption::BadField { field: "r_count", value: count as u64 },
             ));
         }
         let rec = layout.revoke_record_bytes();
         let mut blocks = Vec::new();
         let mut off = REVOKE_HEADER_SIZE;
         while off + rec <= count {
-            blocks.push(if rec == 8 {
-                be64(buf, off)
-            } else {
-                u64::from(be32(buf, off))
-            });
+            blocks.push(if rec == 8 { be64(buf, off) } else { u64::from(be32(buf, off)) });
             off += rec;
         }
-        Ok(RevokeBlock {
-            sequence: header.sequence,
-            blocks,
-        })
+        Ok(RevokeBlock { sequence: header.sequence, blocks })
     }
 
     /// Serialise into one journal block, with `r_count` and the tail checksum.
@@ -79,20 +66,14 @@ impl RevokeBlock {
                 STRUCTURE,
                 Location::Unknown,
                 Corruption::Truncated {
-                    need: REVOKE_HEADER_SIZE
-                        + self.blocks.len() * layout.revoke_record_bytes()
-                        + layout.tail_bytes(),
+                    need: REVOKE_HEADER_SIZE + self.blocks.len() * layout.revoke_record_bytes() + layout.tail_bytes(),
                     have: layout.block_bytes(),
                 },
             ));
         }
         let buf = &mut buf[..layout.block_bytes()];
         buf.fill(0);
-        Header {
-            block_type: BlockType::Revoke,
-            sequence: self.sequence,
-        }
-        .write_to(buf)?;
+        Header { block_type: BlockType::Revoke, sequence: self.sequence }.write_to(buf)?;
         let rec = layout.revoke_record_bytes();
         let mut off = REVOKE_HEADER_SIZE;
         for &b in &self.blocks {
@@ -124,10 +105,7 @@ mod tests {
     fn round_trip_64_and_32() {
         for is64 in [true, false] {
             let l = test_layout(1024, Checksum::V3, is64);
-            let r = RevokeBlock {
-                sequence: 5,
-                blocks: vec![1, 2, 0xFFFF_FFFF],
-            };
+            let r = RevokeBlock { sequence: 5, blocks: vec![1, 2, 0xFFFF_FFFF] };
             let mut b = vec![0u8; 1024];
             r.write_to(&mut b, &l).unwrap();
             assert_eq!(be32(&b, 12) as usize, 16 + 3 * l.revoke_record_bytes());
@@ -140,17 +118,11 @@ mod tests {
     fn capacity_and_overflow() {
         let l = test_layout(1024, Checksum::V3, true);
         assert_eq!(RevokeBlock::capacity(&l), (1024 - 20) / 8);
-        let full = RevokeBlock {
-            sequence: 1,
-            blocks: (0..125).collect(),
-        };
+        let full = RevokeBlock { sequence: 1, blocks: (0..125).collect() };
         let mut b = vec![0u8; 1024];
         full.write_to(&mut b, &l).unwrap();
         assert_eq!(RevokeBlock::parse(&b, &l).unwrap(), full);
-        let over = RevokeBlock {
-            sequence: 1,
-            blocks: (0..126).collect(),
-        };
+        let over = RevokeBlock { sequence: 1, blocks: (0..126).collect() };
         assert!(over.write_to(&mut b, &l).is_err());
     }
 
@@ -158,30 +130,16 @@ mod tests {
     fn detects_corruption() {
         let l = test_layout(1024, Checksum::V2, true);
         let mut b = vec![0u8; 1024];
-        RevokeBlock {
-            sequence: 1,
-            blocks: vec![9],
-        }
-        .write_to(&mut b, &l)
-        .unwrap();
+        RevokeBlock { sequence: 1, blocks: vec![9] }.write_to(&mut b, &l).unwrap();
         b[17] ^= 1;
         assert!(matches!(
             verify_checksum(&b, &l),
-            Err(FormatError::Corrupt {
-                why: Corruption::BadChecksum { .. },
-                ..
-            })
+            Err(FormatError::Corrupt { why: Corruption::BadChecksum { .. }, .. })
         ));
         put_be32(&mut b, 12, 1021);
         assert!(matches!(
             RevokeBlock::parse(&b, &l),
-            Err(FormatError::Corrupt {
-                why: Corruption::BadField {
-                    field: "r_count",
-                    ..
-                },
-                ..
-            })
+            Err(FormatError::Corrupt { why: Corruption::BadField { field: "r_count", .. }, .. })
         ));
         assert!(RevokeBlock::parse(&b[..100], &l).is_err());
         // r_count smaller than the header: no records.

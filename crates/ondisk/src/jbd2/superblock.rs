@@ -91,11 +91,7 @@ impl Superblock {
     pub fn parse(buf: &[u8]) -> Result<Superblock> {
         need(STRUCTURE, buf, SUPERBLOCK_SIZE)?;
         let header = Header::parse(buf).map_err(|e| match e {
-            FormatError::Corrupt { at, why, .. } => FormatError::Corrupt {
-                structure: STRUCTURE,
-                at,
-                why,
-            },
+            FormatError::Corrupt { at, why, .. } => FormatError::Corrupt { structure: STRUCTURE, at, why },
             other => other,
         })?;
         let v2 = match header.block_type {
@@ -105,10 +101,7 @@ impl Superblock {
                 return Err(FormatError::corrupt(
                     STRUCTURE,
                     Location::JournalBlock(0),
-                    Corruption::BadField {
-                        field: "h_blocktype",
-                        value: u64::from(other.raw()),
-                    },
+                    Corruption::BadField { field: "h_blocktype", value: u64::from(other.raw()) },
                 ))
             }
         };
@@ -148,10 +141,7 @@ impl Superblock {
                 return Err(FormatError::corrupt(
                     STRUCTURE,
                     Location::JournalBlock(0),
-                    Corruption::BadChecksum {
-                        stored: sb.checksum,
-                        computed,
-                    },
+                    Corruption::BadChecksum { stored: sb.checksum, computed },
                 ));
             }
         }
@@ -168,11 +158,7 @@ impl Superblock {
     pub fn write_to(&self, buf: &mut [u8]) -> Result<()> {
         need(STRUCTURE, buf, SUPERBLOCK_SIZE)?;
         let b = &mut buf[..SUPERBLOCK_SIZE];
-        Header {
-            block_type: self.version,
-            sequence: self.header_sequence,
-        }
-        .write_to(b)?;
+        Header { block_type: self.version, sequence: self.header_sequence }.write_to(b)?;
         put_be32(b, 0x0C, self.block_size);
         put_be32(b, 0x10, self.max_len);
         put_be32(b, 0x14, self.first);
@@ -192,11 +178,7 @@ impl Superblock {
             put_be32(b, 0x54, self.num_fc_blocks);
             put_be32(b, 0x58, self.head);
             b[0x100..0x400].copy_from_slice(&self.users);
-            let c = if self.has_csum_v2_or_v3() {
-                superblock_checksum(b)
-            } else {
-                self.checksum
-            };
+            let c = if self.has_csum_v2_or_v3() { superblock_checksum(b) } else { self.checksum };
             put_be32(b, CHECKSUM_OFFSET, c);
         }
         Ok(())
@@ -208,8 +190,7 @@ impl Superblock {
     }
 
     fn has_csum_v2_or_v3(&self) -> bool {
-        self.has_incompat(super::FEATURE_INCOMPAT_CSUM_V2)
-            || self.has_incompat(super::FEATURE_INCOMPAT_CSUM_V3)
+        self.has_incompat(super::FEATURE_INCOMPAT_CSUM_V2) || self.has_incompat(super::FEATURE_INCOMPAT_CSUM_V3)
     }
 
     /// The checksum scheme (v3 wins over v2 over v1; [`validate`](Self::validate)
@@ -259,18 +240,11 @@ impl Superblock {
     /// `journal_blocks` is the size of the journal as the file system sees it.
     pub fn validate(&self, journal_blocks: u64) -> Result<()> {
         let bad = |field: &'static str, value: u64| {
-            Err(FormatError::corrupt(
-                STRUCTURE,
-                Location::JournalBlock(0),
-                Corruption::BadField { field, value },
-            ))
+            Err(FormatError::corrupt(STRUCTURE, Location::JournalBlock(0), Corruption::BadField { field, value }))
         };
         if self.feature_incompat & !super::KNOWN_INCOMPAT != 0 {
             return Err(FormatError::Unsupported {
-                what: format!(
-                    "jbd2 incompat features {:#x}",
-                    self.feature_incompat & !super::KNOWN_INCOMPAT
-                ),
+                what: format!("jbd2 incompat features {:#x}", self.feature_incompat & !super::KNOWN_INCOMPAT),
             });
         }
         if self.feature_ro_compat & !super::KNOWN_RO_COMPAT != 0 {
@@ -284,16 +258,10 @@ impl Superblock {
         let v2 = self.has_incompat(super::FEATURE_INCOMPAT_CSUM_V2);
         let v3 = self.has_incompat(super::FEATURE_INCOMPAT_CSUM_V3);
         if v2 && v3 {
-            return bad(
-                "s_feature_incompat (csum v2 and v3)",
-                u64::from(self.feature_incompat),
-            );
+            return bad("s_feature_incompat (csum v2 and v3)", u64::from(self.feature_incompat));
         }
         if (v2 || v3) && self.feature_compat & super::FEATURE_COMPAT_CHECKSUM != 0 {
-            return bad(
-                "s_feature_compat (csum v1 with v2/v3)",
-                u64::from(self.feature_compat),
-            );
+            return bad("s_feature_compat (csum v1 with v2/v3)", u64::from(self.feature_compat));
         }
         if (v2 || v3) && self.checksum_type != CHECKSUM_TYPE_CRC32C {
             return bad("s_checksum_type", u64::from(self.checksum_type));
@@ -338,11 +306,7 @@ pub(crate) fn sample(incompat: u32) -> Superblock {
         dynsuper: 0,
         max_transaction: 0,
         max_trans_data: 0,
-        checksum_type: if incompat & 0x18 != 0 {
-            CHECKSUM_TYPE_CRC32C
-        } else {
-            0
-        },
+        checksum_type: if incompat & 0x18 != 0 { CHECKSUM_TYPE_CRC32C } else { 0 },
         num_fc_blocks: 0,
         head: 0,
         checksum: 0,
@@ -385,13 +349,7 @@ mod tests {
         let b = bytes(&sb);
         let back = Superblock::parse(&b).unwrap();
         assert_eq!(back.checksum, superblock_checksum(&b));
-        assert_eq!(
-            Superblock {
-                checksum: back.checksum,
-                ..sb
-            },
-            back
-        );
+        assert_eq!(Superblock { checksum: back.checksum, ..sb }, back);
         assert_eq!(back.layout().tag_bytes(), 16);
         assert!(back.validate(16384).is_ok());
     }
@@ -412,31 +370,16 @@ mod tests {
     fn rejects_bad_checksum_truncated_and_type() {
         let mut b = bytes(&sample(V3_64));
         b[0x1C] ^= 1;
-        assert!(matches!(
-            Superblock::parse(&b),
-            Err(FormatError::Corrupt {
-                why: Corruption::BadChecksum { .. },
-                ..
-            })
-        ));
+        assert!(matches!(Superblock::parse(&b), Err(FormatError::Corrupt { why: Corruption::BadChecksum { .. }, .. })));
         assert!(matches!(
             Superblock::parse(&b[..1000]),
-            Err(FormatError::Corrupt {
-                why: Corruption::Truncated { .. },
-                ..
-            })
+            Err(FormatError::Corrupt { why: Corruption::Truncated { .. }, .. })
         ));
         let mut b = bytes(&sample(0));
         put_be32(&mut b, 4, 1);
         assert!(matches!(
             Superblock::parse(&b),
-            Err(FormatError::Corrupt {
-                why: Corruption::BadField {
-                    field: "h_blocktype",
-                    ..
-                },
-                ..
-            })
+            Err(FormatError::Corrupt { why: Corruption::BadField { field: "h_blocktype", .. }, .. })
         ));
     }
 
@@ -454,55 +397,20 @@ mod tests {
     fn validate_rules() {
         let ok = sample(V3_64);
         assert!(matches!(
-            Superblock {
-                feature_incompat: V3_64 | 0x100,
-                ..ok.clone()
-            }
-            .validate(16384),
+            Superblock { feature_incompat: V3_64 | 0x100, ..ok.clone() }.validate(16384),
             Err(FormatError::Unsupported { .. })
         ));
-        assert!(Superblock {
-            feature_incompat: V3_64 | FEATURE_INCOMPAT_CSUM_V2,
-            ..ok.clone()
-        }
-        .validate(16384)
-        .is_err());
-        assert!(Superblock {
-            feature_compat: 1,
-            ..ok.clone()
-        }
-        .validate(16384)
-        .is_err());
-        assert!(Superblock {
-            block_size: 3000,
-            ..ok.clone()
-        }
-        .validate(16384)
-        .is_err());
-        assert!(Superblock {
-            first: 0,
-            ..ok.clone()
-        }
-        .validate(16384)
-        .is_err());
-        assert!(Superblock {
-            start: 16384,
-            ..ok.clone()
-        }
-        .validate(16384)
-        .is_err());
+        assert!(Superblock { feature_incompat: V3_64 | FEATURE_INCOMPAT_CSUM_V2, ..ok.clone() }
+            .validate(16384)
+            .is_err());
+        assert!(Superblock { feature_compat: 1, ..ok.clone() }.validate(16384).is_err());
+        assert!(Superblock { block_size: 3000, ..ok.clone() }.validate(16384).is_err());
+        assert!(Superblock { first: 0, ..ok.clone() }.validate(16384).is_err());
+        assert!(Superblock { start: 16384, ..ok.clone() }.validate(16384).is_err());
         assert!(ok.validate(100).is_err());
-        let fc = Superblock {
-            feature_incompat: V3_64 | FEATURE_INCOMPAT_FAST_COMMIT,
-            ..ok.clone()
-        };
+        let fc = Superblock { feature_incompat: V3_64 | FEATURE_INCOMPAT_FAST_COMMIT, ..ok.clone() };
         assert_eq!(fc.log_end(), 16384 - 256);
-        assert!(Superblock {
-            start: 16384 - 10,
-            ..fc
-        }
-        .validate(16384)
-        .is_err());
+        assert!(Superblock { start: 16384 - 10, ..fc }.validate(16384).is_err());
     }
 
     proptest! {
