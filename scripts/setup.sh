@@ -24,6 +24,10 @@ else
   echo "setup: this kernel has no FUSE over io_uring; ext4lazy will serve requests through /dev/fuse"
 fi
 command -v cargo >/dev/null || { echo "setup: cargo (Rust) is not installed" >&2; exit 1; }
+# tests/run.sh checks the style with both (rustfmt.toml, clippy -D warnings).
+for c in rustfmt clippy; do
+  rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
+done
 cargo build --release --quiet --workspace
 # The fuzz targets (fuzz/, libFuzzer through cargo-fuzz) need the nightly
 # toolchain; tests/run.sh runs each briefly.

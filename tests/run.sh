@@ -11,6 +11,9 @@ export EXT4LAZY_REQUIRE_ORACLES="${EXT4LAZY_REQUIRE_ORACLES:-1}"
 cd "$(dirname "$0")/.."
 
 cargo_rc=0
+# Style guard-rails: the workspace as rustfmt.toml lays it out, no clippy warning.
+cargo fmt --all --check || { echo "tests/run.sh: cargo fmt --check failed (run cargo fmt --all)" >&2; cargo_rc=1; }
+cargo clippy --workspace --all-targets --quiet -- -D warnings || cargo_rc=$?
 cargo test --workspace --release || cargo_rc=$?
 # The million-extent file (~3 min): too slow for the default run, never left out of this one.
 cargo test --release -p fs --test extents -- --ignored || cargo_rc=$?

@@ -70,9 +70,14 @@ fn options(read_only: bool, lazy: bool) -> VolumeOptions {
     VolumeOptions { read_only, lazy, cache_bytes: 1 << 20, data_writeback_bytes: 0, ..Default::default() }
 }
 
+/// A directory met by [`walk`]: its inode and one of its names.
+type DirSeen = (u32, Vec<u8>);
+/// A regular file met by [`walk`]: its parent, its inode and its name.
+type FileSeen = (u32, u32, Vec<u8>);
+
 /// Walk everything reachable from the root; returns the first directory
 /// (other than the root) and the first regular file met, with a name of each.
-fn walk(vol: &Volume) -> (Option<(u32, Vec<u8>)>, Option<(u32, u32, Vec<u8>)>) {
+fn walk(vol: &Volume) -> (Option<DirSeen>, Option<FileSeen>) {
     let (mut first_dir, mut first_file) = (None, None);
     let mut stack = vec![ROOT_INO];
     let mut seen = std::collections::HashSet::new();
@@ -258,7 +263,7 @@ pub fn journal_target(data: &[u8]) {
         return;
     }
     let bs = ondisk::bytes::be32(&img, 0x0C) as usize;
-    if !bs.is_power_of_two() || !(1024..=65536).contains(&bs) || img.len() % bs != 0 {
+    if !bs.is_power_of_two() || !(1024..=65536).contains(&bs) || !img.len().is_multiple_of(bs) {
         return;
     }
     let n = img.len() / bs;

@@ -67,7 +67,7 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() + 0 && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
             out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
             i += 4;
         } else {
@@ -107,7 +107,7 @@ pub fn mounted_at(image: &Path) -> Result<Option<PathBuf>> {
     let image_s = image.display().to_string();
     let loops = loop_devices_of(image);
     for m in mounts()? {
-        if m.source == image_s || loops.iter().any(|l| *l == m.source) {
+        if m.source == image_s || loops.contains(&m.source) {
             return Ok(Some(m.target));
         }
     }

@@ -128,7 +128,7 @@ impl<T: BlockDevice + ?Sized> BlockDevice for Arc<T> {
 pub fn check_request(dev_size: u64, sector: u32, offset: u64, len: usize) -> io::Result<()> {
     let sector = u64::from(sector);
     let len = len as u64;
-    if offset % sector != 0 || len % sector != 0 {
+    if !offset.is_multiple_of(sector) || !len.is_multiple_of(sector) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("request at byte {offset} of {len} bytes is not aligned to {sector}-byte sectors"),

@@ -131,7 +131,7 @@ impl<D: BlockDevice + 'static> DataWriteback<D> {
             }
         };
         let mut g = s.lock();
-        if s.buffers(offset, len, class) && pieces.iter().all(|p| p.len() as u64 % s.unit == 0) {
+        if s.buffers(offset, len, class) && pieces.iter().all(|p| (p.len() as u64).is_multiple_of(s.unit)) {
             let blocks = pieces.iter().flat_map(|p| p.chunks_exact(s.unit as usize));
             for (blk, chunk) in (offset / s.unit..).zip(blocks) {
                 g.pending.insert(blk, chunk.into());
@@ -200,7 +200,10 @@ impl<D: BlockDevice> Shared<D> {
     }
 
     fn buffers(&self, offset: u64, len: usize, class: IoClass) -> bool {
-        class == IoClass::Data && len < DIRECT_BYTES && offset % self.unit == 0 && len as u64 % self.unit == 0
+        class == IoClass::Data
+            && len < DIRECT_BYTES
+            && offset.is_multiple_of(self.unit)
+            && (len as u64).is_multiple_of(self.unit)
     }
 
     /// Write `blocks` in block order, adjacent blocks as one request. On a
@@ -630,7 +633,7 @@ mod tests {
             .collect();
         for v in 1..=250u8 {
             for b in 0..8u64 {
-                let class = if (v as u64 + b) % 5 == 0 { IoClass::Metadata } else { IoClass::Data };
+                let class = if (v as u64 + b).is_multiple_of(5) { IoClass::Metadata } else { IoClass::Data };
                 wb.write_at(b * BS as u64, &block(v), class).unwrap();
             }
             if v % 7 == 0 {

@@ -270,7 +270,7 @@ pub fn sequential_bandwidth(
         let mut t = 0.0;
         let mut off = start;
         while off < start + bytes {
-            t = one_request(&mut sched, t, Req { op: op, offset: off, len: req, class: IoClass::Data });
+            t = one_request(&mut sched, t, Req { op, offset: off, len: req, class: IoClass::Data });
             off += req;
         }
         rows.push(SeqRow {

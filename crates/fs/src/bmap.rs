@@ -24,6 +24,10 @@ impl Mapping {
             Mapping::Hole { len } | Mapping::Mapped { len, .. } => len,
         }
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// One past the largest logical block an extent tree can address.
@@ -104,7 +108,7 @@ impl Volume {
 
     fn check_data_run(&self, pblk: u64, len: u64, inode: &Inode) -> Result<()> {
         let end = pblk.checked_add(len);
-        if pblk < u64::from(self.sb.f.first_data_block) || end.map_or(true, |e| e > self.sb.blocks_count()) {
+        if pblk < u64::from(self.sb.f.first_data_block) || end.is_none_or(|e| e > self.sb.blocks_count()) {
             return Err(FsError::Format(FormatError::corrupt(
                 "block map",
                 Location::Inode(u64::from(inode.ino)),

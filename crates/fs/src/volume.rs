@@ -280,7 +280,7 @@ impl Volume {
             }
         }
         let it = gd.inode_table();
-        if it < first || it.checked_add(self.itb_per_group).map_or(true, |end| end > total) {
+        if it < first || it.checked_add(self.itb_per_group).is_none_or(|end| end > total) {
             return Err(bad("inode table", it));
         }
         Ok(())

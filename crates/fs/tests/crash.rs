@@ -136,8 +136,7 @@ fn workload(vol: &Volume, dev: &FaultDevice<FileDevice>, seed: u64, ops: usize) 
             15 => {
                 let empty = dirs
                     .iter()
-                    .filter(|d| !d.is_empty() && !tree.keys().any(|k| k.starts_with(&format!("{d}/"))))
-                    .last()
+                    .rfind(|d| !d.is_empty() && !tree.keys().any(|k| k.starts_with(&format!("{d}/"))))
                     .cloned();
                 match empty {
                     Some(d) => {
@@ -237,7 +236,7 @@ fn tree_of_dir(root: &Path) -> Tree {
 fn allowed(steps: &[Step], cut: usize) -> std::ops::RangeInclusive<usize> {
     let first = steps.iter().rposition(|s| s.sync && s.end <= cut).unwrap_or(0);
     let last = steps.iter().position(|s| s.end >= cut).unwrap_or(steps.len() - 1);
-    first.max(0)..=last.max(first)
+    first..=last.max(first)
 }
 
 fn check_state(what: &str, got: &Tree, steps: &[Step], range: std::ops::RangeInclusive<usize>) {

@@ -308,7 +308,7 @@ fn apply(vol: &Volume, op: &Op) -> Option<Outcome> {
                 // Punch and zero rewrite the partial blocks at their ends in place.
                 if kind != Falloc::Allocate {
                     let end = off + len;
-                    let partial = |at: u64| at % bs != 0 && rewrites_visible_bytes(vol, &i, at, at + 1);
+                    let partial = |at: u64| !at.is_multiple_of(bs) && rewrites_visible_bytes(vol, &i, at, at + 1);
                     if partial(*off) || partial(end) {
                         return Err(Outcome::Err(-1));
                     }

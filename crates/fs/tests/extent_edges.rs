@@ -305,7 +305,8 @@ fn enospc_case(lazy: bool, what: &str) {
     let vol = open(&img, lazy);
     let ino = vol.create(ROOT_INO, b"f", CreateKind::File, 0o644, 0, 0).unwrap().ino;
     // (logical block -> holds the pattern), file size in blocks
-    let (written, nblocks, op): (Box<dyn Fn(u64) -> bool>, u64, Box<dyn Fn(&Volume) -> fs::Result<()>>) = match what {
+    type Op = Box<dyn Fn(&Volume) -> fs::Result<()>>;
+    let (written, nblocks, op): (Box<dyn Fn(u64) -> bool>, u64, Op) = match what {
         // One full leaf of 84 one-block extents; a block into a gap splits it.
         "split" => {
             for i in 0..84u64 {

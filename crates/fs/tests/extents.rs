@@ -193,7 +193,7 @@ fn write_blocks(vol: &Volume, ino: u32, model: &mut Model, blocks: &[u64], gen: 
 /// The whole life of one fragmented file of `n` extents.
 fn fragmented_file(n: u64, bs: u64, lazy: bool, seed: u64, min_depth: u16) {
     let Some((work, empty)) = common::setup_empty() else { return };
-    let data_mb = n * bs * 3 >> 20;
+    let data_mb = (n * bs * 3) >> 20;
     let size_mb = (data_mb + 64).max(128);
     let img = common::make_image(work.path(), "frag.img", size_mb, &["-b", &bs.to_string()], &empty);
     let case = Case { img: &img, lazy };

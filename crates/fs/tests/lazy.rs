@@ -423,8 +423,9 @@ fn jmap_snapshot_replaces_the_scan_until_the_log_moves_on() {
     // damaged byte, is refused: the mount scans instead. Each round damages
     // the snapshot the previous clean unmount saved; the last round is the
     // control, undamaged, and used.
-    let damages: Vec<Box<dyn Fn(&mut Vec<u8>)>> = {
-        let mut d: Vec<Box<dyn Fn(&mut Vec<u8>)>> = Vec::new();
+    type Damage = Box<dyn Fn(&mut Vec<u8>)>;
+    let damages: Vec<Damage> = {
+        let mut d: Vec<Damage> = Vec::new();
         for frac in [0.0, 0.001, 0.01, 0.05, 0.25, 0.5, 0.75, 0.99] {
             d.push(Box::new(move |b: &mut Vec<u8>| b.truncate((b.len() as f64 * frac) as usize)));
         }

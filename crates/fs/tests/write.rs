@@ -988,8 +988,7 @@ fn commits_on_the_commit_thread_keep_every_change() {
         let mut dirs = vec![(ROOT_INO, String::new())];
         for i in 0..4000usize {
             let (parent, ppath) = dirs[i % dirs.len()].clone();
-            let path =
-                format!("{}{}", if ppath.is_empty() { String::new() } else { format!("{ppath}/") }, format!("n{i}"));
+            let path = format!("{}n{i}", if ppath.is_empty() { String::new() } else { format!("{ppath}/") });
             if i % 50 == 0 {
                 let d = vol.create(parent, format!("n{i}").as_bytes(), CreateKind::Dir, 0o755, 0, 0).unwrap();
                 dirs.push((d.ino, path.clone()));

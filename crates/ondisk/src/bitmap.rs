@@ -25,7 +25,7 @@ fn find_bit(bits: &[u8], from: usize, limit: usize, want: bool) -> Option<usize>
     let limit = limit.min(bits.len() * 8);
     let mut i = from;
     while i < limit {
-        if i % 64 == 0 && i + 64 <= limit {
+        if i.is_multiple_of(64) && i + 64 <= limit {
             let word = u64::from_le_bytes(bits[i / 8..i / 8 + 8].try_into().expect("an 8-byte slice"));
             let hits = if want { word } else { !word };
             if hits == 0 {

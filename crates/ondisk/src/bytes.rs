@@ -154,7 +154,7 @@ macro_rules! le_struct {
             }
             /// The structure with every field zero.
             pub fn zeroed() -> Self {
-                Self::read_fields(&vec![0u8; Self::FIELDS_END])
+                Self::read_fields(&[0u8; Self::FIELDS_END])
             }
             /// One past the last byte any field covers.
             pub const FIELDS_END: usize = {

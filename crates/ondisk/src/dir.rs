@@ -98,7 +98,7 @@ fn parse_entry(buf: &[u8], pos: usize, block_size: usize, has_filetype: bool, at
     let rec_len = rec_len_from_disk(le16(buf, pos + 4), block_size);
     let name_len = usize::from(buf[pos + 6]) | if has_filetype { 0 } else { usize::from(buf[pos + 7]) << 8 };
     let file_type = if has_filetype { buf[pos + 7] } else { ftype::UNKNOWN };
-    if rec_len < ENTRY_HEADER || rec_len % 4 != 0 || pos + rec_len > buf.len() {
+    if rec_len < ENTRY_HEADER || !rec_len.is_multiple_of(4) || pos + rec_len > buf.len() {
         return Err(bad("rec_len", rec_len as u64));
     }
     if ENTRY_HEADER + name_len > rec_len || (inode != 0 && name_len == 0) {

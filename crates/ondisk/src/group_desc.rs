@@ -175,14 +175,14 @@ pub fn group_has_super(sb: &Superblock, group: u32) -> bool {
     if group <= 1 || !sb.has_ro_compat(feature::ro_compat::SPARSE_SUPER) {
         return true;
     }
-    if group % 2 == 0 {
+    if group.is_multiple_of(2) {
         return false;
     }
     [3u32, 5, 7].iter().any(|&base| is_power_of(group, base))
 }
 
 fn is_power_of(mut n: u32, base: u32) -> bool {
-    while n % base == 0 && n > 1 {
+    while n.is_multiple_of(base) && n > 1 {
         n /= base;
     }
     n == 1

@@ -197,7 +197,7 @@ impl Inode {
         let extra = if size > GOOD_OLD_INODE_SIZE {
             let e = InodeExtra::read_fields(&raw);
             let room = size - GOOD_OLD_INODE_SIZE;
-            if usize::from(e.extra_isize) > room || e.extra_isize % 4 != 0 {
+            if usize::from(e.extra_isize) > room || !e.extra_isize.is_multiple_of(4) {
                 return Err(FormatError::corrupt(
                     S,
                     Location::Inode(u64::from(ino)),
@@ -290,7 +290,7 @@ impl Inode {
             // Extra fields past extra_isize are not part of the record (xattrs
             // live there): write them all into a scratch copy, keep the declared ones.
             let declared = GOOD_OLD_INODE_SIZE + usize::from(e.extra_isize);
-            let end = declared.min(InodeExtra::FIELDS_END).max(GOOD_OLD_INODE_SIZE + 2);
+            let end = declared.clamp(GOOD_OLD_INODE_SIZE + 2, InodeExtra::FIELDS_END);
             let mut tmp = [0u8; InodeExtra::FIELDS_END];
             let have = out.len().min(InodeExtra::FIELDS_END);
             tmp[..have].copy_from_slice(&out[..have]);

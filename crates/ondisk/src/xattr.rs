@@ -355,7 +355,7 @@ pub fn acl_xattr_to_disk(x: &[u8]) -> Result<Vec<u8>> {
     let bad =
         |v: u64| FormatError::corrupt(S, Location::Unknown, Corruption::BadField { field: "acl entry", value: v });
     need(S, x, 4)?;
-    if le32(x, 0) != 2 || (x.len() - 4) % 8 != 0 {
+    if le32(x, 0) != 2 || !(x.len() - 4).is_multiple_of(8) {
         return Err(bad(u64::from(le32(x, 0))));
     }
     let mut out = 1u32.to_le_bytes().to_vec();

@@ -218,14 +218,12 @@ fn xattrs(root: &Path, rel: &str) -> Result<BTreeMap<String, Result<Xattr, i32>>
     Ok(out)
 }
 
+/// A file's seek map and content digest, each or both failed with an errno.
+type FileData = (Result<SeekMap, i32>, Result<Content, i32>);
+
 /// The file's own seek map, and the digest of the regions `planned` (else
 /// its own map) names, with samples of the holes between them.
-fn file_data(
-    root: &Path,
-    rel: &str,
-    size: u64,
-    planned: Option<SeekMap>,
-) -> Result<(Result<SeekMap, i32>, Result<Content, i32>), i32> {
+fn file_data(root: &Path, rel: &str, size: u64, planned: Option<SeekMap>) -> Result<FileData, i32> {
     let p = cpath(root, rel);
     let fd = unsafe { libc::open(p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
     if fd < 0 {

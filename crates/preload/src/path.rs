@@ -216,7 +216,7 @@ mod tests {
         assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
         assert_eq!(&socket_path(b"")[..], b"/run/ext4lazy/cbf29ce484222325.hints");
-        assert!(SOCKET_NAME_LEN < 108, "fits sun_path");
+        const { assert!(SOCKET_NAME_LEN < 108, "fits sun_path") };
     }
 
     #[test]

@@ -254,7 +254,7 @@ impl Volume {
         let bs = u64::from(self.block_size());
         let mut edges =
             vec![(offset / bs, offset % bs, if offset / bs == (end - 1) / bs { end - offset / bs * bs } else { bs })];
-        if end % bs != 0 && (end - 1) / bs != offset / bs {
+        if !end.is_multiple_of(bs) && (end - 1) / bs != offset / bs {
             edges.push(((end - 1) / bs, 0, end % bs));
         }
         for (lblk, lo, hi) in edges {

@@ -210,7 +210,7 @@ impl Volume {
             }
         }
         let hi_hash = hi.first().map_or(u32::MAX - 1, |r| r.hash)
-            | u32::from(lo.last().map_or(false, |r| Some(r.hash) == hi.first().map(|h| h.hash)));
+            | u32::from(lo.last().is_some_and(|r| Some(r.hash) == hi.first().map(|h| h.hash)));
         // Root: "." (12 bytes), ".." spanning the rest, dx_root_info, then the index.
         let bs = self.block_size() as usize;
         let mut root = self.fresh_block();

@@ -560,7 +560,7 @@ impl Volume {
     fn write_back_due(&self, ws: &mut WriteState, older_than: Option<std::time::Instant>) -> Result<()> {
         let bs = u64::from(self.block_size());
         let due: Vec<u64> =
-            ws.unwritten.iter().filter(|(_, u)| older_than.map_or(true, |t| u.since <= t)).map(|(&b, _)| b).collect();
+            ws.unwritten.iter().filter(|(_, u)| older_than.is_none_or(|t| u.since <= t)).map(|(&b, _)| b).collect();
         if due.is_empty() {
             return Ok(());
         }
@@ -568,7 +568,7 @@ impl Volume {
         let mut run: Vec<u8> = Vec::new();
         for (i, blk) in due.iter().enumerate() {
             run.extend_from_slice(&ws.unwritten[blk].data);
-            let ends = due.get(i + 1).map_or(true, |&next| next != blk + 1) || run.len() >= MAX_WRITE_BACK_RUN;
+            let ends = due.get(i + 1).is_none_or(|&next| next != blk + 1) || run.len() >= MAX_WRITE_BACK_RUN;
             if ends {
                 let first = blk + 1 - (run.len() as u64 / bs);
                 self.dev

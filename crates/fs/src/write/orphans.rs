@@ -35,7 +35,9 @@ impl Volume {
         if is_dir {
             self.kb_change(ws, crate::stepahead::KbChange::Forget { dir: inode.ino });
         }
-        let has_data = !(inode.is_symlink() && inode.size() < I_BLOCK_SIZE as u64 && !inode.has_flag(flags::EXTENTS))
+        // A fast symlink keeps its target in i_block, inline data its bytes in the inode.
+        let fast_symlink = inode.is_symlink() && inode.size() < I_BLOCK_SIZE as u64 && !inode.has_flag(flags::EXTENTS);
+        let has_data = !fast_symlink
             && !inode.has_flag(flags::INLINE_DATA)
             && matches!(inode.file_type(), mode::S_IFREG | mode::S_IFDIR | mode::S_IFLNK);
         // A delete that commits partway is on the orphan list at each cut:
