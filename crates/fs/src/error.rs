@@ -121,3 +121,15 @@ impl From<FormatError> for FsError {
 }
 
 pub type Result<T> = std::result::Result<T, FsError>;
+
+/// Journal errors as the engine reports them.
+pub fn journal_err(e: journal::Error) -> FsError {
+    match e {
+        journal::Error::Format(f) => FsError::Format(f),
+        journal::Error::Io { jblock, source } => FsError::io(format!("journal block {jblock}"), source),
+        journal::Error::NoSpace { needed, available } => {
+            FsError::Unsupported(format!("journal full: {needed} blocks needed, {available} free"))
+        }
+        other => FsError::io(format!("journal: {other}"), std::io::Error::other("journal failure")),
+    }
+}

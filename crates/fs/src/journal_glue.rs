@@ -171,7 +171,7 @@ fn snapshot_recovery(
     reader: &Reader<'_>,
     sb: &ondisk::jbd2::Superblock,
 ) -> std::result::Result<std::result::Result<Option<journal::Recovery>, String>, journal::Error> {
-    let Some(path) = vol.opts.jmap_snapshot.as_ref().filter(|_| vol.opts.lazy && !vol.opts.read_only) else {
+    let Some(path) = vol.opts.jmap_snapshot.as_ref().filter(|_| vol.journaling.is_lazy() && !vol.opts.read_only) else {
         return Ok(Ok(None));
     };
     let bytes = match crate::safefile::read_trusted(path, journal::snapshot::max_len(reader.len_blocks())) {
@@ -275,14 +275,14 @@ impl Volume {
     /// Whether the newest copy of metadata block `block` is in the journal
     /// (committed, and in ordered mode not yet written home).
     pub fn metadata_in_journal(&self, block: u64) -> bool {
-        self.jbd2.as_ref().is_some_and(|j| j.read().has_copy(block))
+        self.journaling.jbd2.as_ref().is_some_and(|j| j.read().has_copy(block))
     }
 
     /// Journal occupancy: live from the writing journal, else from the
     /// recovery scan done at open.
     pub fn journal_stats(&self) -> Option<JournalStats> {
         let info = self.journal.as_ref()?;
-        if let Some(j) = self.jbd2.as_ref().map(|j| j.read()) {
+        if let Some(j) = self.journaling.jbd2.as_ref().map(|j| j.read()) {
             let (fill, jmap) = (j.fill(), j.jmap_stats());
             return Some(JournalStats {
                 journal_blocks: info.len_blocks,

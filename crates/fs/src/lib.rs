@@ -19,6 +19,7 @@ pub mod inject;
 mod inode_cache;
 mod intmap;
 mod journal_glue;
+mod journaling;
 mod lookups;
 mod negative;
 mod overlay;

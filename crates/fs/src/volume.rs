@@ -91,12 +91,8 @@ pub struct Volume {
     /// Inode-table blocks per group.
     pub(crate) itb_per_group: u64,
     pub(crate) journal: Option<crate::journal_glue::JournalInfo>,
-    /// The jbd2 journal of a read-write volume. Its own lock, not the write
-    /// lock: in lazy mode, readers look up the newest copy of a block in its
-    /// jmap (shared), while a commit or a tail move excludes them.
-    pub(crate) jbd2: Option<Arc<RwLock<crate::write::Jbd2>>>,
-    /// The commit thread (read-write volumes with a journal).
-    pub(crate) committer: Option<crate::write::committer::Committer>,
+    /// The journal a read-write volume writes, and its mode (`journaling/`).
+    pub(crate) journaling: crate::journaling::Journaling,
     /// Present on read-write volumes: the write lock and what it guards.
     pub(crate) write: Option<parking_lot::Mutex<crate::write::WriteState>>,
     /// References the kernel holds per inode (open handles; with kernel-side
@@ -134,6 +130,7 @@ impl Volume {
     /// descriptors, locate the journal and, if it needs recovery, replay it in
     /// memory (the device is never written by a read-only open).
     pub fn open(dev: Arc<dyn BlockDevice>, opts: VolumeOptions) -> Result<Volume> {
+        let lazy = opts.lazy;
         if dev.size() < SUPERBLOCK_OFFSET + SUPERBLOCK_SIZE as u64 {
             return Err(FormatError::corrupt(
                 "superblock",
@@ -178,8 +175,7 @@ impl Volume {
             opts,
             itb_per_group,
             journal: None,
-            jbd2: None,
-            committer: None,
+            journaling: crate::journaling::Journaling::new(lazy),
             write: None,
             open_files: Default::default(),
             lookups: Default::default(),
@@ -401,7 +397,7 @@ impl Volume {
     /// next blocks there (the paper's "short seeks", without relying on the
     /// drive's own read-ahead). None when `blk` is not in the log.
     fn journal_readahead(&self, blk: u64) -> Result<Option<Block>> {
-        let Some(jbd2) = self.jbd2.as_ref().filter(|_| self.opts.lazy) else { return Ok(None) };
+        let Some(jbd2) = self.journaling.log() else { return Ok(None) };
         let bs = u64::from(self.block_size);
         // Held across the read: the tail cannot move and free a copy meanwhile.
         let j = jbd2.read();
@@ -461,7 +457,7 @@ impl Volume {
         let bs = u64::from(self.block_size);
         let mut bufs: Vec<Vec<u8>> = runs.iter().map(|&(_, n)| vec![0u8; (n * bs) as usize]).collect();
         // Held across the reads: the tail cannot move and free a copy meanwhile.
-        let jbd2 = if self.opts.lazy { self.jbd2.as_ref().map(|j| j.read()) } else { None };
+        let jbd2 = self.journaling.log().map(|j| j.read());
         // Per run, the pieces that cover it in order.
         let mut pieces: Vec<Vec<Piece>> = Vec::with_capacity(runs.len());
         for &(start, count) in runs {

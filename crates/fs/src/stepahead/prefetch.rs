@@ -88,7 +88,7 @@ impl Volume {
         }
         want.sort_unstable(); // into contiguous runs below
                               // Lazy mode: held across the reads, so the tail cannot move and free a copy meanwhile.
-        let jbd2 = self.jbd2.as_ref().filter(|_| self.opts.lazy).map(|j| j.read());
+        let jbd2 = self.journaling.log().map(|j| j.read());
         let (home, stretches) = match &jbd2 {
             Some(j) => self.split_by_log(j, &want)?,
             None => (want.clone(), Vec::new()),

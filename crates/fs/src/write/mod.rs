@@ -13,8 +13,6 @@
 
 mod alloc;
 mod attrs;
-mod cleaner;
-pub(crate) mod committer;
 mod data;
 mod dirops;
 mod extent_tree;
@@ -31,12 +29,13 @@ mod txn;
 mod undo;
 mod xattrops;
 
+pub use crate::error::journal_err;
+pub use crate::journaling::{CleanerPolicy, Jbd2};
 pub use attrs::SetAttr;
-pub use cleaner::CleanerPolicy;
 pub use data::Falloc;
 pub use iflags::OpenAccess;
 pub use namespace::CreateKind;
-pub(crate) use split::Split;
+pub(crate) use split::{Split, TxnLimit};
 pub use txn::Txn;
 pub use xattrops::XattrMode;
 
@@ -51,21 +50,6 @@ use ondisk::superblock::Superblock;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// Journal errors as the engine reports them.
-pub(crate) fn journal_err(e: journal::Error) -> FsError {
-    match e {
-        journal::Error::Format(f) => FsError::Format(f),
-        journal::Error::Io { jblock, source } => FsError::io(format!("journal block {jblock}"), source),
-        journal::Error::NoSpace { needed, available } => {
-            FsError::Unsupported(format!("journal full: {needed} blocks needed, {available} free"))
-        }
-        other => FsError::io(format!("journal: {other}"), std::io::Error::other("journal failure")),
-    }
-}
-
-/// Largest request write-back builds from neighbouring blocks (bytes).
-const MAX_WRITE_BACK_RUN: usize = 1 << 20;
-
 /// The error every write gets once a device error has turned the volume read-only.
 pub(crate) fn read_only_after(why: &str) -> FsError {
     FsError::io(format!("(the volume turned read-only after: {why})"), std::io::Error::from_raw_os_error(libc::EROFS))
@@ -76,9 +60,6 @@ pub struct Unwritten {
     pub data: Block,
     pub since: std::time::Instant,
 }
-
-/// The journal as the write path drives it.
-pub type Jbd2 = journal::Journal<Arc<dyn blockdev::BlockDevice>>;
 
 /// State owned by the write lock.
 pub struct WriteState {
@@ -125,7 +106,7 @@ pub struct WriteState {
     /// Per group: every block bit below this one is set (`alloc_blocks`).
     pub(crate) block_hints: crate::intmap::IntMap<u32, usize>,
     /// The transaction on the commit thread, until it is finished here.
-    pub(crate) committing: Option<committer::Committing>,
+    pub(crate) committing: Option<crate::journaling::committer::Committing>,
     /// The running transaction commits once it holds this many blocks: half
     /// of what the journal accepts (jbd2 commits at the limit; half leaves
     /// room for the operation about to start, and ordinary operations are
@@ -247,47 +228,6 @@ impl WriteState {
     }
 }
 
-/// A commit (or the work around it) failed: the volume turns read-only, as
-/// the changes in memory will never be committed. Returns the error.
-pub(crate) fn commit_failed(ws: &mut WriteState, e: FsError) -> FsError {
-    ws.failed.get_or_insert_with(|| format!("commit failed: {e}"));
-    e
-}
-
-/// The journal's transaction for `blocks` (their newest contents) and `revoked`.
-pub(crate) fn journal_transaction<'a>(
-    block_size: u32,
-    blocks: impl IntoIterator<Item = (u64, &'a Block)>,
-    revoked: impl IntoIterator<Item = u64>,
-) -> Result<journal::Transaction> {
-    let mut t = journal::Transaction::new(block_size);
-    for (blk, data) in blocks {
-        t.log(blk, data).map_err(journal_err)?;
-    }
-    for blk in revoked {
-        t.revoke(blk);
-    }
-    Ok(t)
-}
-
-/// Commit `t` under the journal's lock. jbd2 ordering: copies, flush (which
-/// also makes earlier data writes durable: ordered mode), commit block,
-/// flush. In lazy mode, transactions whose blocks all moved on then free
-/// their space.
-pub(crate) fn commit_locked(j: &mut Jbd2, t: &journal::Transaction, lazy: bool) -> Result<Option<journal::CommitInfo>> {
-    let info = j.commit(t).map_err(journal_err)?;
-    if lazy {
-        j.advance_tail().map_err(journal_err)?;
-    }
-    Ok(info)
-}
-
-/// Count a commit in the stats.
-fn count_commit(ws: &mut WriteState, info: Option<&journal::CommitInfo>) {
-    ws.stats.commits += 1;
-    ws.stats.journal_blocks_logged += info.map_or(0, |i| i.journal_blocks);
-}
-
 /// Current time as ext4 stores it.
 pub fn now() -> Timestamp {
     let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
@@ -334,190 +274,6 @@ impl Volume {
         })
     }
 
-    /// Commit the running transaction: make every change in it durable.
-    /// Any failure turns the volume read-only: the changes are in memory and
-    /// will never be committed, so nothing more may be written after them.
-    pub(crate) fn commit(&self, ws: &mut WriteState) -> Result<()> {
-        if ws.undo.is_some() {
-            // Only after an operation panicked halfway: never commit half of it.
-            ws.failed.get_or_insert_with(|| "an operation stopped halfway (panic)".into());
-        }
-        if let Some(why) = &ws.failed {
-            return Err(read_only_after(why));
-        }
-        let r = self.finish_commit(ws).and_then(|()| self.commit_running(ws));
-        r.map_err(|e| commit_failed(ws, e))
-    }
-
-    fn commit_running(&self, ws: &mut WriteState) -> Result<()> {
-        if ws.running.is_empty() && ws.dirty_groups.is_empty() {
-            debug_assert!(ws.deferred.is_empty());
-            ws.running_since = None;
-        } else {
-            self.commit_user_changes(ws)?;
-        }
-        if self.opts.lazy {
-            self.commit_cleaning(ws)?;
-        }
-        Ok(())
-    }
-
-    fn commit_user_changes(&self, ws: &mut WriteState) -> Result<()> {
-        let forgotten = self.apply_deferred(ws)?;
-        self.write_dirty_groups(ws)?;
-        self.write_super(ws)?;
-        let txn = std::mem::take(&mut ws.running);
-        ws.running_since = None;
-        let now = std::time::Instant::now();
-        if self.jbd2.is_none() {
-            // No journal: flush data, then write the metadata home directly.
-            self.dev.flush().map_err(|e| FsError::io("flushing data before commit", e))?;
-            for blk in forgotten {
-                ws.unwritten.remove(&blk);
-            }
-            for (blk, data) in txn.blocks() {
-                ws.unwritten.insert(blk, Unwritten { data: data.clone(), since: now });
-            }
-            return self.write_back(ws, None);
-        }
-        let t = journal_transaction(self.block_size(), txn.blocks(), txn.revoked())?;
-        if let Some(seq) = self.log_transaction(ws, &t)? {
-            if self.opts.lazy {
-                ws.ages.push_back((seq, now));
-            }
-        }
-        // Freed metadata: its committed copies were needed until the free was
-        // durable (a checkpoint before this commit still wrote them home); the
-        // commit's revoke records took them out of the journal's map.
-        for blk in forgotten {
-            ws.unwritten.remove(&blk);
-        }
-        self.committed_blocks(ws, &txn, now);
-        Ok(())
-    }
-
-    /// `txn`'s blocks are committed: in lazy mode the journal copy is each
-    /// block's home now, so the cached copy is clean; in ordered mode each
-    /// waits to be written home.
-    fn committed_blocks(&self, ws: &mut WriteState, txn: &Txn, now: std::time::Instant) {
-        for (blk, data) in txn.blocks() {
-            if self.opts.lazy {
-                self.cache.unpin(blk, data);
-            } else {
-                ws.unwritten.insert(blk, Unwritten { data: data.clone(), since: now });
-            }
-        }
-    }
-
-    /// Record a commit the commit thread made (see `committer`): as the end
-    /// of `log_transaction` and `commit_user_changes` do for one made here.
-    pub(crate) fn committed(
-        &self,
-        ws: &mut WriteState,
-        info: Option<journal::CommitInfo>,
-        txn: &Txn,
-        since: std::time::Instant,
-    ) {
-        count_commit(ws, info.as_ref());
-        if self.opts.lazy {
-            if let Some(j) = self.jbd2.as_ref() {
-                cleaner::prune_ages(ws, &j.read());
-            }
-            if let Some(i) = &info {
-                ws.ages.push_back((i.sequence, since));
-            }
-        }
-        self.committed_blocks(ws, txn, since);
-    }
-
-    /// Commit `t` to the journal, making room first if it does not fit.
-    /// Returns its sequence number (None if it was empty).
-    pub(crate) fn log_transaction(&self, ws: &mut WriteState, t: &journal::Transaction) -> Result<Option<u32>> {
-        let Some(jbd2) = self.jbd2.as_ref() else { return Ok(None) };
-        let need = t.journal_blocks(jbd2.read().layout());
-        self.make_room(ws, need)?;
-        let info = {
-            let mut j = jbd2.write();
-            let info = commit_locked(&mut j, t, self.opts.lazy)?;
-            if self.opts.lazy {
-                cleaner::prune_ages(ws, &j);
-            }
-            info
-        };
-        count_commit(ws, info.as_ref());
-        Ok(info.map(|i| i.sequence))
-    }
-
-    /// Before a commit of `need` journal blocks: refuse one the journal can
-    /// never take, checkpoint if it does not fit now.
-    pub(crate) fn make_room(&self, ws: &mut WriteState, need: u64) -> Result<()> {
-        let Some(jbd2) = self.jbd2.as_ref() else { return Ok(()) };
-        let (space, max) = {
-            let j = jbd2.read();
-            (j.space_left(), j.max_transaction_blocks())
-        };
-        if need > max {
-            return Err(FsError::Unsupported(format!(
-                "transaction of {need} journal blocks exceeds the journal's limit of {max}"
-            )));
-        }
-        if need > space {
-            self.checkpoint(ws, journal::CheckpointGoal::Space(need))?;
-        }
-        Ok(())
-    }
-
-    /// Write committed blocks home as the journal's checkpoint asks, and move its tail.
-    /// In lazy mode the copies come from the log (nothing is pending in memory):
-    /// the journal is full, so the oldest blocks migrate home.
-    pub(crate) fn checkpoint(&self, ws: &mut WriteState, goal: journal::CheckpointGoal) -> Result<()> {
-        self.finish_commit(ws)?;
-        let Some(jbd2) = self.jbd2.as_ref() else { return Ok(()) };
-        let mut j = jbd2.write();
-        ws.stats.checkpoints += 1;
-        if self.opts.lazy {
-            let st = j.checkpoint_from_log(goal).map_err(journal_err)?;
-            ws.stats.blocks_written_home += st.written;
-            ws.stats.blocks_migrated_home += st.written;
-            return Ok(());
-        }
-        let WriteState { unwritten, stats, .. } = ws;
-        let mut written = Vec::new();
-        j.checkpoint(goal, |blk, buf| match unwritten.get(&blk) {
-            Some(u) => {
-                buf.copy_from_slice(&u.data);
-                written.push(blk);
-                Ok(true)
-            }
-            // Not pending: already home, or no longer metadata.
-            None => Ok(false),
-        })
-        .map_err(journal_err)?;
-        stats.blocks_written_home += written.len() as u64;
-        for blk in written {
-            if let Some(u) = unwritten.remove(&blk) {
-                self.cache.unpin(blk, &u.data);
-            }
-        }
-        Ok(())
-    }
-
-    /// Apply the running transaction's deferred frees: it is about to commit.
-    /// Returns the blocks that stopped being metadata: their pending
-    /// write-back is dropped only once this commit is durable.
-    fn apply_deferred(&self, ws: &mut WriteState) -> Result<Vec<u64>> {
-        let mut forgotten = Vec::new();
-        ws.pending_frees.clear();
-        ws.freed.clear();
-        for d in std::mem::take(&mut ws.deferred) {
-            match d {
-                Deferred::Free { start, len } => self.release_blocks(ws, start, len)?,
-                Deferred::Forget(blk) => forgotten.push(blk),
-            }
-        }
-        Ok(forgotten)
-    }
-
     /// Take the write lock as a writer (None on a read-only volume).
     pub(crate) fn lock_write(&self) -> Option<WriteGuard<'_>> {
         self.write.as_ref().map(|m| WriteGuard::new(m.lock()))
@@ -544,91 +300,6 @@ impl Volume {
     pub(crate) fn deferred_free_blocks(&self) -> u64 {
         let Some(w) = self.write.as_ref() else { return 0 };
         w.lock().deferred.iter().map(|d| if let Deferred::Free { len, .. } = d { *len } else { 0 }).sum()
-    }
-
-    /// Write committed blocks home (all, or those committed before `older_than`),
-    /// flush, and let the journal reuse their space. A failure turns the volume read-only.
-    pub(crate) fn write_back(&self, ws: &mut WriteState, older_than: Option<std::time::Instant>) -> Result<()> {
-        if let Some(why) = &ws.failed {
-            return Err(read_only_after(why));
-        }
-        self.finish_commit(ws)?;
-        let r = self.write_back_due(ws, older_than);
-        r.map_err(|e| self.fail_on_io(ws, e))
-    }
-
-    fn write_back_due(&self, ws: &mut WriteState, older_than: Option<std::time::Instant>) -> Result<()> {
-        let bs = u64::from(self.block_size());
-        let due: Vec<u64> =
-            ws.unwritten.iter().filter(|(_, u)| older_than.is_none_or(|t| u.since <= t)).map(|(&b, _)| b).collect();
-        if due.is_empty() {
-            return Ok(());
-        }
-        // `due` is sorted: neighbouring blocks (inode tables, bitmaps) go in one request.
-        let mut run: Vec<u8> = Vec::new();
-        for (i, blk) in due.iter().enumerate() {
-            run.extend_from_slice(&ws.unwritten[blk].data);
-            let ends = due.get(i + 1).is_none_or(|&next| next != blk + 1) || run.len() >= MAX_WRITE_BACK_RUN;
-            if ends {
-                let first = blk + 1 - (run.len() as u64 / bs);
-                self.dev
-                    .write_at(first * bs, &run, IoClass::Metadata)
-                    .map_err(|e| FsError::io(format!("writing blocks {first}..={blk} home"), e))?;
-                run.clear();
-            }
-        }
-        self.dev.flush().map_err(|e| FsError::io("flushing metadata", e))?;
-        ws.stats.blocks_written_home += due.len() as u64;
-        for blk in &due {
-            if let Some(u) = ws.unwritten.remove(blk) {
-                self.cache.unpin(*blk, &u.data);
-            }
-        }
-        if let Some(j) = self.jbd2.as_ref() {
-            let mut j = j.write();
-            j.written_home(due);
-            j.advance_tail().map_err(journal_err)?;
-        }
-        Ok(())
-    }
-
-    /// Periodic work (about once a second): commit a transaction older than
-    /// `commit=`, write home blocks committed longer than `dirty_expire=` ago.
-    pub fn background_tick(&self) -> Result<()> {
-        let Some(mut ws) = self.lock_write() else { return Ok(()) };
-        if ws.failed.is_some() {
-            return Ok(()); // read-only since a device error, reported then
-        }
-        self.finish_commit_if_done(&mut ws)?;
-        if ws.running_since.is_some_and(|t| t.elapsed() >= self.opts.commit_interval) {
-            self.commit_soon(&mut ws)?;
-        }
-        if ws.committing.is_some() {
-            // Write-back and idle work would wait for that commit holding the
-            // write lock; they can wait for the next tick instead.
-            return Ok(());
-        }
-        if let Some(cutoff) = std::time::Instant::now().checked_sub(self.opts.dirty_expire) {
-            self.write_back(&mut ws, Some(cutoff))?;
-        }
-        if self.opts.lazy && ws.running.is_empty() {
-            self.lazy_idle_work(&mut ws)?;
-        }
-        Ok(())
-    }
-
-    /// Lazy mode with nothing running: migrate cold transactions home (if
-    /// the policy says so), else clean a full log now rather than after the
-    /// next user's commit (a commit with nothing running only cleans).
-    fn lazy_idle_work(&self, ws: &mut WriteState) -> Result<()> {
-        if let Some(age) = self.opts.cleaner.cold_age {
-            match self.migrate_cold_home(ws, age) {
-                Ok(true) => return Ok(()),
-                Ok(false) => {}
-                Err(e) => return Err(self.fail_on_io(ws, e)),
-            }
-        }
-        self.commit(ws)
     }
 
     /// The superblock's block and its bytes with current free counts and write time.
@@ -687,7 +358,7 @@ impl Volume {
 
     /// At commit: the checksums of the bitmaps changed since the last commit
     /// go into their descriptors, and every changed descriptor into its block.
-    fn write_dirty_groups(&self, ws: &mut WriteState) -> Result<()> {
+    pub(crate) fn write_dirty_groups(&self, ws: &mut WriteState) -> Result<()> {
         let dirty = std::mem::take(&mut ws.dirty_groups);
         if dirty.is_empty() {
             return Ok(());

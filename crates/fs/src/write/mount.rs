@@ -3,7 +3,7 @@
 use super::WriteState;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
-use ondisk::superblock::{feature, STATE_VALID};
+use ondisk::superblock::feature;
 use std::sync::Arc;
 
 impl Volume {
@@ -32,58 +32,7 @@ impl Volume {
                 self.opts.data_writeback_bytes,
             ));
         }
-        if let Some(info) = &self.journal {
-            let map = journal::JournalMap::new(info.runs.clone(), info.len_blocks, self.block_size())
-                .map_err(super::journal_err)?;
-            let mut j = journal::Journal::load(self.dev.clone(), map).map_err(super::journal_err)?;
-            if j.needs_recovery() {
-                // The scan `open` made for its in-memory replay, if it made one.
-                let rec = match self.journal.as_mut().and_then(|i| i.recovery.take()) {
-                    Some(rec) => rec,
-                    None => j.recover().map_err(super::journal_err)?,
-                };
-                if self.opts.lazy {
-                    // Lazy: the log goes on where it ended; its copies stay the
-                    // metadata's home, found through the jmap. Nothing is written home.
-                    j.resume(&rec).map_err(super::journal_err)?;
-                } else {
-                    // The same replay `open` laid over the device in memory, now
-                    // written home by the journal (copies, flush, then an empty log).
-                    j.replay_to_disk(&rec).map_err(super::journal_err)?;
-                }
-            }
-            // What the overlay served is now home (ordered) or in the jmap (lazy).
-            self.overlay = Default::default();
-            let (compat, incompat) = journal::ext4_features(self.sb.has_metadata_csum(), self.sb.is_64bit());
-            match j.set_features(compat, incompat) {
-                Ok(()) => {}
-                Err(journal::Error::NotCheckpointed { .. }) => {
-                    // A live log in a format we do not write (another writer's
-                    // features): bring it home, then start a log of our own.
-                    j.checkpoint_from_log(journal::CheckpointGoal::All).map_err(super::journal_err)?;
-                    j.empty().map_err(super::journal_err)?;
-                    j.set_features(compat, incompat).map_err(super::journal_err)?;
-                }
-                Err(e) => return Err(super::journal_err(e)),
-            }
-            ws.commit_limit = (j.max_transaction_blocks() / 2).max(16);
-            ws.txn_limit = Some(super::split::TxnLimit { max_blocks: j.max_transaction_blocks(), layout: *j.layout() });
-            // A piece of a write may allocate each block in another group: a
-            // bitmap and a descriptor block each, on top of a running
-            // transaction just under commit_limit (half the limit). An eighth
-            // leaves room for its tree nodes; on a journal of 32 MiB or more
-            // no FUSE write (1 MiB at most) is ever cut.
-            self.write_piece_blocks = (j.max_transaction_blocks() / 8).max(8);
-            let j = Arc::new(parking_lot::RwLock::new(j));
-            self.committer = Some(super::committer::Committer::start(j.clone(), self.block_size(), self.opts.lazy)?);
-            self.jbd2 = Some(j);
-            // As the kernel does: the flag says the journal may hold committed
-            // transactions; stock tools replay it after a crash.
-            ws.sb.f.feature_incompat |= feature::incompat::RECOVER;
-        } else {
-            // No journal: a crash leaves the volume flagged for a full e2fsck.
-            ws.sb.f.state &= !STATE_VALID;
-        }
+        self.start_journal(&mut ws)?;
         ws.sb.f.mnt_count = ws.sb.f.mnt_count.wrapping_add(1);
         ws.sb.f.mtime = super::now().sec as u32;
         self.write = Some(parking_lot::Mutex::new(ws));

@@ -5,7 +5,6 @@ use super::{now, Split, WriteState};
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use ondisk::inode::{flags, mode, Inode, I_BLOCK_SIZE};
-use ondisk::superblock::feature;
 
 /// What freeing one orphan adds to a transaction besides its extents (each
 /// of which makes its own room): its inode's block, inode bitmap and
@@ -97,20 +96,7 @@ impl Volume {
         self.free_orphans(ws)?;
         self.commit(ws)?;
         ws.sb.f.state |= ondisk::superblock::STATE_VALID;
-        if self.opts.lazy && self.jbd2.is_some() {
-            // The journal is where the metadata lives: it stays, flagged for
-            // recovery, so the kernel and e2fsck replay it and see our tree.
-            self.write_super_home(ws)?;
-            // A lost snapshot only costs the next mount a scan.
-            let _ = self.save_jmap_snapshot();
-            return Ok(());
-        }
-        self.write_back(ws, None)?;
-        if let Some(j) = self.jbd2.as_ref() {
-            j.write().empty().map_err(super::journal_err)?;
-        }
-        ws.sb.f.feature_incompat &= !feature::incompat::RECOVER;
-        self.write_super_home(ws)
+        self.close_journal(ws)
     }
 
     /// Finish every inode on the orphan list, as the kernel's

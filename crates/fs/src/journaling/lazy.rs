@@ -20,9 +20,10 @@
 //! changed for that long, they are cold, and writing them home once costs
 //! less than carrying them around the log forever (hot/cold separation).
 
-use super::WriteState;
-use crate::error::Result;
+use super::Jbd2;
+use crate::error::{journal_err, Result};
 use crate::volume::Volume;
+use crate::write::{Txn, WriteState};
 use std::time::{Duration, Instant};
 
 /// Above this share of live blocks in the used log, moving them gains nothing.
@@ -52,6 +53,37 @@ impl Default for CleanerPolicy {
 }
 
 impl Volume {
+    /// `txn` is committed: its journal copies are the blocks' home now, so
+    /// the cached copies are clean.
+    pub(super) fn lazy_committed(&self, txn: &Txn) {
+        for (blk, data) in txn.blocks() {
+            self.cache.unpin(blk, data);
+        }
+    }
+
+    /// The log is full: the oldest transactions' live blocks migrate home,
+    /// copied from the log (nothing waits in memory in lazy mode).
+    pub(super) fn lazy_checkpoint(ws: &mut WriteState, j: &mut Jbd2, goal: journal::CheckpointGoal) -> Result<()> {
+        let st = j.checkpoint_from_log(goal).map_err(journal_err)?;
+        ws.stats.blocks_written_home += st.written;
+        ws.stats.blocks_migrated_home += st.written;
+        Ok(())
+    }
+
+    /// Lazy mode with nothing running: migrate cold transactions home (if
+    /// the policy says so), else clean a full log now rather than after the
+    /// next user's commit (a commit with nothing running only cleans).
+    pub(super) fn lazy_idle_work(&self, ws: &mut WriteState) -> Result<()> {
+        if let Some(age) = self.opts.cleaner.cold_age {
+            match self.migrate_cold_home(ws, age) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(e) => return Err(self.fail_on_io(ws, e)),
+            }
+        }
+        self.commit(ws)
+    }
+
     /// After a lazy commit: if the log is full enough, log the live blocks
     /// of the oldest transactions again, in a transaction of their own (so
     /// that it can carry their age: see `WriteState::ages`). Returns the
@@ -60,7 +92,7 @@ impl Volume {
         // Its callers finished any commit on the commit thread: the cache
         // holds no version newer than committed but the running transaction's.
         debug_assert!(ws.committing.is_none());
-        let Some(jbd2) = self.jbd2.as_ref() else { return Ok(0) };
+        let Some(jbd2) = self.journaling.jbd2.as_ref() else { return Ok(0) };
         let policy = self.opts.cleaner;
         let (victims, changed) = {
             let j = jbd2.read();
@@ -114,7 +146,7 @@ impl Volume {
         let mut t = journal::Transaction::new(self.block_size());
         for &blk in &victims {
             let data = self.meta(blk)?;
-            t.log(blk, &data).map_err(super::journal_err)?;
+            t.log(blk, &data).map_err(crate::error::journal_err)?;
         }
         if let (Some(seq), Some(at)) = (self.log_transaction(ws, &t)?, changed) {
             ws.ages.push_back((seq, at));
@@ -129,7 +161,7 @@ impl Volume {
     /// Returns whether anything was migrated.
     pub(crate) fn migrate_cold_home(&self, ws: &mut WriteState, cold_age: Duration) -> Result<bool> {
         self.finish_commit(ws)?;
-        let Some(jbd2) = self.jbd2.as_ref() else { return Ok(false) };
+        let Some(jbd2) = self.journaling.jbd2.as_ref() else { return Ok(false) };
         let mut j = jbd2.write();
         prune_ages(ws, &j);
         let Some(oldest) = j.oldest_live().map(|t| t.sequence) else { return Ok(false) };
@@ -137,7 +169,7 @@ impl Volume {
         if changed.is_some_and(|t| t.elapsed() < cold_age) {
             return Ok(false);
         }
-        let st = j.checkpoint_from_log(journal::CheckpointGoal::Oldest).map_err(super::journal_err)?;
+        let st = j.checkpoint_from_log(journal::CheckpointGoal::Oldest).map_err(crate::error::journal_err)?;
         ws.stats.blocks_migrated_home += st.written;
         ws.stats.blocks_written_home += st.written;
         Ok(true)
@@ -151,7 +183,9 @@ impl Volume {
     /// rename: a crash leaves the old file or none).
     pub(crate) fn save_jmap_snapshot(&self) -> Result<()> {
         use std::os::unix::fs::DirBuilderExt;
-        let (Some(path), Some(jbd2)) = (self.opts.jmap_snapshot.as_ref(), self.jbd2.as_ref()) else { return Ok(()) };
+        let (Some(path), Some(jbd2)) = (self.opts.jmap_snapshot.as_ref(), self.journaling.jbd2.as_ref()) else {
+            return Ok(());
+        };
         let j = jbd2.read();
         if j.superblock().start == 0 {
             return Ok(()); // nothing live: the next mount has nothing to scan
@@ -170,7 +204,7 @@ impl Volume {
 }
 
 /// Drop the ages of transactions the tail has passed.
-pub(crate) fn prune_ages(ws: &mut WriteState, j: &super::Jbd2) {
+pub(crate) fn prune_ages(ws: &mut WriteState, j: &Jbd2) {
     let oldest = j.oldest_live().map_or(j.next_sequence(), |t| t.sequence);
     while ws.ages.front().is_some_and(|&(seq, _)| seq_before(seq, oldest)) {
         ws.ages.pop_front();
