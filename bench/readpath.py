@@ -23,7 +23,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "system"))
+sys.path.insert(0, REPO)  # run as a script: the repository root, where `harness` lives
 from harness import adapters, images, util  # noqa: E402
 
 import benchlib  # noqa: E402  (beside this script)

@@ -61,11 +61,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "system"))
+sys.path.insert(0, REPO)  # run as a script: the repository root, where `harness` lives
 from harness import adapters, images, util  # noqa: E402
 
 import benchlib  # noqa: E402  (beside this script)
-from suite import shapes  # noqa: E402
+from bench.suite import shapes  # noqa: E402
 
 WORKLOADS = ("makedirs", "createfiles", "untar")
 # system -> (harness adapter, mount options; ext4lazy adds stats=FILE)

@@ -6,11 +6,11 @@ import shutil
 import subprocess
 import sys
 
+from harness import util
+
 from . import devices, report, systems
 from .runner import Refused, Runner
 from .suites import all_suites
-
-PLOTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots.py")
 
 
 def cmd_list(_args):
@@ -119,7 +119,10 @@ def write_report(out, plots=True):
     pngs = []
     if plots:
         py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-        p = subprocess.run([py, PLOTS, out], capture_output=True, text=True)
+        # a module of this package: the repository root on its path, as __main__ sets it here
+        path = os.pathsep.join(filter(None, [util.REPO, os.environ.get("PYTHONPATH")]))
+        env = dict(os.environ, PYTHONPATH=path)
+        p = subprocess.run([py, "-m", "bench.suite.plots", out], capture_output=True, text=True, env=env)
         if p.returncode != 0:
             print(f"ext4lazy bench: plots failed: {p.stderr.strip()[-800:]}", file=sys.stderr)
         pngs = [line.strip() for line in p.stdout.splitlines() if line.strip().endswith(".png")]

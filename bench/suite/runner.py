@@ -23,8 +23,6 @@ STEPAHEAD_EXTRA = ("stepahead", "translation_hits", "translation_misses", "prefe
                    "prefetch_batches", "prefetch_backoffs", "prefetch_lone_skips", "kb_entries", "kb_dirs",
                    "path_hints", "path_hints_dropped", "path_hint_blocks")
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 
 @contextlib.contextmanager
 def workload_env(changes):
@@ -46,7 +44,7 @@ class Refused(Exception):
 
 
 def git_commit():
-    c = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    c = subprocess.run(["git", "-C", util.REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return c.stdout.strip() or "unknown"
 
 
