@@ -8,7 +8,8 @@ import sys
 
 from harness import util
 
-from . import devices, report, systems
+from . import devices, merge, report, systems
+from .merge import MergeError
 from .runner import Refused, Runner
 from .suites import all_suites
 
@@ -138,6 +139,7 @@ def main(argv):
               "       ext4lazy bench run --suite SUITE --device DEVICE [--systems A,B,...] [--scale X] [--speed S] "
               "[--repeat N] --out DIR\n"
               "       ext4lazy bench report DIR        (rewrite DIR/report.md and the plots)\n"
+              "       ext4lazy bench merge OUT IN1 IN2 ... (results of runs made side by side, for one report)\n"
               "`ext4lazy bench run --help` lists every option; docs/BENCH.md explains them.")
         return 0
     if argv[0] == "list":
@@ -149,6 +151,15 @@ def main(argv):
             print(f"ext4lazy bench: no results.json in {argv[1]}", file=sys.stderr)
             return 2
         write_report(argv[1])
+        return 0
+    if argv[0] == "merge" and len(argv) >= 3:
+        try:
+            n = merge.merge(argv[1], argv[2:])
+        except (MergeError, OSError, ValueError) as e:
+            print(f"ext4lazy bench: merge: {e}", file=sys.stderr)
+            return 2
+        print(f"ext4lazy bench: {n} records from {len(argv) - 2} directories in {argv[1]} "
+              f"(`ext4lazy bench report {argv[1]}` writes their report)", file=sys.stderr)
         return 0
     print(f"ext4lazy bench: unknown command {' '.join(argv)!r} (try `ext4lazy bench help`)", file=sys.stderr)
     return 2
