@@ -23,6 +23,7 @@ def cmd_list(_args):
     print("systems (--systems A,B,...):")
     for n in systems.names():
         print(f"  {n:28s} {systems.get(n).doc}")
+    print(f"  {'SYSTEM@PATH':28s} an ext4lazy system run with the ext4lazy binary at PATH (A/B runs of two builds)")
     print("devices (--device):")
     print("  file           an image file on this machine's disk")
     for m in devices.MODELS:

@@ -57,7 +57,7 @@ class Volume:
     def __init__(self, system, device, speed, workdir, tag, size, journal_mib, binary, log):
         self.system, self.device, self.speed, self.binary, self.log = system, device, speed, binary, log
         self.size, self.journal_mib = size, journal_mib
-        base = os.path.join(workdir, f"{system.name}-{tag}")
+        base = os.path.join(workdir, f"{system.slug}-{tag}")
         self.image, self.mnt, self.srv = base + ".img", base + ".mnt", base + ".srv"
         self.stats = base + ".stats.json"
         self.host = base + ".host"          # dbfs-sqlite: the kernel ext4 holding its database

@@ -177,7 +177,9 @@ class Runner:
             "binary": self.binary, "binary_sha256": sha256(self.binary), "kernel": platform.release(),
             "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "suite": self.suite.name,
             "device": self.args.device, "scale": self.args.scale, "speed": self.args.speed,
-            "systems": [s.name for s in self.systems], "workers": self.args.workers, "repeat": nrep})
+            "systems": [s.name for s in self.systems], "workers": self.args.workers, "repeat": nrep,
+            "system_binaries": {s.name: {"binary": s.binary, "binary_sha256": sha256(s.binary)}
+                                for s in self.systems if s.binary}})
         self.results.save_meta()
         pool = multiprocessing.get_context("fork").Pool(self.args.workers) if self.args.workers > 1 else None
         failures = 0
@@ -214,7 +216,7 @@ class Runner:
         try:
             for s in systems:
                 v = Volume(s, self.args.device, self.args.speed, self.work, g.name, plan.size, plan.journal_mib,
-                           self.binary, prog.log)
+                           s.binary or self.binary, prog.log)
                 v.extra_options = list(g.ext4lazy_options)
                 vols[s.name] = v
                 try:
@@ -305,7 +307,7 @@ class Runner:
                 trace = accounting.BlockTrace(v.loop, v.layout)
         tracefile = None
         if kind == "ext4lazy" and self.model and self.args.traces:
-            tracefile = os.path.join(self.work, f"{v.system.name}.{w.name}.trace.csv")
+            tracefile = os.path.join(self.work, f"{v.system.slug}.{w.name}.trace.csv")
         sampler = None
         try:
             v.mount(tracefile, writes=w.writes)
@@ -313,8 +315,8 @@ class Runner:
                 sampler = accounting.Sampler(accounting.ext4lazy_live_totals(devices.live_stats_path(v.mnt)))
             else:
                 sampler = accounting.Sampler(lambda: accounting.loop_stat(v.loop))
-            with accounting.KernelMemory(f"{v.system.name}-{w.name}") as kmem, \
-                    workload_env(v.system.workload_env(self.binary)):
+            with accounting.KernelMemory(f"{v.system.slug}-{w.name}") as kmem, \
+                    workload_env(v.system.workload_env(v.binary)):
                 t0 = time.monotonic()
                 extra = w.run(v.mnt, ctx) or {}
                 t1 = time.monotonic()
@@ -377,7 +379,7 @@ class Runner:
         if kind == "dbfs":
             extra["dbfs"] = v.dbfs_stats()
         check["classes_total"] = accounting.total_bytes(classes)
-        raw = os.path.join(self.raw, f"{self.suite.name}.{v.system.name}.{self.args.device}.{w.name}"
+        raw = os.path.join(self.raw, f"{self.suite.name}.{v.system.slug}.{self.args.device}.{w.name}"
                            + (f".rep{rep}" if rep else "") + ".json")
         with open(raw, "w") as f:
             json.dump({"series": series, "offsets": offsets, "offsets_columns": ["t_s", "offset", "len", "class",
