@@ -2,13 +2,14 @@
 import os
 import sys
 
-# Run as a directory, sys.path[0] is bench/suite itself: replace it by bench/ so that the package imports as
-# `suite` and none of its module names can shadow a standard-library module.
+# The one place the import path is set: run as a directory, sys.path[0] is bench/suite itself; replace it by the
+# repository root, so that the package imports as `bench.suite` beside `harness` and none of its module names
+# (`core`, `report`, ...) can shadow another module.
 _here = os.path.dirname(os.path.abspath(__file__))
-sys.path = [p for p in sys.path if os.path.abspath(p or ".") != _here]
-sys.path.insert(0, os.path.dirname(_here))
+_repo = os.path.dirname(os.path.dirname(_here))
+sys.path = [_repo] + [p for p in sys.path if os.path.abspath(p or ".") != _here]
 
-from suite import cli  # noqa: E402
+from bench.suite import cli  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(cli.main(sys.argv[1:]))

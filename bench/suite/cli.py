@@ -6,11 +6,12 @@ import shutil
 import subprocess
 import sys
 
-from . import devices, report, systems
+from harness import util
+
+from . import devices, merge, report, systems
+from .merge import MergeError
 from .runner import Refused, Runner
 from .suites import all_suites
-
-PLOTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots.py")
 
 
 def cmd_list(_args):
@@ -22,6 +23,7 @@ def cmd_list(_args):
     print("systems (--systems A,B,...):")
     for n in systems.names():
         print(f"  {n:28s} {systems.get(n).doc}")
+    print(f"  {'SYSTEM@PATH':28s} an ext4lazy system run with the ext4lazy binary at PATH (A/B runs of two builds)")
     print("devices (--device):")
     print("  file           an image file on this machine's disk")
     for m in devices.MODELS:
@@ -119,7 +121,10 @@ def write_report(out, plots=True):
     pngs = []
     if plots:
         py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-        p = subprocess.run([py, PLOTS, out], capture_output=True, text=True)
+        # a module of this package: the repository root on its path, as __main__ sets it here
+        path = os.pathsep.join(filter(None, [util.REPO, os.environ.get("PYTHONPATH")]))
+        env = dict(os.environ, PYTHONPATH=path)
+        p = subprocess.run([py, "-m", "bench.suite.plots", out], capture_output=True, text=True, env=env)
         if p.returncode != 0:
             print(f"ext4lazy bench: plots failed: {p.stderr.strip()[-800:]}", file=sys.stderr)
         pngs = [line.strip() for line in p.stdout.splitlines() if line.strip().endswith(".png")]
@@ -135,6 +140,7 @@ def main(argv):
               "       ext4lazy bench run --suite SUITE --device DEVICE [--systems A,B,...] [--scale X] [--speed S] "
               "[--repeat N] --out DIR\n"
               "       ext4lazy bench report DIR        (rewrite DIR/report.md and the plots)\n"
+              "       ext4lazy bench merge OUT IN1 IN2 ... (results of runs made side by side, for one report)\n"
               "`ext4lazy bench run --help` lists every option; docs/BENCH.md explains them.")
         return 0
     if argv[0] == "list":
@@ -146,6 +152,15 @@ def main(argv):
             print(f"ext4lazy bench: no results.json in {argv[1]}", file=sys.stderr)
             return 2
         write_report(argv[1])
+        return 0
+    if argv[0] == "merge" and len(argv) >= 3:
+        try:
+            n = merge.merge(argv[1], argv[2:])
+        except (MergeError, OSError, ValueError) as e:
+            print(f"ext4lazy bench: merge: {e}", file=sys.stderr)
+            return 2
+        print(f"ext4lazy bench: {n} records from {len(argv) - 2} directories in {argv[1]} "
+              f"(`ext4lazy bench report {argv[1]}` writes their report)", file=sys.stderr)
         return 0
     print(f"ext4lazy bench: unknown command {' '.join(argv)!r} (try `ext4lazy bench help`)", file=sys.stderr)
     return 2

@@ -11,14 +11,11 @@ mkfs always writes the image file directly, before any model sees it: every run 
 import json
 import os
 import subprocess
-import sys
 import time
 
-from .core import GiB
+from harness import util
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "system"))
-from harness import util  # noqa: E402
+from .core import GiB
 
 MODELS = ("cmr", "smr-seagate", "smr-wd")
 DEVICES = ("file",) + MODELS
@@ -29,7 +26,8 @@ class SetupError(Exception):
 
 
 def run(cmd, timeout=600):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, errors="replace")
+    """harness.util.run, failing as a SetupError (a failed setup is a result of the run) with the stdout."""
+    p = util.run(cmd, check=False, timeout=timeout)
     if p.returncode != 0:
         raise SetupError(f"{' '.join(map(str, cmd))} failed rc={p.returncode}: {(p.stderr or p.stdout).strip()[-600:]}")
     return p.stdout
@@ -59,7 +57,7 @@ class Volume:
     def __init__(self, system, device, speed, workdir, tag, size, journal_mib, binary, log):
         self.system, self.device, self.speed, self.binary, self.log = system, device, speed, binary, log
         self.size, self.journal_mib = size, journal_mib
-        base = os.path.join(workdir, f"{system.name}-{tag}")
+        base = os.path.join(workdir, f"{system.slug}-{tag}")
         self.image, self.mnt, self.srv = base + ".img", base + ".mnt", base + ".srv"
         self.stats = base + ".stats.json"
         self.host = base + ".host"          # dbfs-sqlite: the kernel ext4 holding its database

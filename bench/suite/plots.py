@@ -1,6 +1,6 @@
-#!/usr/bin/python3
 """PNG plots beside DIR/results.json, in the style of the ext4-lazy paper's figures.  Run with Debian's python3
-(matplotlib): `/usr/bin/python3 plots.py DIR`; prints the names of the files it wrote.
+(matplotlib) from the repository root: `/usr/bin/python3 -m bench.suite.plots DIR` (`ext4lazy bench report DIR`
+runs it so); prints the names of the files it wrote.
 
 - runtime-SUITE-DEVICE.png: runtime per workload and system (Figure 7); on SMR devices with the cleaning time
   after the run stacked on top (Figure 11).  With repeated runs (--repeat): the bar is the mean, the whisker spans
@@ -21,9 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-# Run as a script: the package's modules are importable from bench/.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from suite import systems  # noqa: E402
+from . import systems  # noqa: E402
 
 COLORS = {"journal": "tab:green", "metadata": "tab:red", "data": "tab:blue"}
 
@@ -182,7 +180,7 @@ def main(out):
         if not good:
             continue
         if suite == "arc":                  # sizes, not workloads: its own figures (plots_arc.py)
-            import plots_arc
+            from . import plots_arc
             made += plots_arc.plots(out, device, good, order, save)
             continue
         made.append(runtime_plot(out, suite, device, good))

@@ -23,8 +23,6 @@ STEPAHEAD_EXTRA = ("stepahead", "translation_hits", "translation_misses", "prefe
                    "prefetch_batches", "prefetch_backoffs", "prefetch_lone_skips", "kb_entries", "kb_dirs",
                    "path_hints", "path_hints_dropped", "path_hint_blocks")
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 
 @contextlib.contextmanager
 def workload_env(changes):
@@ -46,7 +44,7 @@ class Refused(Exception):
 
 
 def git_commit():
-    c = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    c = subprocess.run(["git", "-C", util.REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return c.stdout.strip() or "unknown"
 
 
@@ -179,7 +177,9 @@ class Runner:
             "binary": self.binary, "binary_sha256": sha256(self.binary), "kernel": platform.release(),
             "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "suite": self.suite.name,
             "device": self.args.device, "scale": self.args.scale, "speed": self.args.speed,
-            "systems": [s.name for s in self.systems], "workers": self.args.workers, "repeat": nrep})
+            "systems": [s.name for s in self.systems], "workers": self.args.workers, "repeat": nrep,
+            "system_binaries": {s.name: {"binary": s.binary, "binary_sha256": sha256(s.binary)}
+                                for s in self.systems if s.binary}})
         self.results.save_meta()
         pool = multiprocessing.get_context("fork").Pool(self.args.workers) if self.args.workers > 1 else None
         failures = 0
@@ -216,7 +216,7 @@ class Runner:
         try:
             for s in systems:
                 v = Volume(s, self.args.device, self.args.speed, self.work, g.name, plan.size, plan.journal_mib,
-                           self.binary, prog.log)
+                           s.binary or self.binary, prog.log)
                 v.extra_options = list(g.ext4lazy_options)
                 vols[s.name] = v
                 try:
@@ -307,7 +307,7 @@ class Runner:
                 trace = accounting.BlockTrace(v.loop, v.layout)
         tracefile = None
         if kind == "ext4lazy" and self.model and self.args.traces:
-            tracefile = os.path.join(self.work, f"{v.system.name}.{w.name}.trace.csv")
+            tracefile = os.path.join(self.work, f"{v.system.slug}.{w.name}.trace.csv")
         sampler = None
         try:
             v.mount(tracefile, writes=w.writes)
@@ -315,8 +315,8 @@ class Runner:
                 sampler = accounting.Sampler(accounting.ext4lazy_live_totals(devices.live_stats_path(v.mnt)))
             else:
                 sampler = accounting.Sampler(lambda: accounting.loop_stat(v.loop))
-            with accounting.KernelMemory(f"{v.system.name}-{w.name}") as kmem, \
-                    workload_env(v.system.workload_env(self.binary)):
+            with accounting.KernelMemory(f"{v.system.slug}-{w.name}") as kmem, \
+                    workload_env(v.system.workload_env(v.binary)):
                 t0 = time.monotonic()
                 extra = w.run(v.mnt, ctx) or {}
                 t1 = time.monotonic()
@@ -379,7 +379,7 @@ class Runner:
         if kind == "dbfs":
             extra["dbfs"] = v.dbfs_stats()
         check["classes_total"] = accounting.total_bytes(classes)
-        raw = os.path.join(self.raw, f"{self.suite.name}.{v.system.name}.{self.args.device}.{w.name}"
+        raw = os.path.join(self.raw, f"{self.suite.name}.{v.system.slug}.{self.args.device}.{w.name}"
                            + (f".rep{rep}" if rep else "") + ".json")
         with open(raw, "w") as f:
             json.dump({"series": series, "offsets": offsets, "offsets_columns": ["t_s", "offset", "len", "class",

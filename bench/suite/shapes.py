@@ -1,7 +1,10 @@
-"""Directory-tree shapes and the parallel workers that make them (shared by the suites and bench/writepath.py)."""
+"""Directory-tree shapes and the parallel workers that make them, and the untar suites' tarball (shared by the
+suites)."""
 import ctypes
+import hashlib
 import os
 import random
+import subprocess
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -104,3 +107,37 @@ def syncfs(path):
             raise OSError(e, f"syncfs({path}): {os.strerror(e)}")
     finally:
         os.close(fd)
+
+
+def tarball(src, scale, work):
+    """A deterministic tarball of the first `scale` x of `src`'s entries (directories before what they hold,
+    names sorted; all of them at scale >= 1), cached under `work` and keyed by what those entries are now; its
+    description (JSON-able)."""
+    entries = []
+    base = os.path.basename(src.rstrip("/"))
+    for top, dnames, fnames in os.walk(src):
+        dnames.sort()
+        rel = os.path.relpath(top, os.path.dirname(src.rstrip("/")))
+        entries.append(rel)
+        # symbolic links to directories are listed by os.walk as directories but not entered: keep them as names
+        entries += [os.path.join(rel, f) for f in sorted(fnames + [d for d in dnames
+                                                                    if os.path.islink(os.path.join(top, d))])]
+    keep = entries if scale >= 1 else entries[:max(16, int(round(len(entries) * scale)))]
+    h = hashlib.sha256()
+    parent = os.path.dirname(src.rstrip("/"))
+    for e in keep:
+        st = os.lstat(os.path.join(parent, e))
+        h.update(f"{e}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    tar = os.path.join(work, f"untar-{base}-{len(keep)}-{h.hexdigest()[:10]}.tar")
+    if not os.path.exists(tar):
+        lst = tar + ".list"
+        with open(lst, "w") as f:
+            f.write("\n".join(keep) + "\n")
+        p = subprocess.run(["tar", "--no-recursion", "--numeric-owner", "--owner=0", "--group=0", "-cf",
+                            tar + ".tmp", "-C", parent, "-T", lst], capture_output=True, text=True, timeout=3600)
+        if p.returncode != 0:
+            raise RuntimeError(f"tar of {src} failed rc={p.returncode}: {p.stderr.strip()[-400:]}")
+        os.replace(tar + ".tmp", tar)
+        os.unlink(lst)
+    return {"source": src, "tarball": tar, "entries": len(keep), "entries_in_source": len(entries),
+            "tar_bytes": os.path.getsize(tar)}

@@ -3,6 +3,7 @@
 ext4lazy-<mode>[-stepahead] is parsed, not listed, so modes and the StepAhead flag added later need no change here
 beyond the mount option they map to (MODE_OPTIONS, FLAG_OPTIONS).
 """
+import copy
 import os
 import re
 import shutil
@@ -13,6 +14,10 @@ from .core import MiB
 MODE_OPTIONS = {"ordered": [], "lazy": ["journal=lazy"]}
 FLAG_OPTIONS = {
     "stepahead": ["stepahead"],
+    # Transport ablations (the write-path benchmark's ext4lazy-dev, ext4lazy-uring-normal): /dev/fuse instead of
+    # io_uring, and the io_uring queue threads at normal priority.
+    "fusedev": ["transport=dev"],
+    "uringnormal": ["uring_sched=normal"],
     # Ablation: file data written at once, one request per write, as before the data write-back layer.
     "directdata": ["writeback_mb=0"],
     # StepAhead's full-path hints read only what the path needs (no read-ahead of a new directory).
@@ -48,6 +53,13 @@ class System:
         # kind "dbfs": dbfs-sqlite's database on a kernel ext4 of the volume; direct: a read-only phase reads
         # that database through SQLite alone (the kernel ext4 mounted, no FUSE; docs/ARC.md)
         self.direct = name.endswith("-direct")
+        # `ext4lazy-...@PATH`: this system runs the ext4lazy at PATH, not the one under test (A/B runs of two builds)
+        self.binary = None
+
+    @property
+    def slug(self):
+        """The name as a file name (a binary's path has slashes)."""
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", self.name)
 
     def workload_env(self, binary):
         """Environment changes for the workload's programs: the preload library for `-preload` systems."""
@@ -68,6 +80,9 @@ class System:
         return cmd + self.mkfs_extra + [image]
 
     def available(self, binary):
+        binary = self.binary or binary
+        if self.binary and not os.access(self.binary, os.X_OK):
+            return False, f"{self.binary} is not an executable"
         need = {"kernel": ["mount", "losetup"], "fuse2fs": ["fuse2fs", "fusermount3", "losetup"], "ext4lazy": [],
                 "dbfs": ["mount", "losetup"]}
         for tool in need[self.kind] + ["mkfs.xfs" if self.fstype == "xfs" else "mkfs.ext4"]:
@@ -111,6 +126,13 @@ FIXED = {
 
 
 def get(name):
+    if "@" in name:
+        base, path = name.split("@", 1)
+        s = copy.copy(get(base))
+        if s.kind != "ext4lazy" or not path:
+            raise ValueError(f"{name!r}: only an ext4lazy system takes @BINARY (a path to an ext4lazy binary)")
+        s.name, s.binary, s.doc = name, os.path.abspath(path), s.doc + f", binary {path}"
+        return s
     if name in FIXED:
         return FIXED[name]
     m = re.fullmatch(r"ext4lazy-([a-z]+)((?:-[a-z]+)*)", name)
@@ -160,7 +182,7 @@ def names():
     return list(FIXED) + [f"ext4lazy-{m}" for m in MODE_OPTIONS] + [
         f"ext4lazy-{m}-{f}" for m in MODE_OPTIONS for f in
         ("stepahead", "directdata", "stepahead-preload", "stepahead-exact-preload", "inline", "kernelopens",
-         "inline-kernelopens")]
+         "inline-kernelopens", "fusedev", "uringnormal")]
 
 
 def preload_library(binary):

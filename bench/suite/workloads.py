@@ -1,5 +1,6 @@
 """The paper's microbenchmark workloads (ext4-lazy FAST'17 section 4.2.1), shared by the suites."""
 import os
+import shlex
 
 from . import shapes
 from .core import Workload, shell
@@ -68,3 +69,26 @@ def tar_tree(name, sub):
 
 def remove_tree(name, sub):
     return Command(name, f"rm -rf {sub}", writes=True, cost=1.5)
+
+
+class Untar(Workload):
+    """untar: `tar -xf` of a deterministic tarball of `src` (default /usr/include): the first `scale` x of its
+    entries in sorted walk order (all of them at scale 1), made once under the run's work directory and keyed by
+    what they hold, read into the page cache before the clock starts (the source is not measured)."""
+
+    def __init__(self, name, src, scale):
+        self.name, self.src, self.scale, self.cost = name, os.path.abspath(src), scale, 2.0
+        self.info = None
+
+    def params(self):
+        return dict(self.info or {"source": self.src})
+
+    def prepare(self, work):
+        if self.info is None:
+            self.info = shapes.tarball(self.src, self.scale, work)
+        with open(self.info["tarball"], "rb") as f:
+            while f.read(8 << 20):
+                pass
+
+    def run(self, root, ctx):
+        shell(f"tar -xf {shlex.quote(self.info['tarball'])}", root, ctx.timeout)

@@ -7,13 +7,10 @@ added by a larger --repeat, run alone while the others are kept.  Plus the aggre
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
-from suite import repeats  # noqa: E402
+from bench.suite import repeats
 
 SYSTEMS = ["kernel-ext4-baseline", "ext4lazy-ordered", "ext4lazy-lazy"]
 SCALE = "0.001"                 # 20 sources, ~13 MiB written: well under a second per phase on `file`

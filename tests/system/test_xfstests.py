@@ -1,6 +1,6 @@
 """fstests (xfstests) generic quick 001-150 through the installed mount(8)
 helper, as ../shared/tools/xfstests.sh runs it. A regression gate: no failure
-outside the documented list (docs/RESULTS.md says why each is there) and at
+outside the documented list (docs/results/conformance.md says why each is there) and at
 least as many passes as recorded."""
 
 import os

@@ -6,7 +6,7 @@ import shlex
 import subprocess
 import time
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class CmdError(Exception):
