@@ -235,11 +235,20 @@ fn rec_diffs(
 /// Compare the oracle's tree `k` with `e`; tainted paths are left out.
 /// `cold`: both were walked right after a mount (seek maps are comparable).
 pub fn compare(k: &Tree, e: &Tree, w: &Window, tainted: &Tainted, cold: bool) -> Report {
+    compare_named(k, e, k, w, tainted, cold)
+}
+
+/// [`compare`], with the inode numbers taints are kept by (the oracle's)
+/// taken from `oracle`, a tree of the oracle at the same moment: when `k`
+/// is not the oracle's (one side against itself), its numbers are not the
+/// ones tainted.
+fn compare_named(k: &Tree, e: &Tree, oracle: &Tree, w: &Window, tainted: &Tainted, cold: bool) -> Report {
     let mut rep = Report::default();
+    let oracle_ino = |p: &str| oracle.get(p).and_then(|r| r.as_ref().ok()).map(|r| r.ino);
     let (gk, ge) = (groups(k), groups(e));
     // A hard-link group with a tainted member is tainted as a whole.
     let group_tainted = |p: &str| gk.get(p).into_iter().chain(ge.get(p)).flatten().any(|q| tainted.covers(q));
-    let ino_tainted = |p: &str| k.get(p).and_then(|r| r.as_ref().ok()).is_some_and(|r| tainted.3.contains(&r.ino));
+    let ino_tainted = |p: &str| oracle_ino(p).is_some_and(|i| tainted.3.contains(&i));
     let skip = |p: &str| tainted.covers(p) || group_tainted(p) || ino_tainted(p);
     let paths: BTreeSet<&String> = k.keys().chain(e.keys()).collect();
     for p in paths {
@@ -260,8 +269,8 @@ pub fn compare(k: &Tree, e: &Tree, w: &Window, tainted: &Tainted, cold: bool) ->
                     &mut rep,
                     tainted.below(p),
                     cold,
-                    tainted.xattrs_of(a.ino),
-                    tainted.times_of(a.ino),
+                    oracle_ino(p).is_some_and(|i| tainted.xattrs_of(i)),
+                    oracle_ino(p).is_some_and(|i| tainted.times_of(i)),
                 ) {
                     rep.diffs.push(format!("{shown}: {x}"));
                 }
@@ -302,5 +311,5 @@ pub fn self_compare(before: &Tree, after: &Tree, plans: (&Tree, &Tree), w: &Wind
             })
             .collect()
     };
-    compare(&strip(before, after), &strip(after, before), w, tainted, false)
+    compare_named(&strip(before, after), &strip(after, before), plans.0, w, tainted, false)
 }
