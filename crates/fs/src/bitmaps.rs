@@ -47,7 +47,7 @@ impl Volume {
                 bitmap::set(&mut bits, (b - first) as usize);
             }
         };
-        for b in first..first + self.base_meta_blocks(g) {
+        for b in first..first + crate::system_zone::base_meta_blocks(&self.sb, g) {
             mark(b);
         }
         for gd in self.groups.read().iter() {

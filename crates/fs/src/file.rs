@@ -99,7 +99,7 @@ impl Volume {
                 if !self.overlay.is_empty() {
                     for i in 0..len {
                         let o = (i * bs) as usize;
-                        self.overlay.apply(self, pblk + i, &mut dst[o..o + bs as usize])?;
+                        self.overlay.apply(&*self.dev, pblk + i, &mut dst[o..o + bs as usize])?;
                     }
                 }
             }

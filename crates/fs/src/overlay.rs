@@ -5,8 +5,7 @@
 //! the journal. (Lazy journaling's jmap generalises the same indirection.)
 
 use crate::error::{FsError, Result};
-use crate::volume::Volume;
-use blockdev::IoClass;
+use blockdev::{BlockDevice, IoClass};
 use std::collections::HashMap;
 
 /// Where a replayed copy lives.
@@ -41,11 +40,10 @@ impl Overlay {
     }
 
     /// If `blk` has a journal copy, replace `buf` (one block) with it.
-    pub fn apply(&self, vol: &Volume, blk: u64, buf: &mut [u8]) -> Result<()> {
+    pub fn apply(&self, dev: &dyn BlockDevice, blk: u64, buf: &mut [u8]) -> Result<()> {
         let Some(copy) = self.get(blk) else { return Ok(()) };
-        let bs = u64::from(vol.block_size());
-        vol.dev
-            .read_at(copy.phys * bs, buf, IoClass::Journal)
+        let bs = buf.len() as u64;
+        dev.read_at(copy.phys * bs, buf, IoClass::Journal)
             .map_err(|e| FsError::io(format!("reading the journal copy of block {blk}"), e))?;
         if copy.escaped {
             buf[..4].copy_from_slice(&ondisk::jbd2::MAGIC.to_be_bytes());

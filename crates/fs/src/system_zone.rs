@@ -8,10 +8,12 @@
 //! map read check runs against this list and report corruption instead.
 
 use crate::error::{FsError, Result};
-use crate::volume::Volume;
-use ondisk::group_desc::group_has_super;
-use ondisk::superblock::feature;
+use ondisk::group_desc::{group_has_super, GroupDesc};
+use ondisk::superblock::{feature, Superblock};
 use ondisk::{Corruption, FormatError, Location};
+
+/// A run of the journal: (journal block, physical block, length).
+type JournalRun = (u64, u64, u64);
 
 /// Sorted, non-overlapping runs [start, end) with the inode allowed to map
 /// them (0: none).
@@ -29,25 +31,31 @@ impl SystemZone {
     }
 }
 
-impl Volume {
-    /// Build the zone from the superblock, the descriptors and the journal's runs.
-    pub(crate) fn build_system_zone(&self) -> SystemZone {
+impl SystemZone {
+    /// The zone of a volume: every group's base metadata (`base_meta_blocks`),
+    /// bitmaps and inode table (`itb_per_group` blocks), and the journal's
+    /// runs (journal block, physical block, length), owned by `journal_inum`.
+    pub(crate) fn build(
+        sb: &Superblock,
+        groups: &[GroupDesc],
+        itb_per_group: u64,
+        journal: Option<(u32, &[JournalRun])>,
+    ) -> SystemZone {
         let mut runs: Vec<(u64, u64, u32)> = Vec::new();
-        for g in 0..self.group_count() {
-            let n = self.base_meta_blocks(g);
+        for g in 0..sb.group_count() {
+            let n = base_meta_blocks(sb, g);
             if n > 0 {
-                let first = self.group_first_block(g);
+                let first = u64::from(sb.f.first_data_block) + u64::from(g) * u64::from(sb.f.blocks_per_group);
                 runs.push((first, first + n, 0));
             }
         }
-        for gd in self.groups.read().iter() {
+        for gd in groups {
             runs.push((gd.block_bitmap(), gd.block_bitmap() + 1, 0));
             runs.push((gd.inode_bitmap(), gd.inode_bitmap() + 1, 0));
-            runs.push((gd.inode_table(), gd.inode_table() + self.itb_per_group, 0));
+            runs.push((gd.inode_table(), gd.inode_table() + itb_per_group, 0));
         }
-        if let Some(j) = &self.journal {
-            let owner = self.sb.f.journal_inum;
-            runs.extend(j.runs.iter().map(|&(_, p, n)| (p, p + n, owner)));
+        if let Some((owner, jruns)) = journal {
+            runs.extend(jruns.iter().map(|&(_, p, n)| (p, p + n, owner)));
         }
         runs.sort_unstable();
         // Merge touching runs of one owner (flex_bg packs the tables of many groups together).
@@ -61,34 +69,10 @@ impl Volume {
         SystemZone { runs: merged }
     }
 
-    /// Blocks at the start of group `g` before anything allocatable: the
-    /// superblock backup, the descriptor blocks and the reserved ones (the
-    /// kernel's ext4_num_base_meta_blocks, meta_bg layouts included).
-    pub(crate) fn base_meta_blocks(&self, g: u32) -> u64 {
-        let has_super = u64::from(group_has_super(&self.sb, g));
-        let per_block = u64::from(self.block_size()) / self.sb.desc_size() as u64;
-        let meta_bg = self.sb.has_incompat(feature::incompat::META_BG);
-        let first_meta_bg = u64::from(self.sb.f.first_meta_bg);
-        let metagroup = u64::from(g) / per_block;
-        if !meta_bg || metagroup < first_meta_bg {
-            if has_super == 0 {
-                return 0;
-            }
-            let gdt = if meta_bg { first_meta_bg } else { u64::from(self.group_count()).div_ceil(per_block) };
-            return 1 + gdt + u64::from(self.sb.f.reserved_gdt_blocks);
-        }
-        // A meta_bg group's descriptor block is kept in its first, second and last group.
-        let first = metagroup * per_block;
-        let g = u64::from(g);
-        has_super + u64::from(g == first || g == first + 1 || g == first + per_block - 1)
-    }
-
     /// Blocks [start, start + len) may belong to inode `ino` (0: a block the
-    /// allocator hands out): inside the volume and clear of its metadata.
-    pub(crate) fn check_owned(&self, start: u64, len: u64, ino: u32, structure: &'static str) -> Result<()> {
-        self.check_block(start, structure)?;
-        self.check_block(start.saturating_add(len.max(1) - 1), structure)?;
-        if let Some((s, _)) = self.system_zone.conflict(start, len, ino) {
+    /// allocator hands out): clear of the volume's own metadata.
+    pub(crate) fn check(&self, start: u64, len: u64, ino: u32, structure: &'static str) -> Result<()> {
+        if let Some((s, _)) = self.conflict(start, len, ino) {
             return Err(FsError::Format(FormatError::corrupt(
                 structure,
                 Location::Block(start),
@@ -97,6 +81,28 @@ impl Volume {
         }
         Ok(())
     }
+}
+
+/// Blocks at the start of group `g` before anything allocatable: the
+/// superblock backup, the descriptor blocks and the reserved ones (the
+/// kernel's ext4_num_base_meta_blocks, meta_bg layouts included).
+pub(crate) fn base_meta_blocks(sb: &Superblock, g: u32) -> u64 {
+    let has_super = u64::from(group_has_super(sb, g));
+    let per_block = u64::from(sb.block_size()) / sb.desc_size() as u64;
+    let meta_bg = sb.has_incompat(feature::incompat::META_BG);
+    let first_meta_bg = u64::from(sb.f.first_meta_bg);
+    let metagroup = u64::from(g) / per_block;
+    if !meta_bg || metagroup < first_meta_bg {
+        if has_super == 0 {
+            return 0;
+        }
+        let gdt = if meta_bg { first_meta_bg } else { u64::from(sb.group_count()).div_ceil(per_block) };
+        return 1 + gdt + u64::from(sb.f.reserved_gdt_blocks);
+    }
+    // A meta_bg group's descriptor block is kept in its first, second and last group.
+    let first = metagroup * per_block;
+    let g = u64::from(g);
+    has_super + u64::from(g == first || g == first + 1 || g == first + per_block - 1)
 }
 
 #[cfg(test)]

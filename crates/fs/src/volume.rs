@@ -7,14 +7,14 @@ use crate::overlay::Overlay;
 use blockdev::{BlockDevice, IoClass};
 use ondisk::group_desc::GroupDesc;
 use ondisk::inode::{Inode, ROOT_INO};
-use ondisk::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
+use ondisk::superblock::Superblock;
 use ondisk::{Corruption, FormatError, Location};
 use parking_lot::RwLock;
 use std::sync::Arc;
 
 /// Inodes the write path keeps as it wrote them (about 2 MiB): enough for
 /// the ones a workload reads back soon after writing them.
-const INODE_CACHE_ENTRIES: usize = 4096;
+pub(crate) const INODE_CACHE_ENTRIES: usize = 4096;
 
 /// How much of the log a lazy-mode metadata miss reads at once by default
 /// (at most a 32nd of the cache; `log_readahead_kb=`): one sequential request
@@ -44,12 +44,12 @@ pub struct VolumeOptions {
     /// write-back (docs/LAZY.md).
     pub lazy: bool,
     /// How the lazy-mode cleaner works.
-    pub cleaner: crate::write::CleanerPolicy,
+    pub cleaner: crate::journaling::CleanerPolicy,
     /// Lazy mode: where the jmap snapshot lives (written at unmount, used
     /// instead of scanning the log at the next read-write lazy mount).
     pub jmap_snapshot: Option<std::path::PathBuf>,
     /// StepAhead prefetching (mount option `stepahead`; docs/STEPAHEAD.md).
-    pub stepahead: Option<crate::stepahead::StepAheadOptions>,
+    pub stepahead: Option<crate::stepahead::state::StepAheadOptions>,
     /// File data written in pieces under 1 MiB waits in memory, up to this
     /// many bytes, and goes to the device sorted and merged at the next commit
     /// (`writeback_mb=`; 0 writes it at once). See blockdev::DataWriteback.
@@ -90,11 +90,11 @@ pub struct Volume {
     pub(crate) opts: VolumeOptions,
     /// Inode-table blocks per group.
     pub(crate) itb_per_group: u64,
-    pub(crate) journal: Option<crate::journal_glue::JournalInfo>,
+    pub(crate) journal: Option<crate::journal_info::JournalInfo>,
     /// The journal a read-write volume writes, and its mode (`journaling/`).
     pub(crate) journaling: crate::journaling::Journaling,
     /// Present on read-write volumes: the write lock and what it guards.
-    pub(crate) write: Option<parking_lot::Mutex<crate::write::WriteState>>,
+    pub(crate) write: Option<parking_lot::Mutex<crate::write::state::WriteState>>,
     /// References the kernel holds per inode (open handles; with kernel-side
     /// opens, its lookups): an unlinked inode is freed only after the last.
     pub(crate) open_files: parking_lot::Mutex<std::collections::HashMap<u32, u64>>,
@@ -104,20 +104,20 @@ pub struct Volume {
     /// in pieces: `Volume::write`); set from the journal at a read-write mount.
     pub(crate) write_piece_blocks: u64,
     /// StepAhead's knowledge base and counters, when it is on.
-    pub(crate) stepahead: Option<crate::stepahead::StepAhead>,
+    pub(crate) stepahead: Option<crate::stepahead::state::StepAhead>,
     /// Path-translation reads served from the cache or not (the hit rate).
-    pub(crate) translation: crate::stepahead::TranslationCounters,
+    pub(crate) translation: crate::stepahead::state::TranslationCounters,
     /// Device read requests in flight (the prefetcher's congestion signal).
     pub(crate) reads_in_flight: std::sync::atomic::AtomicUsize,
     /// Between readers of a file's data and the operations that change its
     /// block map (the kernel's i_data_sem), by inode number: see [`Volume::data_lock`].
-    data_locks: Box<[RwLock<()>]>,
+    pub(crate) data_locks: Box<[RwLock<()>]>,
     /// Where the file system's own structures are: no file may map them.
     pub(crate) system_zone: crate::system_zone::SystemZone,
 }
 
 /// Shards of [`Volume::data_lock`]: two files share one with odds 1 in 256.
-const DATA_LOCK_SHARDS: usize = 256;
+pub(crate) const DATA_LOCK_SHARDS: usize = 256;
 
 impl std::fmt::Debug for Volume {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -126,76 +126,6 @@ impl std::fmt::Debug for Volume {
 }
 
 impl Volume {
-    /// Open the ext4 volume on `dev`: read and check the superblock and group
-    /// descriptors, locate the journal and, if it needs recovery, replay it in
-    /// memory (the device is never written by a read-only open).
-    pub fn open(dev: Arc<dyn BlockDevice>, opts: VolumeOptions) -> Result<Volume> {
-        let lazy = opts.lazy;
-        if dev.size() < SUPERBLOCK_OFFSET + SUPERBLOCK_SIZE as u64 {
-            return Err(FormatError::corrupt(
-                "superblock",
-                Location::Byte(SUPERBLOCK_OFFSET),
-                Corruption::Truncated {
-                    need: (SUPERBLOCK_OFFSET as usize) + SUPERBLOCK_SIZE,
-                    have: dev.size() as usize,
-                },
-            )
-            .into());
-        }
-        let mut raw = vec![0u8; SUPERBLOCK_SIZE];
-        dev.read_at(SUPERBLOCK_OFFSET, &mut raw, IoClass::Metadata)
-            .map_err(|e| FsError::io("reading the superblock", e))?;
-        let sb = Superblock::parse(&raw)?;
-        sb.check_supported()?;
-        let block_size = sb.block_size();
-        let needed = sb.blocks_count().saturating_mul(u64::from(block_size));
-        if needed > dev.size() {
-            return Err(FsError::Format(FormatError::corrupt(
-                "superblock",
-                Location::Byte(SUPERBLOCK_OFFSET),
-                Corruption::BadField {
-                    field: "block count (device is smaller than the volume)",
-                    value: sb.blocks_count(),
-                },
-            )));
-        }
-        let itb_per_group =
-            (u64::from(sb.f.inodes_per_group) * u64::from(sb.inode_size())).div_ceil(u64::from(block_size));
-        let cache_blocks = (opts.cache_bytes / block_size as usize).max(64);
-        let stepahead = opts.stepahead.map(crate::stepahead::StepAhead::new);
-        let mut vol = Volume {
-            dev,
-            sb,
-            groups: RwLock::new(Vec::new()),
-            block_size,
-            cache: BufferCache::new(cache_blocks),
-            inodes: crate::inode_cache::InodeCache::new(INODE_CACHE_ENTRIES),
-            negative: Default::default(),
-            overlay: Overlay::default(),
-            opts,
-            itb_per_group,
-            journal: None,
-            journaling: crate::journaling::Journaling::new(lazy),
-            write: None,
-            open_files: Default::default(),
-            lookups: Default::default(),
-            write_piece_blocks: u64::MAX,
-            stepahead,
-            translation: Default::default(),
-            reads_in_flight: Default::default(),
-            data_locks: (0..DATA_LOCK_SHARDS).map(|_| RwLock::new(())).collect(),
-            system_zone: Default::default(),
-        };
-        *vol.groups.get_mut() = vol.read_group_descriptors()?;
-        vol.journal = crate::journal_glue::open_journal(&mut vol)?;
-        vol.system_zone = vol.build_system_zone();
-        vol.check_root()?;
-        if !vol.opts.read_only {
-            vol.start_writing()?;
-        }
-        Ok(vol)
-    }
-
     /// The lock that orders reads of inode `ino`'s data with changes of its
     /// block map. A change (a write, a truncate, a punch) splits and frees
     /// extent-tree nodes, allocates blocks before their data is written, and
@@ -221,7 +151,7 @@ impl Volume {
 
     /// The kernel's last check before a mount: a root inode that reads
     /// (checksum included) and is a non-empty directory.
-    fn check_root(&self) -> Result<()> {
+    pub(crate) fn check_root(&self) -> Result<()> {
         let root = self
             .inode(ROOT_INO)
             .map_err(|e| FsError::Refused { reason: "get root inode failed", found: e.to_string() })?;
@@ -237,7 +167,7 @@ impl Volume {
         self.read_group_descriptors()
     }
 
-    fn read_group_descriptors(&self) -> Result<Vec<GroupDesc>> {
+    pub(crate) fn read_group_descriptors(&self) -> Result<Vec<GroupDesc>> {
         let count = self.sb.group_count();
         let dsize = self.sb.desc_size();
         let per_block = self.block_size as usize / dsize;
@@ -305,6 +235,14 @@ impl Volume {
 
     pub fn is_read_only(&self) -> bool {
         self.opts.read_only
+    }
+
+    /// Blocks [start, start + len) may belong to inode `ino` (0: a block the
+    /// allocator hands out): inside the volume and clear of its metadata.
+    pub(crate) fn check_owned(&self, start: u64, len: u64, ino: u32, structure: &'static str) -> Result<()> {
+        self.check_block(start, structure)?;
+        self.check_block(start.saturating_add(len.max(1) - 1), structure)?;
+        self.system_zone.check(start, len, ino, structure)
     }
 
     /// Fail unless `blk` is a block of this volume.
@@ -430,11 +368,11 @@ impl Volume {
     /// mode): the live copies from that one on, within the readahead window
     /// and as far as the log is contiguous on the device (one request).
     /// Empty when `blk` has no copy in the log.
-    pub(crate) fn log_stretch(&self, j: &crate::write::Jbd2, blk: u64) -> Result<Vec<journal::CopyAt>> {
+    pub(crate) fn log_stretch(&self, j: &crate::journaling::Jbd2, blk: u64) -> Result<Vec<journal::CopyAt>> {
         let bs = u64::from(self.block_size);
         // A small cache would evict what it reads ahead before it is used.
         let window = self.opts.log_readahead_bytes.min(self.opts.cache_bytes as u64 / 32) / bs;
-        let copies = j.live_copies_from(blk, window.max(1)).map_err(crate::write::journal_err)?;
+        let copies = j.live_copies_from(blk, window.max(1)).map_err(crate::error::journal_err)?;
         let Some(&first) = copies.first() else { return Ok(Vec::new()) };
         Ok(copies.into_iter().take_while(|c| c.phys - first.phys == c.jblock - first.jblock).collect())
     }
@@ -468,7 +406,7 @@ impl Volume {
                     let mut i = 0;
                     while i < count {
                         if let Some((phys, escaped)) =
-                            j.newest_copy_location(start + i).map_err(crate::write::journal_err)?
+                            j.newest_copy_location(start + i).map_err(crate::error::journal_err)?
                         {
                             list.push(Piece { blocks: 1, device_block: phys, escaped, class: IoClass::Journal });
                             i += 1;
@@ -511,7 +449,7 @@ impl Volume {
             for (&(start, count), buf) in runs.iter().zip(bufs.iter_mut()) {
                 for i in 0..count {
                     let off = (i * bs) as usize;
-                    self.overlay.apply(self, start + i, &mut buf[off..off + bs as usize])?;
+                    self.overlay.apply(&*self.dev, start + i, &mut buf[off..off + bs as usize])?;
                 }
             }
         }

@@ -20,7 +20,7 @@
 use super::{commit_locked, journal_transaction, Jbd2, JournalMode};
 use crate::cache::Block;
 use crate::error::{FsError, Result};
-use crate::write::Txn;
+use crate::write::txn::Txn;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::sync::Arc;
 use std::thread::JoinHandle;

@@ -6,55 +6,9 @@
 //! what it would have told the KB.
 
 use super::kb::DirKind;
+use super::state::KbChange;
 use crate::volume::Volume;
 use crate::write::WriteState;
-
-/// One change to the namespace, as the directory code made it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum KbChange {
-    /// `name` now leads to `child`, its entry in logical block `lblk`.
-    Entry {
-        dir: u32,
-        name: Vec<u8>,
-        child: u32,
-        lblk: u64,
-    },
-    /// `name` leads to another inode, in the same place.
-    Retarget {
-        dir: u32,
-        name: Vec<u8>,
-        child: u32,
-    },
-    Removed {
-        dir: u32,
-        name: Vec<u8>,
-    },
-    /// Block `lblk` (at `pblk`) appended to the directory.
-    Grown {
-        dir: u32,
-        lblk: u64,
-        pblk: u64,
-    },
-    /// A new interior (htree index) block.
-    IndexNode {
-        dir: u32,
-        pblk: u64,
-    },
-    Hashed {
-        dir: u32,
-    },
-    /// A directory just made: "." and ".." in its first block.
-    NewDir {
-        dir: u32,
-        parent: u32,
-        pblk: u64,
-    },
-    /// Learn it again when next listed (its layout changed in a way not
-    /// followed entry by entry, or it is gone).
-    Forget {
-        dir: u32,
-    },
-}
 
 impl Volume {
     /// Queue a change for the KB (nothing when StepAhead is off).

@@ -25,7 +25,8 @@ mod ops;
 mod orphans;
 mod spare;
 mod split;
-mod txn;
+pub(crate) mod state;
+pub(crate) mod txn;
 mod undo;
 mod xattrops;
 
@@ -35,7 +36,9 @@ pub use attrs::SetAttr;
 pub use data::Falloc;
 pub use iflags::OpenAccess;
 pub use namespace::CreateKind;
-pub(crate) use split::{Split, TxnLimit};
+pub(crate) use split::Split;
+pub use state::WriteStats;
+pub(crate) use state::{Deferred, TxnLimit, Unwritten, WriteGuard, WriteState};
 pub use txn::Txn;
 pub use xattrops::XattrMode;
 
@@ -46,186 +49,12 @@ use blockdev::IoClass;
 use ondisk::bitmap::{self, Kind};
 use ondisk::group_desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use ondisk::inode::{Inode, Timestamp};
-use ondisk::superblock::Superblock;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The error every write gets once a device error has turned the volume read-only.
 pub(crate) fn read_only_after(why: &str) -> FsError {
     FsError::io(format!("(the volume turned read-only after: {why})"), std::io::Error::from_raw_os_error(libc::EROFS))
-}
-
-/// A committed block not yet written to its home location.
-pub struct Unwritten {
-    pub data: Block,
-    pub since: std::time::Instant,
-}
-
-/// State owned by the write lock.
-pub struct WriteState {
-    /// The superblock as it will next be written (free counts, state, times).
-    pub sb: Superblock,
-    pub running: Txn,
-    /// When the running transaction got its first block.
-    pub running_since: Option<std::time::Instant>,
-    /// Blocks committed but not yet written home, with the version committed.
-    pub unwritten: std::collections::BTreeMap<u64, Unwritten>,
-    pub stats: WriteStats,
-    /// Changes that wait for the running transaction to commit (see [`Deferred`]).
-    pub deferred: Vec<Deferred>,
-    /// The block runs `deferred` frees, start -> length, never overlapping:
-    /// a second free of a block before the commit is found here, as a first
-    /// free is found by its bitmap bit.
-    pub pending_frees: std::collections::BTreeMap<u64, u64>,
-    /// Lazy mode: the age of each transaction still in the log, oldest first,
-    /// as (sequence, when its blocks were last changed at the latest): its
-    /// commit time, or for a cleaning transaction that of the youngest
-    /// transaction its blocks came from. Without an entry (found at mount,
-    /// or moved from such), a transaction counts as old.
-    pub ages: std::collections::VecDeque<(u32, std::time::Instant)>,
-    /// The running operation's undo record.
-    pub undo: Option<undo::Undo>,
-    /// The last operation's undo maps, emptied, for the next one.
-    pub(crate) undo_spare: Option<(undo::BlockSaves, undo::GroupSaves)>,
-    /// Set when a device error turned the volume read-only: what failed.
-    pub failed: Option<String>,
-    /// What the running operation changed in the namespace, for StepAhead's
-    /// knowledge base once it succeeds.
-    pub(crate) kb_changes: Vec<crate::stepahead::KbChange>,
-    /// The running operation changed an inode with the sync (or dirsync)
-    /// flag: commit before returning.
-    pub(crate) sync_wanted: bool,
-    /// Old block versions to copy the next changes into.
-    pub(crate) spare: spare::SpareBlocks,
-    /// Scratch blocks for the partial first and last block of a data write.
-    pub(crate) edge_blocks: [Vec<u8>; 2],
-    /// Groups whose descriptors changed since the last commit (`set_group`).
-    pub(crate) dirty_groups: BTreeMap<u32, DirtyGroup>,
-    /// Per group: where the inode allocator looks for a free bit first.
-    pub(crate) inode_hints: crate::intmap::IntMap<u32, usize>,
-    /// Per group: every block bit below this one is set (`alloc_blocks`).
-    pub(crate) block_hints: crate::intmap::IntMap<u32, usize>,
-    /// The transaction on the commit thread, until it is finished here.
-    pub(crate) committing: Option<crate::journaling::committer::Committing>,
-    /// The running transaction commits once it holds this many blocks: half
-    /// of what the journal accepts (jbd2 commits at the limit; half leaves
-    /// room for the operation about to start, and ordinary operations are
-    /// atomic: a commit never splits one; only those bigger than a
-    /// transaction commit partway, `split`). Kept here so that no request
-    /// takes the journal's lock for it while a commit holds that lock.
-    pub(crate) commit_limit: u64,
-    /// What one transaction may hold (None without a journal), for the
-    /// operations that commit partway (`split`).
-    pub(crate) txn_limit: Option<split::TxnLimit>,
-    /// Groups the running transaction's deferred frees will change.
-    pub(crate) freed: split::FreedGroups,
-    /// The running operation committed part of itself (`split`): it can no
-    /// longer be rolled back whole.
-    pub(crate) partway: bool,
-}
-
-/// The write lock, held. A panic that unwinds through its holder can leave
-/// memory changed halfway (an operation's changes, a commit or a write-back
-/// cut short), which must never be committed: the volume turns read-only, as
-/// after a device error. parking_lot's lock does not poison, so without this
-/// the next writer would carry on from the half-done state.
-pub(crate) struct WriteGuard<'a>(parking_lot::MutexGuard<'a, WriteState>);
-
-/// Why the volume turned read-only after a panic under the write lock.
-pub(crate) const PANICKED: &str = "an operation panicked holding the write lock";
-
-impl std::ops::Deref for WriteGuard<'_> {
-    type Target = WriteState;
-    fn deref(&self) -> &WriteState {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for WriteGuard<'_> {
-    fn deref_mut(&mut self) -> &mut WriteState {
-        &mut self.0
-    }
-}
-
-impl Drop for WriteGuard<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.failed.get_or_insert_with(|| PANICKED.into());
-        }
-    }
-}
-
-impl<'a> WriteGuard<'a> {
-    pub(crate) fn new(g: parking_lot::MutexGuard<'a, WriteState>) -> Self {
-        WriteGuard(g)
-    }
-}
-
-/// Changes applied when the running transaction commits, not before.
-///
-/// Freed blocks must not be reused while the transaction that frees them can
-/// still be lost: new data written there (data goes straight to its blocks)
-/// would overwrite what a crash brings back, the old file or directory block.
-/// The kernel's ext4 holds freed blocks back the same way until the commit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Deferred {
-    /// Clear these blocks in the bitmaps.
-    Free { start: u64, len: u64 },
-    /// This block stops being metadata: once the freeing commit is durable,
-    /// drop its pending write-back so nothing writes it over its next contents.
-    /// (Until then its committed copies must survive: a crash brings it back.)
-    Forget(u64),
-}
-
-/// Counters for the stats file and benchmarks.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct WriteStats {
-    pub commits: u64,
-    /// Of `commits`, those the commit thread made while operations went on.
-    pub background_commits: u64,
-    /// Journal blocks written: descriptors, copies, revokes, commit blocks.
-    pub journal_blocks_logged: u64,
-    /// Checkpoints forced by a full journal (a commit waited for write-back).
-    pub checkpoints: u64,
-    /// Metadata blocks written to their static location.
-    pub blocks_written_home: u64,
-    /// Lazy mode: live blocks the cleaner logged again to free the log's tail.
-    pub cleaner_blocks_moved: u64,
-    /// Lazy mode: cleaning steps that stopped at a transaction holding a
-    /// block the running transaction changed (see `commit_cleaning`).
-    pub cleaner_steps_cut_short: u64,
-    /// Lazy mode: blocks written home from their journal copies (a full log, idle migration).
-    pub blocks_migrated_home: u64,
-}
-
-impl WriteState {
-    pub fn new(sb: Superblock) -> Self {
-        WriteState {
-            sb,
-            running: Txn::default(),
-            running_since: None,
-            unwritten: Default::default(),
-            stats: WriteStats::default(),
-            deferred: Vec::new(),
-            pending_frees: Default::default(),
-            ages: Default::default(),
-            undo: None,
-            undo_spare: None,
-            failed: None,
-            kb_changes: Vec::new(),
-            sync_wanted: false,
-            dirty_groups: BTreeMap::new(),
-            edge_blocks: Default::default(),
-            spare: Default::default(),
-            committing: None,
-            commit_limit: 4096,
-            txn_limit: None,
-            freed: Default::default(),
-            partway: false,
-            inode_hints: Default::default(),
-            block_hints: Default::default(),
-        }
-    }
 }
 
 /// Current time as ext4 stores it.
@@ -392,11 +221,4 @@ impl Volume {
         }
         Ok(())
     }
-}
-
-/// What changed in a group since the last commit, besides its descriptor.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DirtyGroup {
-    pub block_bitmap: bool,
-    pub inode_bitmap: bool,
 }

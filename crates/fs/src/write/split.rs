@@ -51,33 +51,6 @@ impl Split {
     }
 }
 
-/// What the journal accepts in one transaction, for the write path's
-/// estimates; read at mount so that no operation takes the journal's lock.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct TxnLimit {
-    /// jbd2's limit: a quarter of the journal.
-    pub max_blocks: u64,
-    pub layout: ondisk::jbd2::Layout,
-}
-
-/// Groups whose block bitmap and descriptor the running transaction's
-/// deferred frees will change at its commit (`Deferred::Free` only touches
-/// the bitmaps then), kept as they are added so that an estimate costs no
-/// walk of the frees. A rolled-back free stays counted until the commit:
-/// the estimate may only be too high.
-#[derive(Default)]
-pub(crate) struct FreedGroups {
-    pub groups: crate::intmap::IntMap<u32, ()>,
-    pub desc_blocks: crate::intmap::IntMap<u64, ()>,
-}
-
-impl FreedGroups {
-    pub(crate) fn clear(&mut self) {
-        self.groups.clear();
-        self.desc_blocks.clear();
-    }
-}
-
 impl Volume {
     /// Group descriptors in one block.
     fn descs_per_block(&self) -> u64 {
@@ -157,7 +130,7 @@ impl Volume {
         // volume read-only.
         let r = self.commit(ws);
         if in_operation {
-            ws.undo = Some(super::undo::Undo::begin(ws));
+            ws.undo = Some(super::state::Undo::begin(ws));
         }
         r
     }

@@ -12,14 +12,10 @@
 //! `errors=remount-ro`) and writes nothing more; the journal on disk still
 //! ends at the last complete commit, which the next mount replays.
 
-use super::txn::Slot;
-use super::{DirtyGroup, WriteState};
-use crate::cache::Peeked;
+use super::state::Undo;
+use super::WriteState;
 use crate::error::{FsError, Result};
-use crate::intmap::IntMap;
 use crate::volume::Volume;
-use ondisk::group_desc::GroupDesc;
-use ondisk::superblock::Superblock;
 use std::time::Duration;
 
 /// How long a create on a volume whose only free inodes the kernel still
@@ -27,43 +23,6 @@ use std::time::Duration;
 /// queued arrives in microseconds; a number held longer (a process whose
 /// working directory was removed) costs each create this much while held.
 const FORGET_WAIT: Duration = Duration::from_millis(250);
-
-/// The state an operation found, for what it has changed so far.
-pub struct Undo {
-    sb: Superblock,
-    blocks: BlockSaves,
-    groups: GroupSaves,
-    deferred: usize,
-}
-
-/// Each block's cached copy and transaction slot as found.
-pub(crate) type BlockSaves = IntMap<u64, (Option<Peeked>, Slot)>;
-/// Each group's descriptor, and its entry in `dirty_groups`, as found.
-pub(crate) type GroupSaves = IntMap<u32, (GroupDesc, Option<DirtyGroup>)>;
-
-impl Undo {
-    /// An empty record for the operation about to start, in the maps the
-    /// last operation left (an untar runs 200,000 operations: two fresh hash
-    /// maps each were a measurable share of their cost).
-    pub(super) fn begin(ws: &mut WriteState) -> Self {
-        let (blocks, groups) = ws.undo_spare.take().unwrap_or_default();
-        debug_assert!(blocks.is_empty() && groups.is_empty());
-        Undo { sb: ws.sb.clone(), blocks, groups, deferred: ws.deferred.len() }
-    }
-
-    /// Keep the maps (emptied) for the next operation, and the old block
-    /// versions nothing else holds any more as spares.
-    pub(super) fn recycle(mut self, ws: &mut WriteState) {
-        for (_, (cached, slot)) in self.blocks.drain() {
-            drop(slot);
-            if let Some(p) = cached {
-                ws.spare.give_back(p.data);
-            }
-        }
-        self.groups.clear();
-        ws.undo_spare = Some((self.blocks, self.groups));
-    }
-}
 
 impl Volume {
     /// Save block `blk` as it is, unless the running operation already did.
@@ -211,11 +170,11 @@ impl Volume {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::write::txn::{Slot, Txn};
 
     #[test]
     fn txn_slots_round_trip() {
-        let mut t = super::super::Txn::default();
+        let mut t = Txn::default();
         let b: crate::cache::Block = std::sync::Arc::from(vec![1u8; 8]);
         t.add(5, b.clone());
         t.revoke(6);
