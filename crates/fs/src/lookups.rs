@@ -25,7 +25,10 @@ pub(crate) struct Lookups {
     /// handed out, so statfs must not count them free. Few (unlinked files
     /// the kernel still caches); an entry goes with its last FORGET.
     freed_held: Mutex<IntMap<u32, ()>>,
-    /// Signalled when a freed number's last lookup is forgotten.
+    /// Inode numbers that became usable again (a freed number's last
+    /// lookup forgotten, or an inode freed while nobody held it), counted;
+    /// signalled at each.
+    releases: Mutex<u64>,
     released: Condvar,
 }
 
@@ -34,6 +37,7 @@ impl Default for Lookups {
         Lookups {
             shards: (0..SHARDS).map(|_| Mutex::new(IntMap::default())).collect(),
             freed_held: Mutex::new(IntMap::default()),
+            releases: Mutex::new(0),
             released: Condvar::new(),
         }
     }
@@ -60,7 +64,7 @@ impl Lookups {
             } else {
                 m.remove(&ino);
                 if self.freed_held.lock().remove(&ino).is_some() {
-                    self.released.notify_all();
+                    self.release();
                 }
             }
         }
@@ -71,7 +75,19 @@ impl Lookups {
     pub(crate) fn freed(&self, ino: u32) {
         if self.holds(ino) {
             self.freed_held.lock().insert(ino, ());
+        } else {
+            self.release();
         }
+    }
+
+    fn release(&self) {
+        *self.releases.lock() += 1;
+        self.released.notify_all();
+    }
+
+    /// How many numbers became usable again so far (see [`Self::wait_release`]).
+    pub(crate) fn releases(&self) -> u64 {
+        *self.releases.lock()
     }
 
     /// The numbers freed on disk while held (some may be in use again if the
@@ -80,19 +96,17 @@ impl Lookups {
         self.freed_held.lock().keys().copied().collect()
     }
 
-    /// Wait up to `limit` for the last FORGET of a number in `held` (freed
-    /// on disk while held). The kernel queues an unlinked file's FORGET
-    /// before unlink returns, but a request thread may serve the next
-    /// create before another thread has served that FORGET.
-    pub(crate) fn wait_released(&self, held: &[u32], limit: Duration) -> bool {
+    /// Wait up to `limit` for a number to become usable after `seen`
+    /// releases (read under the write lock before it was dropped, so that
+    /// none is missed). The kernel queues an unlinked file's FORGET before
+    /// unlink returns, but a request thread may serve the next create before
+    /// another thread has served that FORGET.
+    pub(crate) fn wait_release(&self, seen: u64, limit: Duration) {
         let deadline = Instant::now() + limit;
-        let mut fh = self.freed_held.lock();
-        loop {
-            if held.iter().any(|ino| !fh.contains_key(ino)) {
-                return true;
-            }
-            if self.released.wait_until(&mut fh, deadline).timed_out() {
-                return held.iter().any(|ino| !fh.contains_key(ino));
+        let mut n = self.releases.lock();
+        while *n == seen {
+            if self.released.wait_until(&mut n, deadline).timed_out() {
+                return;
             }
         }
     }

@@ -109,3 +109,78 @@ fn a_create_waits_for_a_forget_on_its_way() {
     drop(vol);
     common::e2fsck_clean(&img);
 }
+
+/// With kernel-side opens (`kernel_opens`) the kernel's lookups of a regular
+/// file hold it alive: an unlink it still holds leaves an orphan, freed at
+/// the FORGET. A create that finds no inode meanwhile waits for that FORGET
+/// too, and gets the number.
+#[test]
+fn a_create_waits_for_an_orphan_the_kernel_holds() {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    let img = common::make_image(work.path(), "few.img", 16, &["-b", "4096", "-N", "64"], &empty);
+    let dev = Arc::new(blockdev::FileDevice::open(&img, true).unwrap());
+    let vol = Arc::new(Volume::open(dev, VolumeOptions { read_only: false, ..Default::default() }).unwrap());
+    let (mut n, mut ino) = (0, 0);
+    while let Ok(i) = vol.create(ROOT_INO, format!("f{n}").as_bytes(), CreateKind::File, 0o644, 0, 0) {
+        vol.looked_up(i.ino);
+        vol.hold(i.ino, 1); // what a lookup also counts as with kernel_opens
+        ino = i.ino;
+        n += 1;
+    }
+    vol.unlink(ROOT_INO, format!("f{}", n - 1).as_bytes()).unwrap();
+    assert_eq!(vol.inode(ino).unwrap().links_count(), 0, "an orphan, kept while held");
+    let forgetter = {
+        let vol = Arc::clone(&vol);
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            vol.forgotten(ino, 1);
+            vol.unhold(ino, 1).unwrap();
+        })
+    };
+    let made = vol.create(ROOT_INO, b"after-forget", CreateKind::File, 0o644, 0, 0).expect("waits for the FORGET");
+    assert_eq!(made.ino, ino);
+    forgetter.join().unwrap();
+    let vol = Arc::try_unwrap(vol).ok().unwrap();
+    vol.shutdown().unwrap();
+    drop(vol);
+    common::e2fsck_clean(&img);
+}
+
+/// Only running out of inodes waits for a FORGET: a write that runs out of
+/// blocks on a volume whose free inodes are all held fails at once.
+#[test]
+fn a_full_disk_does_not_wait_for_forgets() {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    let img = common::make_image(work.path(), "few.img", 16, &["-b", "4096", "-N", "64", "-m", "0"], &empty);
+    let dev = Arc::new(blockdev::FileDevice::open(&img, true).unwrap());
+    let vol = Volume::open(dev, VolumeOptions { read_only: false, ..Default::default() }).unwrap();
+    let mut made = Vec::new();
+    while let Ok(i) = vol.create(ROOT_INO, format!("f{}", made.len()).as_bytes(), CreateKind::File, 0o644, 0, 0) {
+        vol.looked_up(i.ino);
+        made.push(i.ino);
+    }
+    let big = made[0];
+    for k in 1..made.len() {
+        vol.unlink(ROOT_INO, format!("f{k}").as_bytes()).unwrap();
+    }
+    assert_eq!(vol.statfs().ffree, 0, "every free inode is held");
+    let chunk = vec![7u8; 1 << 20];
+    let mut off = 0u64;
+    let err = loop {
+        match vol.write(big, off, &chunk) {
+            Ok(n) if n == chunk.len() => off += n as u64,
+            Ok(n) => off += n as u64,
+            Err(e) => break e,
+        }
+        assert!(off < 64 << 20, "the 16 MiB volume never filled");
+    };
+    assert!(matches!(err, FsError::NoSpace), "{err:?}");
+    let t = std::time::Instant::now();
+    let r = vol.write(big, off, &chunk);
+    assert!(matches!(r, Err(FsError::NoSpace)), "{r:?}");
+    assert!(t.elapsed() < std::time::Duration::from_millis(200), "a block ENOSPC waited {:?}", t.elapsed());
+}

@@ -91,6 +91,7 @@ impl Volume {
             self.set_group(ws, g, gd, Some(Kind::Inode));
             return Ok(ino);
         }
+        ws.out_of_inodes = true;
         Err(FsError::NoSpace)
     }
 

@@ -412,7 +412,10 @@ impl Volume {
                 (false, true) => return Err(FsError::IsDir),
                 // The kernel's ext4 allocates the whiteout before it looks
                 // into the target directory: out of inodes wins.
-                (true, true) if how == RenameHow::Whiteout && !self.inode_available() => return Err(FsError::NoSpace),
+                (true, true) if how == RenameHow::Whiteout && !self.inode_available() => {
+                    ws.out_of_inodes = true;
+                    return Err(FsError::NoSpace);
+                }
                 (true, true) if !self.dir_is_empty(&victim)? => return Err(FsError::NotEmpty),
                 _ => {}
             }

@@ -58,6 +58,9 @@ pub struct WriteState {
     pub(crate) dirty_groups: BTreeMap<u32, DirtyGroup>,
     /// Per group: where the inode allocator looks for a free bit first.
     pub(crate) inode_hints: crate::intmap::IntMap<u32, usize>,
+    /// The running operation found no inode to allocate (`alloc_inode`):
+    /// its ENOSPC may be one a FORGET on its way would lift (`atomic`).
+    pub(crate) out_of_inodes: bool,
     /// Per group: every block bit below this one is set (`alloc_blocks`).
     pub(crate) block_hints: crate::intmap::IntMap<u32, usize>,
     /// The transaction on the commit thread, until it is finished here.
@@ -178,6 +181,7 @@ impl WriteState {
             freed: Default::default(),
             partway: false,
             inode_hints: Default::default(),
+            out_of_inodes: false,
             block_hints: Default::default(),
         }
     }

@@ -86,6 +86,7 @@ impl Volume {
             ws.undo = Some(Undo::begin(&mut ws));
             ws.sync_wanted = false;
             ws.partway = false;
+            ws.out_of_inodes = false;
             let result = self.run_op(&mut ws, &mut op);
             let undo = ws.undo.take().expect("set above");
             let err = match result {
@@ -116,15 +117,17 @@ impl Volume {
                 self.commit(&mut ws)?;
                 continue;
             }
-            if matches!(err, FsError::NoSpace) && !waited_for_forget {
-                // Every free inode may be one the kernel is about to forget
-                // (`lookups.rs`): wait for that FORGET without the write
-                // lock, which the request threads may need to reach it.
-                let held = self.free_but_held();
-                if !held.is_empty() && self.free_counts().1 <= held.len() as u64 {
+            if matches!(err, FsError::NoSpace) && ws.out_of_inodes && !waited_for_forget {
+                // Out of inodes, but a FORGET on its way may free one (`lookups.rs`):
+                // a free number the kernel still holds, or an unlinked inode kept
+                // (on the orphan list) while the kernel may have it open. Wait for
+                // one without the write lock, which the FORGET's thread may need.
+                let may_come = !self.free_but_held().is_empty() || ws.sb.f.last_orphan != 0;
+                if may_come {
                     waited_for_forget = true;
+                    let seen = self.lookups.releases();
                     drop(ws);
-                    self.lookups.wait_released(&held, FORGET_WAIT);
+                    self.lookups.wait_release(seen, FORGET_WAIT);
                     ws = self.writer()?;
                     continue;
                 }
