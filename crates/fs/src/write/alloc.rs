@@ -29,8 +29,13 @@ impl Volume {
         (self.sb.blocks_count() - first).min(u64::from(self.sb.f.blocks_per_group))
     }
 
+    /// The group holding block `blk`. Total on any number (a damaged map's
+    /// block below the first data block or past the volume gives the first
+    /// or last group): callers estimating from an unchecked extent must not
+    /// panic; freeing checks the range itself (`check_owned`).
     pub(crate) fn block_group_of(&self, blk: u64) -> u32 {
-        ((blk - u64::from(self.sb.f.first_data_block)) / u64::from(self.sb.f.blocks_per_group)) as u32
+        let g = blk.saturating_sub(u64::from(self.sb.f.first_data_block)) / u64::from(self.sb.f.blocks_per_group);
+        g.min(u64::from(self.group_count().saturating_sub(1))) as u32
     }
 
     /// Allocate an inode for a child of `parent`.
