@@ -6,6 +6,7 @@
 mod common;
 
 use fs::{CreateKind, FsError, Volume, VolumeOptions, ROOT_INO};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 #[test]
@@ -66,25 +67,10 @@ fn a_create_waits_for_a_forget_on_its_way() {
     let Some((work, empty)) = common::setup_empty() else {
         return;
     };
-    let img = common::make_image(work.path(), "few.img", 16, &["-b", "4096", "-N", "64"], &empty);
-    let dev = Arc::new(blockdev::FileDevice::open(&img, true).unwrap());
-    let vol = Arc::new(Volume::open(dev, VolumeOptions { read_only: false, ..Default::default() }).unwrap());
-    let mut n = 0;
-    let mut ino = 0;
-    let last = loop {
-        match vol.create(ROOT_INO, format!("f{n}").as_bytes(), CreateKind::File, 0o644, 0, 0) {
-            Ok(i) => {
-                vol.looked_up(i.ino);
-                ino = i.ino;
-                n += 1;
-            }
-            Err(e) => {
-                assert!(matches!(e, FsError::NoSpace), "{e:?}");
-                break n - 1;
-            }
-        }
-    };
-    vol.unlink(ROOT_INO, format!("f{last}").as_bytes()).unwrap();
+    let (img, vol) = few_inodes(work.path(), &empty, &[]);
+    let made = fill_inodes(&vol, false);
+    let ino = *made.last().unwrap();
+    vol.unlink(ROOT_INO, format!("f{}", made.len() - 1).as_bytes()).unwrap();
 
     // No FORGET comes: ENOSPC, after a bounded wait.
     let t = std::time::Instant::now();
@@ -93,21 +79,8 @@ fn a_create_waits_for_a_forget_on_its_way() {
     assert!(t.elapsed() < std::time::Duration::from_secs(5), "waited {:?}", t.elapsed());
 
     // The FORGET comes while the create waits: the create gets the number.
-    let forgetter = {
-        let vol = Arc::clone(&vol);
-        std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(30));
-            vol.forgotten(ino, 1);
-        })
-    };
-    let made =
-        vol.create(ROOT_INO, b"after-forget", CreateKind::File, 0o644, 0, 0).expect("the create waits for the FORGET");
-    assert_eq!(made.ino, ino);
-    forgetter.join().unwrap();
-    let vol = Arc::try_unwrap(vol).ok().unwrap();
-    vol.shutdown().unwrap();
-    drop(vol);
-    common::e2fsck_clean(&img);
+    let got = create_during(Arc::new(vol), &img, move |vol| vol.forgotten(ino, 1));
+    assert_eq!(got, ino);
 }
 
 /// With kernel-side opens (`kernel_opens`) the kernel's lookups of a regular
@@ -119,33 +92,16 @@ fn a_create_waits_for_an_orphan_the_kernel_holds() {
     let Some((work, empty)) = common::setup_empty() else {
         return;
     };
-    let img = common::make_image(work.path(), "few.img", 16, &["-b", "4096", "-N", "64"], &empty);
-    let dev = Arc::new(blockdev::FileDevice::open(&img, true).unwrap());
-    let vol = Arc::new(Volume::open(dev, VolumeOptions { read_only: false, ..Default::default() }).unwrap());
-    let (mut n, mut ino) = (0, 0);
-    while let Ok(i) = vol.create(ROOT_INO, format!("f{n}").as_bytes(), CreateKind::File, 0o644, 0, 0) {
-        vol.looked_up(i.ino);
-        vol.hold(i.ino, 1); // what a lookup also counts as with kernel_opens
-        ino = i.ino;
-        n += 1;
-    }
-    vol.unlink(ROOT_INO, format!("f{}", n - 1).as_bytes()).unwrap();
+    let (img, vol) = few_inodes(work.path(), &empty, &[]);
+    let made = fill_inodes(&vol, true);
+    let ino = *made.last().unwrap();
+    vol.unlink(ROOT_INO, format!("f{}", made.len() - 1).as_bytes()).unwrap();
     assert_eq!(vol.inode(ino).unwrap().links_count(), 0, "an orphan, kept while held");
-    let forgetter = {
-        let vol = Arc::clone(&vol);
-        std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(30));
-            vol.forgotten(ino, 1);
-            vol.unhold(ino, 1).unwrap();
-        })
-    };
-    let made = vol.create(ROOT_INO, b"after-forget", CreateKind::File, 0o644, 0, 0).expect("waits for the FORGET");
-    assert_eq!(made.ino, ino);
-    forgetter.join().unwrap();
-    let vol = Arc::try_unwrap(vol).ok().unwrap();
-    vol.shutdown().unwrap();
-    drop(vol);
-    common::e2fsck_clean(&img);
+    let got = create_during(Arc::new(vol), &img, move |vol| {
+        vol.forgotten(ino, 1);
+        vol.unhold(ino, 1).unwrap();
+    });
+    assert_eq!(got, ino);
 }
 
 /// Only running out of inodes waits for a FORGET: a write that runs out of
@@ -155,14 +111,8 @@ fn a_full_disk_does_not_wait_for_forgets() {
     let Some((work, empty)) = common::setup_empty() else {
         return;
     };
-    let img = common::make_image(work.path(), "few.img", 16, &["-b", "4096", "-N", "64", "-m", "0"], &empty);
-    let dev = Arc::new(blockdev::FileDevice::open(&img, true).unwrap());
-    let vol = Volume::open(dev, VolumeOptions { read_only: false, ..Default::default() }).unwrap();
-    let mut made = Vec::new();
-    while let Ok(i) = vol.create(ROOT_INO, format!("f{}", made.len()).as_bytes(), CreateKind::File, 0o644, 0, 0) {
-        vol.looked_up(i.ino);
-        made.push(i.ino);
-    }
+    let (_img, vol) = few_inodes(work.path(), &empty, &["-m", "0"]);
+    let made = fill_inodes(&vol, false);
     let big = made[0];
     for k in 1..made.len() {
         vol.unlink(ROOT_INO, format!("f{k}").as_bytes()).unwrap();
@@ -172,7 +122,6 @@ fn a_full_disk_does_not_wait_for_forgets() {
     let mut off = 0u64;
     let err = loop {
         match vol.write(big, off, &chunk) {
-            Ok(n) if n == chunk.len() => off += n as u64,
             Ok(n) => off += n as u64,
             Err(e) => break e,
         }
@@ -183,4 +132,55 @@ fn a_full_disk_does_not_wait_for_forgets() {
     let r = vol.write(big, off, &chunk);
     assert!(matches!(r, Err(FsError::NoSpace)), "{r:?}");
     assert!(t.elapsed() < std::time::Duration::from_millis(200), "a block ENOSPC waited {:?}", t.elapsed());
+}
+
+/// A read-write 16 MiB volume of one group of 64 inodes (`extra`: more mkfs options).
+fn few_inodes(work: &Path, empty: &Path, extra: &[&str]) -> (PathBuf, Volume) {
+    let mkfs: Vec<&str> = ["-b", "4096", "-N", "64"].iter().chain(extra).copied().collect();
+    let img = common::make_image(work, "few.img", 16, &mkfs, empty);
+    let dev = Arc::new(blockdev::FileDevice::open(&img, true).unwrap());
+    (img, Volume::open(dev, VolumeOptions { read_only: false, ..Default::default() }).unwrap())
+}
+
+/// Create f0, f1, ... in the root until the inodes run out (ENOSPC), each
+/// looked up by the kernel; with `kernel_opens` each lookup also holds its
+/// file alive, as the FUSE frontend counts it then. Returns their numbers.
+fn fill_inodes(vol: &Volume, kernel_opens: bool) -> Vec<u32> {
+    let mut made = Vec::new();
+    loop {
+        match vol.create(ROOT_INO, format!("f{}", made.len()).as_bytes(), CreateKind::File, 0o644, 0, 0) {
+            Ok(i) => {
+                vol.looked_up(i.ino);
+                if kernel_opens {
+                    vol.hold(i.ino, 1);
+                }
+                made.push(i.ino);
+            }
+            Err(e) => {
+                assert!(matches!(e, FsError::NoSpace), "{e:?}");
+                return made;
+            }
+        }
+        assert!(made.len() < 100, "the group never filled");
+    }
+}
+
+/// Create `after-forget` while `release` (a FORGET's work) runs 30 ms later
+/// on another thread: the create must wait for it. Returns the new inode's
+/// number, after a clean unmount that e2fsck accepts.
+fn create_during(vol: Arc<Volume>, img: &Path, release: impl FnOnce(&Volume) + Send + 'static) -> u32 {
+    let forgetter = {
+        let vol = Arc::clone(&vol);
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            release(&vol);
+        })
+    };
+    let made = vol.create(ROOT_INO, b"after-forget", CreateKind::File, 0o644, 0, 0).expect("waits for the FORGET");
+    forgetter.join().unwrap();
+    let vol = Arc::try_unwrap(vol).ok().unwrap();
+    vol.shutdown().unwrap();
+    drop(vol);
+    common::e2fsck_clean(img);
+    made.ino
 }
