@@ -1,6 +1,6 @@
 //! stat(2) attributes of an inode.
 
-use crate::volume::Volume;
+use crate::read_core::ReadCore;
 use ondisk::inode::{mode, Inode, Timestamp};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,7 +22,7 @@ pub struct Stat {
     pub blksize: u32,
 }
 
-impl Volume {
+impl ReadCore {
     pub fn stat(&self, inode: &Inode) -> Stat {
         let ft = inode.file_type();
         let rdev = if ft == mode::S_IFCHR || ft == mode::S_IFBLK { inode.rdev() } else { 0 };

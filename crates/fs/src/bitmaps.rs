@@ -4,12 +4,12 @@
 
 use crate::cache::Block;
 use crate::error::Result;
-use crate::volume::Volume;
+use crate::read_core::ReadCore;
 use ondisk::bitmap::{self, Kind};
 use ondisk::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 use std::sync::Arc;
 
-impl Volume {
+impl ReadCore {
     /// The block bitmap of group `g` (computed for an uninitialised group).
     pub fn block_bitmap(&self, g: u32) -> Result<Block> {
         let gd = self.group(g);

@@ -2,7 +2,7 @@
 //! (ext2/ext3 indirect) inodes.
 
 use crate::error::{FsError, Result};
-use crate::volume::Volume;
+use crate::read_core::ReadCore;
 use ondisk::bytes::le32;
 use ondisk::extent::{self, ExtentNode};
 use ondisk::inode::{flags, Inode};
@@ -33,7 +33,7 @@ impl Mapping {
 /// One past the largest logical block an extent tree can address.
 const EXTENT_LBLK_END: u64 = 1 << 32;
 
-impl Volume {
+impl ReadCore {
     /// Map logical block `lblk` of `inode`, describing at most `max` blocks from it.
     pub fn map_block(&self, inode: &Inode, lblk: u64, max: u64) -> Result<Mapping> {
         // Lengths are clamped to [1, max]: a zero (a directory smaller than a
@@ -51,8 +51,6 @@ impl Volume {
             return Ok(Mapping::Hole { len: max });
         }
         let ino = u64::from(inode.ino);
-        // Only blocks below the root are checksummed: most files never need the seed.
-        let seed = || self.sb.has_metadata_csum().then(|| Inode::csum_seed(&self.sb, inode.ino, inode.base.generation));
         let mut node = ExtentNode::parse(&inode.base.block, Location::Inode(ino))?;
         // Where the subtree we are in stops covering logical blocks.
         let mut boundary = EXTENT_LBLK_END;
@@ -83,27 +81,34 @@ impl Volume {
                     if let Some(n) = index.get(i) {
                         boundary = boundary.min(u64::from(n.block));
                     }
-                    let child_blk = index[i - 1].leaf;
-                    let at = Location::Block(child_blk);
-                    self.check_owned(child_blk, 1, inode.ino, "extent node")?;
-                    let data = self.meta(child_blk)?;
-                    if let Some(seed) = seed() {
-                        extent::verify_block_checksum(&data, seed, at)?;
-                    }
-                    let child = ExtentNode::parse(&data, at)?;
-                    // Depth must drop by exactly one per level: this also rules out loops.
-                    if child.header().depth + 1 != depth {
-                        return Err(FsError::Format(FormatError::corrupt(
-                            "extent node",
-                            at,
-                            Corruption::BadField { field: "eh_depth", value: u64::from(child.header().depth) },
-                        )));
-                    }
-                    depth = child.header().depth;
-                    node = child;
+                    let Some(child_depth) = depth.checked_sub(1) else {
+                        return Err(bad_depth(Location::Inode(ino), 0));
+                    };
+                    node = self.extent_child(inode, index[i - 1].leaf, child_depth)?;
+                    depth = child_depth;
                 }
             }
         }
+    }
+
+    /// Read and check the extent-tree node in block `blk` below inode `inode`'s
+    /// root, which must be at `depth`: owned by the inode, its checksum, its
+    /// header. The one place both the block map and the write path read one.
+    pub(crate) fn extent_child(&self, inode: &Inode, blk: u64, depth: u16) -> Result<ExtentNode> {
+        let at = Location::Block(blk);
+        self.check_owned(blk, 1, inode.ino, "extent node")?;
+        let data = self.meta(blk)?;
+        // Only blocks below the root are checksummed: most files never need the seed.
+        if self.sb.has_metadata_csum() {
+            let seed = Inode::csum_seed(&self.sb, inode.ino, inode.base.generation);
+            extent::verify_block_checksum(&data, seed, at)?;
+        }
+        let node = ExtentNode::parse(&data, at)?;
+        // Depth drops by exactly one a level: this also rules out loops.
+        if node.header().depth != depth {
+            return Err(bad_depth(at, node.header().depth));
+        }
+        Ok(node)
     }
 
     fn check_data_run(&self, pblk: u64, len: u64, inode: &Inode) -> Result<()> {
@@ -176,4 +181,12 @@ impl Volume {
         self.check_data_run(first, len, inode)?;
         Ok(Mapping::Mapped { pblk: first, len, unwritten: false })
     }
+}
+
+fn bad_depth(at: Location, depth: u16) -> FsError {
+    FsError::Format(FormatError::corrupt(
+        "extent node",
+        at,
+        Corruption::BadField { field: "eh_depth", value: u64::from(depth) },
+    ))
 }

@@ -9,7 +9,7 @@
 use crate::bmap::Mapping;
 use crate::error::{FsError, Result};
 use crate::negative::Seen;
-use crate::volume::Volume;
+use crate::read_core::ReadCore;
 use ondisk::dir::{self as odir, DirIter, MAX_NAME_LEN};
 use ondisk::hash;
 use ondisk::htree::{self, DxNode};
@@ -60,7 +60,7 @@ const INLINE_DOTDOT: u64 = 2;
 const INLINE_IBLOCK_START: usize = 4;
 const INLINE_IBLOCK_END: usize = ondisk::inode::I_BLOCK_SIZE;
 
-impl Volume {
+impl ReadCore {
     /// The htree hash of `name` for a directory whose root names `version`
     /// (the superblock's unsigned flag selects the unsigned variants).
     pub(crate) fn name_hash(&self, version: u8, name: &[u8]) -> Option<hash::NameHash> {
@@ -139,7 +139,7 @@ impl Volume {
         self.scan_dir(dir, start, &mut |e| emit(e.to_owned()))
     }
 
-    /// [`Volume::read_dir`] with borrowed names.
+    /// [`ReadCore::read_dir`] with borrowed names.
     pub fn scan_dir(&self, dir: &Inode, start: u64, emit: &mut dyn FnMut(&DirEntryRef) -> bool) -> Result<()> {
         self.scan_dir_seen(dir, start, &mut Seen::new(false), emit)
     }
@@ -232,7 +232,7 @@ impl Volume {
 
     /// Find `name` in `dir`: its inode number and file type.
     pub fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<(u32, u8)>> {
-        let mut seen = Seen::new(self.write.is_some());
+        let mut seen = Seen::new(self.writable());
         let found = self.lookup_seen(dir, name, &mut seen)?;
         if found.is_none() {
             self.negative.remember(dir, name, seen);

@@ -2,7 +2,7 @@
 
 use crate::bmap::Mapping;
 use crate::error::{FsError, Result};
-use crate::volume::Volume;
+use crate::read_core::ReadCore;
 use blockdev::IoClass;
 use ondisk::inode::{flags, Inode, I_BLOCK_SIZE};
 
@@ -18,7 +18,7 @@ pub enum Seek {
     Hole,
 }
 
-impl Volume {
+impl ReadCore {
     /// lseek(2) with SEEK_DATA or SEEK_HOLE from `offset`: None (ENXIO) at
     /// or past the end of the file, or when no data follows. Unwritten
     /// (preallocated) blocks count as holes, as the kernel's ext4 reports
@@ -52,7 +52,7 @@ impl Volume {
     /// predate a change of its map): None when the caller's copy is it.
     /// Called under the inode's data lock.
     fn current(&self, inode: &Inode) -> Result<Option<Inode>> {
-        if self.write.is_none() {
+        if !self.writable() {
             return Ok(None);
         }
         Ok(Some(self.inode(inode.ino)?))

@@ -111,7 +111,7 @@ pub(crate) fn open_journal(vol: &mut Volume) -> Result<Option<JournalInfo>> {
             map.insert(blk, JournalCopy { phys, escaped: copy.escaped });
         }
         if !map.is_empty() {
-            vol.overlay = Overlay::new(map);
+            vol.core.overlay = Overlay::new(map);
             reload_after_replay(vol)?;
         }
         if !vol.opts.read_only {
@@ -132,7 +132,8 @@ fn snapshot_recovery(
     reader: &Reader<'_>,
     sb: &ondisk::jbd2::Superblock,
 ) -> std::result::Result<std::result::Result<Option<journal::Recovery>, String>, journal::Error> {
-    let Some(path) = vol.opts.jmap_snapshot.as_ref().filter(|_| vol.journaling.is_lazy() && !vol.opts.read_only) else {
+    let Some(path) = vol.opts.jmap_snapshot.as_ref().filter(|_| vol.writer.journaling.is_lazy() && !vol.opts.read_only)
+    else {
         return Ok(Ok(None));
     };
     let bytes = match crate::safefile::read_trusted(path, journal::snapshot::max_len(reader.len_blocks())) {
@@ -151,7 +152,7 @@ fn snapshot_recovery(
 
 /// Recovery may have replaced the superblock and group descriptors: read them again through the overlay.
 fn reload_after_replay(vol: &mut Volume) -> Result<()> {
-    vol.cache = crate::cache::BufferCache::new((vol.opts.cache_bytes / vol.block_size() as usize).max(64));
+    vol.core.cache = crate::cache::BufferCache::new((vol.opts.cache_bytes / vol.block_size() as usize).max(64));
     let bs = vol.block_size() as usize;
     let sb_blk = ondisk::superblock::SUPERBLOCK_OFFSET / bs as u64;
     let data = vol.meta(sb_blk)?;
@@ -161,8 +162,8 @@ fn reload_after_replay(vol: &mut Volume) -> Result<()> {
     if sb.blocks_count() != vol.sb.blocks_count() || sb.block_size() != vol.sb.block_size() {
         return Err(FsError::Unsupported("journal replay changes the volume's geometry (online resize)".into()));
     }
-    vol.sb = sb;
-    *vol.groups.get_mut() = vol.reload_group_descriptors()?;
+    vol.core.sb = sb;
+    *vol.core.groups.get_mut() = vol.reload_group_descriptors()?;
     Ok(())
 }
 
@@ -230,14 +231,14 @@ impl Volume {
     /// Whether the newest copy of metadata block `block` is in the journal
     /// (committed, and in ordered mode not yet written home).
     pub fn metadata_in_journal(&self, block: u64) -> bool {
-        self.journaling.jbd2.as_ref().is_some_and(|j| j.read().has_copy(block))
+        self.writer.journaling.jbd2.as_ref().is_some_and(|j| j.read().has_copy(block))
     }
 
     /// Journal occupancy: live from the writing journal, else from the
     /// recovery scan done at open.
     pub fn journal_stats(&self) -> Option<JournalStats> {
         let info = self.journal.as_ref()?;
-        if let Some(j) = self.journaling.jbd2.as_ref().map(|j| j.read()) {
+        if let Some(j) = self.writer.journaling.jbd2.as_ref().map(|j| j.read()) {
             let (fill, jmap) = (j.fill(), j.jmap_stats());
             return Some(JournalStats {
                 journal_blocks: info.len_blocks,

@@ -1,9 +1,11 @@
 //! The ext4lazy engine.
 //!
-//! `Volume` is an opened ext4 volume. Every metadata block goes through one
-//! path (`Volume::meta`): buffer cache, then the journal overlay, then the
-//! block device. Modules split by concern: block mapping, directories, file
-//! contents, xattrs, statfs, journal location and in-memory replay.
+//! `Volume` is an opened ext4 volume: a read core (`ReadCore`) and a writer.
+//! Every metadata block goes through one path (`ReadCore::meta`): buffer
+//! cache, then the journal (lazy mode's log, or a read-only mount's replay),
+//! then the block device. Modules split by concern: block mapping,
+//! directories, file contents, xattrs, statfs, journal location and
+//! in-memory replay, the write path, journaling, StepAhead.
 
 #![forbid(unsafe_code)]
 
@@ -24,7 +26,9 @@ mod journaling;
 mod lookups;
 mod negative;
 mod open;
+mod options;
 mod overlay;
+mod read_core;
 pub mod safefile;
 mod statfs;
 pub mod stepahead;
@@ -42,8 +46,10 @@ pub use file::Seek;
 pub use journal_glue::JournalStats;
 pub use journal_info::JournalInfo;
 pub use ondisk::inode::{Inode, Timestamp, ROOT_INO};
+pub use options::{VolumeOptions, JOURNAL_READAHEAD_BYTES};
+pub use read_core::ReadCore;
 pub use statfs::StatFs;
-pub use volume::{Volume, VolumeOptions, JOURNAL_READAHEAD_BYTES};
+pub use volume::Volume;
 pub use write::{CleanerPolicy, CreateKind, Falloc, OpenAccess, SetAttr, WriteStats, XattrMode};
 
 impl Volume {
@@ -71,14 +77,14 @@ impl Volume {
     /// its last name goes: open handles, or, when the kernel opens files
     /// without telling us (FUSE_NO_OPEN_SUPPORT), its lookups of the inode.
     pub fn hold(&self, ino: u32, n: u64) {
-        *self.open_files.lock().entry(ino).or_insert(0) += n;
+        *self.writer.open_files.lock().entry(ino).or_insert(0) += n;
     }
 
     /// The kernel dropped `n` of those references; the inode is freed with
     /// the last if its last name is gone. Unknown inodes are ignored.
     pub fn unhold(&self, ino: u32, n: u64) -> Result<()> {
         let last = {
-            let mut open = self.open_files.lock();
+            let mut open = self.writer.open_files.lock();
             match open.get_mut(&ino) {
                 Some(held) if *held > n => {
                     *held -= n;
@@ -91,14 +97,14 @@ impl Volume {
                 None => false,
             }
         };
-        if last && self.write.is_some() {
+        if last && self.writer.state.is_some() {
             self.free_if_orphan(ino)?;
         }
         Ok(())
     }
 
     pub(crate) fn is_open(&self, ino: u32) -> bool {
-        self.open_files.lock().contains_key(&ino)
+        self.writer.open_files.lock().contains_key(&ino)
     }
 
     /// Whether anything holds `ino` alive (see [`Self::hold`]): an inode
@@ -111,25 +117,25 @@ impl Volume {
     /// one): until it forgets it, the number is not given to a new inode
     /// (see `lookups.rs`). Read-only volumes keep no counts.
     pub fn looked_up(&self, ino: u32) {
-        if self.write.is_some() {
-            self.lookups.add(ino, 1);
+        if self.writer.state.is_some() {
+            self.writer.lookups.add(ino, 1);
         }
     }
 
     /// FORGET: the kernel dropped `n` lookups of `ino`.
     pub fn forgotten(&self, ino: u32, n: u64) {
-        if self.write.is_some() {
-            self.lookups.sub(ino, n);
+        if self.writer.state.is_some() {
+            self.writer.lookups.sub(ino, n);
         }
     }
 
     /// Whether the kernel may still send requests on inode number `ino`.
     pub fn kernel_knows(&self, ino: u32) -> bool {
-        self.lookups.holds(ino)
+        self.writer.lookups.holds(ino)
     }
 
     /// Inode numbers the kernel holds lookups of.
     pub fn kernel_known_inodes(&self) -> usize {
-        self.lookups.len()
+        self.writer.lookups.len()
     }
 }

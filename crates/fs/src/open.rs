@@ -5,9 +5,12 @@
 
 use crate::cache::BufferCache;
 use crate::error::{FsError, Result};
+use crate::options::VolumeOptions;
 use crate::overlay::Overlay;
+use crate::read_core::{ReadCore, DATA_LOCK_SHARDS, INODE_CACHE_ENTRIES};
 use crate::system_zone::SystemZone;
-use crate::volume::{Volume, VolumeOptions, DATA_LOCK_SHARDS, INODE_CACHE_ENTRIES};
+use crate::volume::Volume;
+use crate::write::writer::Writer;
 use blockdev::{BlockDevice, IoClass};
 use ondisk::superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 use ondisk::{Corruption, FormatError, Location};
@@ -52,7 +55,7 @@ impl Volume {
             (u64::from(sb.f.inodes_per_group) * u64::from(sb.inode_size())).div_ceil(u64::from(block_size));
         let cache_blocks = (opts.cache_bytes / block_size as usize).max(64);
         let stepahead = opts.stepahead.map(crate::stepahead::state::StepAhead::new);
-        let mut vol = Volume {
+        let core = ReadCore {
             dev,
             sb,
             groups: RwLock::new(Vec::new()),
@@ -64,24 +67,22 @@ impl Volume {
             opts,
             itb_per_group,
             journal: None,
-            journaling: crate::journaling::Journaling::new(lazy),
-            write: None,
-            open_files: Default::default(),
-            lookups: Default::default(),
-            write_piece_blocks: u64::MAX,
+            lazy_log: None,
             stepahead,
             translation: Default::default(),
             reads_in_flight: Default::default(),
             data_locks: (0..DATA_LOCK_SHARDS).map(|_| RwLock::new(())).collect(),
             system_zone: Default::default(),
         };
-        *vol.groups.get_mut() = vol.read_group_descriptors()?;
-        vol.journal = crate::journal_glue::open_journal(&mut vol)?;
-        vol.system_zone = SystemZone::build(
-            &vol.sb,
-            &vol.groups.read(),
-            vol.itb_per_group,
-            vol.journal.as_ref().map(|j| (vol.sb.f.journal_inum, j.runs.as_slice())),
+        let mut vol = Volume { core, writer: Writer::new(lazy) };
+        *vol.core.groups.get_mut() = vol.read_group_descriptors()?;
+        vol.core.journal = crate::journal_glue::open_journal(&mut vol)?;
+        let core = &mut vol.core;
+        core.system_zone = SystemZone::build(
+            &core.sb,
+            &core.groups.read(),
+            core.itb_per_group,
+            core.journal.as_ref().map(|j| (core.sb.f.journal_inum, j.runs.as_slice())),
         );
         vol.check_root()?;
         if !vol.opts.read_only {

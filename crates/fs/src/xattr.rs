@@ -3,7 +3,7 @@
 
 use crate::acl::{self, Acl, Cred, Owner};
 use crate::error::{FsError, Result};
-use crate::volume::Volume;
+use crate::read_core::ReadCore;
 use ondisk::inode::Inode;
 use ondisk::xattr::{self, Xattr};
 use ondisk::Location;
@@ -13,7 +13,7 @@ const ACL_ACCESS: u8 = 2;
 const ACL_DEFAULT: u8 = 3;
 const SYSTEM: u8 = 7;
 
-impl Volume {
+impl ReadCore {
     fn raw_xattrs(&self, inode: &Inode) -> Result<Vec<Xattr>> {
         let mut all = xattr::parse_inode_area(inode.inline_xattr_area(), Location::Inode(u64::from(inode.ino)))?;
         let blk = inode.file_acl();

@@ -320,7 +320,7 @@ fn split_rename_over_with_orphans_lazy() {
 /// group and the descriptor blocks: more than a transaction may hold (256
 /// blocks here). Found in review: the write was one operation, its commit
 /// failed and the volume turned read-only. Now it goes in pieces of
-/// `write_piece_blocks`, as the kernel's writepages restarts its handle.
+/// `Writer::piece_blocks`, as the kernel's writepages restarts its handle.
 #[test]
 fn one_write_into_fragmented_free_space() {
     let Some((work, empty)) = setup() else { return };

@@ -46,7 +46,7 @@ impl Volume {
         } else {
             self.commit_user_changes(ws)?;
         }
-        if self.journaling.mode == JournalMode::Lazy {
+        if self.writer.journaling.mode == JournalMode::Lazy {
             self.commit_cleaning(ws)?;
         }
         Ok(())
@@ -59,12 +59,12 @@ impl Volume {
         let txn = std::mem::take(&mut ws.running);
         ws.running_since = None;
         let now = Instant::now();
-        if self.journaling.mode == JournalMode::NoJournal {
+        if self.writer.journaling.mode == JournalMode::NoJournal {
             return self.commit_home(ws, &txn, forgotten, now);
         }
         let t = journal_transaction(self.block_size(), txn.blocks(), txn.revoked())?;
         if let Some(seq) = self.log_transaction(ws, &t)? {
-            if self.journaling.mode == JournalMode::Lazy {
+            if self.writer.journaling.mode == JournalMode::Lazy {
                 ws.ages.push_back((seq, now));
             }
         }
@@ -81,7 +81,7 @@ impl Volume {
     /// `txn`'s blocks are committed: in lazy mode the journal copy is each
     /// block's home now; in ordered mode each waits to be written home.
     fn committed_blocks(&self, ws: &mut WriteState, txn: &Txn, now: Instant) {
-        match self.journaling.mode {
+        match self.writer.journaling.mode {
             JournalMode::Lazy => self.lazy_committed(txn),
             JournalMode::Ordered | JournalMode::NoJournal => self.ordered_committed(ws, txn, now),
         }
@@ -91,7 +91,7 @@ impl Volume {
     /// of `log_transaction` and `commit_user_changes` do for one made here.
     pub(crate) fn committed(&self, ws: &mut WriteState, info: Option<journal::CommitInfo>, txn: &Txn, since: Instant) {
         count_commit(ws, info.as_ref());
-        if let Some(j) = self.journaling.log() {
+        if let Some(j) = self.writer.journaling.log() {
             super::prune_ages(ws, &j.read());
             if let Some(i) = &info {
                 ws.ages.push_back((i.sequence, since));
@@ -103,13 +103,13 @@ impl Volume {
     /// Commit `t` to the journal, making room first if it does not fit.
     /// Returns its sequence number (None if it was empty).
     pub(crate) fn log_transaction(&self, ws: &mut WriteState, t: &journal::Transaction) -> Result<Option<u32>> {
-        let Some(jbd2) = self.journaling.jbd2.as_ref() else { return Ok(None) };
+        let Some(jbd2) = self.writer.journaling.jbd2.as_ref() else { return Ok(None) };
         let need = t.journal_blocks(jbd2.read().layout());
         self.make_room(ws, need)?;
         let info = {
             let mut j = jbd2.write();
-            let info = commit_locked(&mut j, t, self.journaling.mode)?;
-            if self.journaling.mode == JournalMode::Lazy {
+            let info = commit_locked(&mut j, t, self.writer.journaling.mode)?;
+            if self.writer.journaling.mode == JournalMode::Lazy {
                 super::prune_ages(ws, &j);
             }
             info
@@ -121,7 +121,7 @@ impl Volume {
     /// Before a commit of `need` journal blocks: refuse one the journal can
     /// never take, checkpoint if it does not fit now.
     pub(crate) fn make_room(&self, ws: &mut WriteState, need: u64) -> Result<()> {
-        let Some(jbd2) = self.journaling.jbd2.as_ref() else { return Ok(()) };
+        let Some(jbd2) = self.writer.journaling.jbd2.as_ref() else { return Ok(()) };
         let (space, max) = {
             let j = jbd2.read();
             (j.space_left(), j.max_transaction_blocks())
@@ -140,10 +140,10 @@ impl Volume {
     /// Write committed blocks home as the journal's checkpoint asks, and move its tail.
     pub(crate) fn checkpoint(&self, ws: &mut WriteState, goal: journal::CheckpointGoal) -> Result<()> {
         self.finish_commit(ws)?;
-        let Some(jbd2) = self.journaling.jbd2.as_ref() else { return Ok(()) };
+        let Some(jbd2) = self.writer.journaling.jbd2.as_ref() else { return Ok(()) };
         let mut j = jbd2.write();
         ws.stats.checkpoints += 1;
-        match self.journaling.mode {
+        match self.writer.journaling.mode {
             JournalMode::Lazy => Self::lazy_checkpoint(ws, &mut j, goal),
             JournalMode::Ordered | JournalMode::NoJournal => self.ordered_checkpoint(ws, &mut j, goal),
         }
@@ -177,7 +177,9 @@ impl Volume {
 
     fn hand_over(&self, ws: &mut WriteState) -> Result<()> {
         self.finish_commit(ws)?;
-        let (Some(committer), Some(jbd2)) = (self.journaling.committer.as_ref(), self.journaling.jbd2.as_ref()) else {
+        let (Some(committer), Some(jbd2)) =
+            (self.writer.journaling.committer.as_ref(), self.writer.journaling.jbd2.as_ref())
+        else {
             return self.commit(ws);
         };
         if !ws.deferred.is_empty() || ws.undo.is_some() || ws.failed.is_some() {
@@ -209,12 +211,16 @@ impl Volume {
     /// volume read-only, as a synchronous one does.
     pub(crate) fn finish_commit(&self, ws: &mut WriteState) -> Result<()> {
         let Some(Committing { txn, since }) = ws.committing.take() else { return Ok(()) };
-        let committer =
-            self.journaling.committer.as_ref().expect("a transaction is committing only through the commit thread");
+        let committer = self
+            .writer
+            .journaling
+            .committer
+            .as_ref()
+            .expect("a transaction is committing only through the commit thread");
         let r = committer.wait().and_then(|info| {
             self.committed(ws, info, &txn, since);
             ws.stats.background_commits += 1;
-            if self.journaling.mode == JournalMode::Lazy {
+            if self.writer.journaling.mode == JournalMode::Lazy {
                 self.commit_cleaning(ws)?;
             }
             Ok(())
@@ -225,7 +231,7 @@ impl Volume {
     /// Finish the transaction on the commit thread if its commit has ended
     /// (without waiting): the write-back list and pins are then up to date.
     pub(crate) fn finish_commit_if_done(&self, ws: &mut WriteState) -> Result<()> {
-        match (&ws.committing, self.journaling.committer.as_ref()) {
+        match (&ws.committing, self.writer.journaling.committer.as_ref()) {
             (Some(_), Some(c)) if c.done() => self.finish_commit(ws),
             _ => Ok(()),
         }
@@ -250,7 +256,7 @@ impl Volume {
         if let Some(cutoff) = Instant::now().checked_sub(self.opts.dirty_expire) {
             self.write_back(&mut ws, Some(cutoff))?;
         }
-        if self.journaling.mode == JournalMode::Lazy && ws.running.is_empty() {
+        if self.writer.journaling.mode == JournalMode::Lazy && ws.running.is_empty() {
             self.lazy_idle_work(&mut ws)?;
         }
         Ok(())

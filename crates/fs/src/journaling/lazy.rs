@@ -22,8 +22,10 @@
 
 use super::Jbd2;
 use crate::error::{journal_err, Result};
+use crate::read_core::ReadCore;
 use crate::volume::Volume;
 use crate::write::{Txn, WriteState};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// Above this share of live blocks in the used log, moving them gains nothing.
@@ -92,67 +94,26 @@ impl Volume {
         // Its callers finished any commit on the commit thread: the cache
         // holds no version newer than committed but the running transaction's.
         debug_assert!(ws.committing.is_none());
-        let Some(jbd2) = self.journaling.jbd2.as_ref() else { return Ok(0) };
-        let policy = self.opts.cleaner;
-        let (victims, changed) = {
-            let j = jbd2.read();
-            let fill = j.fill();
-            if (fill.used as f64) < policy.start_fill * fill.log_blocks as f64 {
-                return Ok(0);
-            }
-            // A log that is nearly all live copies frees next to nothing when
-            // they move: then a full log migrates home instead (commit's fallback).
-            if j.jmap_stats().entries as f64 > MAX_LIVE_RATIO * fill.used as f64 {
-                return Ok(0);
-            }
-            // Within three quarters of the transaction limit and of the free
-            // space, leaving room for descriptor blocks: cleaning must never
-            // itself force a migration home.
-            let room = (j.max_transaction_blocks() * 3 / 4).min(j.space_left()).saturating_sub(64) as usize;
-            let limit = policy.batch.min(room);
-            let excess = fill.used.saturating_sub((policy.stop_fill * fill.log_blocks as f64) as u64);
-            let mut victims = Vec::new();
-            let mut freed = 0;
-            let mut changed = Some(None::<Instant>);
-            for t in j.live_transactions() {
-                if victims.len() >= limit || freed >= excess {
-                    break;
-                }
-                // A victim's contents come from the cache, which must then
-                // hold its committed version. A block the running transaction
-                // changed (or freed) holds uncommitted changes there; its next
-                // copy comes with the next commit, which also frees this
-                // transaction's copy. The tail cannot pass this transaction
-                // before then, so this step stops here. (Cleaning runs after
-                // a commit on the commit thread too, with operations since.)
-                if j.live_blocks(t.sequence).any(|b| ws.running.touches(b)) {
-                    ws.stats.cleaner_steps_cut_short += 1;
-                    break;
-                }
-                let before = victims.len();
-                victims.extend(j.live_blocks(t.sequence).take(limit - before));
-                freed += t.blocks.saturating_sub((victims.len() - before) as u64);
-                if victims.len() > before {
-                    // The youngest source bounds the age of every moved block.
-                    let age = ws.ages.iter().find(|&&(seq, _)| seq == t.sequence).map(|&(_, at)| at);
-                    changed = changed.map(|c| c.max(age));
-                }
-            }
-            (victims, changed.flatten())
-        };
-        if victims.is_empty() {
+        let Some(jbd2) = self.writer.journaling.jbd2.as_ref() else { return Ok(0) };
+        let step = plan_step(&jbd2.read(), &self.opts.cleaner, |b| ws.running.touches(b), &ws.ages);
+        if step.cut_short {
+            ws.stats.cleaner_steps_cut_short += 1;
+        }
+        if step.victims.is_empty() {
             return Ok(0);
         }
-        let mut t = journal::Transaction::new(self.block_size());
-        for &blk in &victims {
-            let data = self.meta(blk)?;
-            t.log(blk, &data).map_err(crate::error::journal_err)?;
+        // The victims' committed contents, through the read core (cache, then the log).
+        let core: &ReadCore = self;
+        let mut t = journal::Transaction::new(core.block_size());
+        for &blk in &step.victims {
+            let data = core.meta(blk)?;
+            t.log(blk, &data).map_err(journal_err)?;
         }
-        if let (Some(seq), Some(at)) = (self.log_transaction(ws, &t)?, changed) {
+        if let (Some(seq), Some(at)) = (self.log_transaction(ws, &t)?, step.changed) {
             ws.ages.push_back((seq, at));
         }
-        ws.stats.cleaner_blocks_moved += victims.len() as u64;
-        Ok(victims.len())
+        ws.stats.cleaner_blocks_moved += step.victims.len() as u64;
+        Ok(step.victims.len())
     }
 
     /// Idle-time migration: if the oldest transaction's blocks are older
@@ -161,7 +122,7 @@ impl Volume {
     /// Returns whether anything was migrated.
     pub(crate) fn migrate_cold_home(&self, ws: &mut WriteState, cold_age: Duration) -> Result<bool> {
         self.finish_commit(ws)?;
-        let Some(jbd2) = self.journaling.jbd2.as_ref() else { return Ok(false) };
+        let Some(jbd2) = self.writer.journaling.jbd2.as_ref() else { return Ok(false) };
         let mut j = jbd2.write();
         prune_ages(ws, &j);
         let Some(oldest) = j.oldest_live().map(|t| t.sequence) else { return Ok(false) };
@@ -183,7 +144,7 @@ impl Volume {
     /// rename: a crash leaves the old file or none).
     pub(crate) fn save_jmap_snapshot(&self) -> Result<()> {
         use std::os::unix::fs::DirBuilderExt;
-        let (Some(path), Some(jbd2)) = (self.opts.jmap_snapshot.as_ref(), self.journaling.jbd2.as_ref()) else {
+        let (Some(path), Some(jbd2)) = (self.opts.jmap_snapshot.as_ref(), self.writer.journaling.jbd2.as_ref()) else {
             return Ok(());
         };
         let j = jbd2.read();
@@ -201,6 +162,66 @@ impl Volume {
         // Losing the snapshot only costs the next mount a scan: not an error of the volume.
         write().map_err(|e| crate::error::FsError::io(format!("writing the jmap snapshot {}", path.display()), e))
     }
+}
+
+/// One cleaning step: the blocks to log again, oldest transactions first.
+#[derive(Debug, Default, PartialEq)]
+struct Step {
+    victims: Vec<u64>,
+    /// When the youngest of the victims' sources was committed (their age).
+    changed: Option<Instant>,
+    /// The step stopped at a transaction whose blocks the running one changed.
+    cut_short: bool,
+}
+
+/// Choose a cleaning step from what the cleaner may see: the log, the policy,
+/// which blocks the running transaction changed (`touched`), and when each
+/// live transaction's blocks last changed (`ages`).
+fn plan_step(j: &Jbd2, policy: &CleanerPolicy, touched: impl Fn(u64) -> bool, ages: &VecDeque<(u32, Instant)>) -> Step {
+    let mut step = Step::default();
+    let fill = j.fill();
+    if (fill.used as f64) < policy.start_fill * fill.log_blocks as f64 {
+        return step;
+    }
+    // A log that is nearly all live copies frees next to nothing when
+    // they move: then a full log migrates home instead (commit's fallback).
+    if j.jmap_stats().entries as f64 > MAX_LIVE_RATIO * fill.used as f64 {
+        return step;
+    }
+    // Within three quarters of the transaction limit and of the free
+    // space, leaving room for descriptor blocks: cleaning must never
+    // itself force a migration home.
+    let room = (j.max_transaction_blocks() * 3 / 4).min(j.space_left()).saturating_sub(64) as usize;
+    let limit = policy.batch.min(room);
+    let excess = fill.used.saturating_sub((policy.stop_fill * fill.log_blocks as f64) as u64);
+    let mut freed = 0;
+    let mut changed = Some(None::<Instant>);
+    for t in j.live_transactions() {
+        if step.victims.len() >= limit || freed >= excess {
+            break;
+        }
+        // A victim's contents come from the cache, which must then hold its
+        // committed version. A block the running transaction changed (or
+        // freed) holds uncommitted changes there; its next copy comes with
+        // the next commit, which also frees this transaction's copy. The
+        // tail cannot pass this transaction before then, so this step stops
+        // here. (Cleaning runs after a commit on the commit thread too, with
+        // operations since.)
+        if j.live_blocks(t.sequence).any(&touched) {
+            step.cut_short = true;
+            break;
+        }
+        let before = step.victims.len();
+        step.victims.extend(j.live_blocks(t.sequence).take(limit - before));
+        freed += t.blocks.saturating_sub((step.victims.len() - before) as u64);
+        if step.victims.len() > before {
+            // The youngest source bounds the age of every moved block.
+            let age = ages.iter().find(|&&(seq, _)| seq == t.sequence).map(|&(_, at)| at);
+            changed = changed.map(|c| c.max(age));
+        }
+    }
+    step.changed = changed.flatten();
+    step
 }
 
 /// Drop the ages of transactions the tail has passed.

@@ -100,7 +100,7 @@ impl Volume {
                 self.cache.unpin(*blk, &u.data);
             }
         }
-        if let Some(j) = self.journaling.jbd2.as_ref() {
+        if let Some(j) = self.writer.journaling.jbd2.as_ref() {
             let mut j = j.write();
             j.written_home(due);
             j.advance_tail().map_err(journal_err)?;

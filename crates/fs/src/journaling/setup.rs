@@ -20,11 +20,11 @@ impl Volume {
             let mut j = journal::Journal::load(self.dev.clone(), map).map_err(journal_err)?;
             if j.needs_recovery() {
                 // The scan `open` made for its in-memory replay, if it made one.
-                let rec = match self.journal.as_mut().and_then(|i| i.recovery.take()) {
+                let rec = match self.core.journal.as_mut().and_then(|i| i.recovery.take()) {
                     Some(rec) => rec,
                     None => j.recover().map_err(journal_err)?,
                 };
-                if self.journaling.is_lazy() {
+                if self.writer.journaling.is_lazy() {
                     // Lazy: the log goes on where it ended; its copies stay the
                     // metadata's home, found through the jmap. Nothing is written home.
                     j.resume(&rec).map_err(journal_err)?;
@@ -35,7 +35,7 @@ impl Volume {
                 }
             }
             // What the overlay served is now home (ordered) or in the jmap (lazy).
-            self.overlay = Default::default();
+            self.core.overlay = Default::default();
             let (compat, incompat) = journal::ext4_features(self.sb.has_metadata_csum(), self.sb.is_64bit());
             match j.set_features(compat, incompat) {
                 Ok(()) => {}
@@ -55,16 +55,21 @@ impl Volume {
             // transaction just under commit_limit (half the limit). An eighth
             // leaves room for its tree nodes; on a journal of 32 MiB or more
             // no FUSE write (1 MiB at most) is ever cut.
-            self.write_piece_blocks = (j.max_transaction_blocks() / 8).max(8);
+            self.writer.piece_blocks = (j.max_transaction_blocks() / 8).max(8);
             let j = Arc::new(parking_lot::RwLock::new(j));
-            self.journaling.committer = Some(Committer::start(j.clone(), self.block_size(), self.journaling.mode)?);
-            self.journaling.jbd2 = Some(j);
+            self.writer.journaling.committer =
+                Some(Committer::start(j.clone(), self.block_size(), self.writer.journaling.mode)?);
+            if self.writer.journaling.is_lazy() {
+                // Reads find the newest copies in the log (the read core's path).
+                self.core.lazy_log = Some(j.clone());
+            }
+            self.writer.journaling.jbd2 = Some(j);
             // As the kernel does: the flag says the journal may hold committed
             // transactions; stock tools replay it after a crash.
             ws.sb.f.feature_incompat |= feature::incompat::RECOVER;
         } else {
             // No journal: a crash leaves the volume flagged for a full e2fsck.
-            self.journaling.mode = JournalMode::NoJournal;
+            self.writer.journaling.mode = JournalMode::NoJournal;
             ws.sb.f.state &= !STATE_VALID;
         }
         Ok(())
@@ -74,7 +79,7 @@ impl Volume {
     /// (the metadata lives there; the kernel and e2fsck replay it); the
     /// other modes write everything home and empty the journal.
     pub(crate) fn close_journal(&self, ws: &mut WriteState) -> Result<()> {
-        if self.journaling.log().is_some() {
+        if self.writer.journaling.log().is_some() {
             // The journal is where the metadata lives: it stays, flagged for
             // recovery, so the kernel and e2fsck replay it and see our tree.
             self.write_super_home(ws)?;
@@ -83,7 +88,7 @@ impl Volume {
             return Ok(());
         }
         self.write_back(ws, None)?;
-        if let Some(j) = self.journaling.jbd2.as_ref() {
+        if let Some(j) = self.writer.journaling.jbd2.as_ref() {
             j.write().empty().map_err(journal_err)?;
         }
         ws.sb.f.feature_incompat &= !feature::incompat::RECOVER;

@@ -19,7 +19,7 @@ use super::prefetch::Lone;
 use super::{plan, StepAhead};
 use crate::acl::Cred;
 use crate::error::{FsError, Result};
-use crate::volume::Volume;
+use crate::read_core::ReadCore;
 use ondisk::dir::ftype;
 use ondisk::inode::Inode;
 
@@ -27,7 +27,7 @@ use ondisk::inode::Inode;
 /// small directories, and a big one gets its own listing hint when listed.
 const SUBDIR_BLOCKS: usize = 8;
 
-impl Volume {
+impl ReadCore {
     fn stepahead_on(&self) -> Option<&StepAhead> {
         self.stepahead.as_ref()
     }

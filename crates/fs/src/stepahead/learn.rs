@@ -3,13 +3,13 @@
 //!
 //! Two ways: [`learn`] reads the directory through the ordinary read path (a
 //! walk, tests); the listing hint learns from blocks it has just prefetched,
-//! without counting those reads as uses ([`Volume::learn_cached`]).
+//! without counting those reads as uses ([`ReadCore::learn_cached`]).
 
 use super::kb::{DirKind, KnowledgeBase};
 use crate::bmap::Mapping;
 use crate::cache::Block;
 use crate::error::{FsError, Result};
-use crate::volume::Volume;
+use crate::read_core::ReadCore;
 use ondisk::dir::DirIter;
 use ondisk::extent::ExtentNode;
 use ondisk::inode::{flags, Inode};
@@ -32,7 +32,7 @@ pub(crate) struct Learnt {
     pub file_type: u8,
 }
 
-impl Volume {
+impl ReadCore {
     /// The directory's layout from its inode (extent-tree blocks are read
     /// through the cache; ext2/3 indirect blocks are not listed).
     pub(crate) fn dir_layout(&self, dir: &Inode) -> Result<DirLayout> {
@@ -198,7 +198,7 @@ impl Volume {
 
 /// Read directory `dir` through the ordinary read path and record it in `kb`
 /// (what a walk does, and the reference the in-band updates are tested against).
-pub fn learn(vol: &Volume, kb: &mut KnowledgeBase, dir: u32) -> Result<()> {
+pub fn learn(vol: &ReadCore, kb: &mut KnowledgeBase, dir: u32) -> Result<()> {
     let inode = vol.inode(dir)?;
     if !inode.is_dir() {
         return Err(FsError::NotDir);
@@ -213,7 +213,7 @@ pub fn learn(vol: &Volume, kb: &mut KnowledgeBase, dir: u32) -> Result<()> {
 
 /// Learn every directory reachable from `root` (a walk).
 /// Returns the number of directories learnt.
-pub fn learn_tree(vol: &Volume, kb: &mut KnowledgeBase, root: u32) -> Result<usize> {
+pub fn learn_tree(vol: &ReadCore, kb: &mut KnowledgeBase, root: u32) -> Result<usize> {
     let mut todo = vec![root];
     let mut seen = std::collections::HashSet::new();
     while let Some(dir) = todo.pop() {

@@ -3,7 +3,7 @@
 //!
 //! The knowledge base ([`kb`]) says where each directory's blocks are and which
 //! inode each name leads to; [`plan`] turns a path into the blocks its
-//! resolution will read; [`Volume::prefetch`] reads the uncached ones in one
+//! resolution will read; [`ReadCore::prefetch`] reads the uncached ones in one
 //! batch into the buffer cache. The KB is learnt as directories are listed
 //! ([`learn`]) and kept current by every namespace change ([`update`]); the
 //! hints ([`hints`]) are where the FUSE frontend and the library API ask for
@@ -29,10 +29,10 @@ pub(crate) mod state;
 pub(crate) use state::{KbChange, StepAhead};
 pub use state::{StepAheadOptions, StepAheadStats};
 
-use crate::volume::Volume;
+use crate::read_core::ReadCore;
 use std::sync::atomic::Ordering;
 
-impl Volume {
+impl ReadCore {
     /// StepAhead's figures; `final_figures` counts prefetched blocks still
     /// unused as wasted (the volume is going away).
     pub fn stepahead_stats(&self, final_figures: bool) -> StepAheadStats {

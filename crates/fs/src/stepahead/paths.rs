@@ -30,7 +30,7 @@
 use super::prefetch::Lone;
 use super::{plan, StepAhead};
 use crate::acl::{Cred, MAY_EXEC, MAY_READ};
-use crate::volume::Volume;
+use crate::read_core::ReadCore;
 use crate::ROOT_INO;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -59,7 +59,7 @@ impl PathHints {
     }
 }
 
-impl Volume {
+impl ReadCore {
     /// A full-path hint was dropped before it was looked at (queue full).
     pub fn note_path_hint_dropped(&self) {
         if let Some(sa) = &self.stepahead {

@@ -14,7 +14,7 @@
 //! blocks of a linear directory, the htree root), then stops.
 
 use super::kb::{DirKind, KnowledgeBase};
-use crate::volume::Volume;
+use crate::read_core::ReadCore;
 
 /// The blocks to prefetch, in the order resolution will want them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -37,7 +37,7 @@ impl Plan {
         }
     }
 
-    fn push_inode(&mut self, vol: &Volume, ino: u32) -> bool {
+    fn push_inode(&mut self, vol: &ReadCore, ino: u32) -> bool {
         // A stale hint may name any number: plan nothing for an invalid one.
         if ino == 0 || ino > vol.sb.f.inodes_count {
             return false;
@@ -48,7 +48,7 @@ impl Plan {
 }
 
 /// Plan the resolution of `path` (components, no slashes) from directory `start`.
-pub fn plan(vol: &Volume, kb: &KnowledgeBase, start: u32, path: &[&[u8]]) -> Plan {
+pub fn plan(vol: &ReadCore, kb: &KnowledgeBase, start: u32, path: &[&[u8]]) -> Plan {
     let mut p = Plan { at: start, ..Plan::default() };
     if !p.push_inode(vol, start) {
         return p;

@@ -2,7 +2,7 @@
 //! into the buffer cache.
 
 use crate::error::Result;
-use crate::volume::Volume;
+use crate::read_core::ReadCore;
 use blockdev::IoClass;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -46,7 +46,7 @@ fn stretch_len(s: &[journal::CopyAt]) -> u64 {
     s.last().map_or(0, |c| c.jblock - s[0].jblock + 1)
 }
 
-impl Volume {
+impl ReadCore {
     /// Whether `blk` is in the buffer cache (counts neither a hit nor a miss).
     pub fn is_cached(&self, blk: u64) -> bool {
         self.cache.contains(blk)
@@ -60,7 +60,7 @@ impl Volume {
         self.prefetch_within(blocks, usize::MAX, Lone::Read)
     }
 
-    /// [`Volume::prefetch`] of at most `budget` blocks (the first ones of
+    /// [`ReadCore::prefetch`] of at most `budget` blocks (the first ones of
     /// `blocks` that need reading: callers list them most wanted first).
     /// `lone`: what to do when everything left to read is one request the
     /// operation that follows would make the same way itself.
@@ -88,7 +88,7 @@ impl Volume {
         }
         want.sort_unstable(); // into contiguous runs below
                               // Lazy mode: held across the reads, so the tail cannot move and free a copy meanwhile.
-        let jbd2 = self.journaling.log().map(|j| j.read());
+        let jbd2 = self.log().map(|j| j.read());
         let (home, stretches) = match &jbd2 {
             Some(j) => self.split_by_log(j, &want)?,
             None => (want.clone(), Vec::new()),

@@ -1,28 +1,27 @@
 //! In-band updates: every namespace change tells the knowledge base what it
 //! did, so that the KB follows the volume without re-reading directories.
 //!
-//! Changes are queued in the write state while an operation runs and applied
-//! only when it succeeds: an operation that fails is rolled back, and so is
-//! what it would have told the KB.
+//! Changes are queued by the writer (in its write state) while an operation
+//! runs and applied only when it succeeds: an operation that fails is rolled
+//! back, and so is what it would have told the KB.
 
 use super::kb::DirKind;
 use super::state::KbChange;
-use crate::volume::Volume;
-use crate::write::WriteState;
+use crate::read_core::ReadCore;
 
-impl Volume {
+impl ReadCore {
     /// Queue a change for the KB (nothing when StepAhead is off).
-    pub(crate) fn kb_change(&self, ws: &mut WriteState, change: KbChange) {
+    pub(crate) fn kb_change(&self, queue: &mut Vec<KbChange>, change: KbChange) {
         if self.stepahead.is_some() {
-            ws.kb_changes.push(change);
+            queue.push(change);
         }
     }
 
     /// The operation succeeded: apply its queued changes.
-    pub(crate) fn kb_apply(&self, ws: &mut WriteState) {
-        let (Some(sa), false) = (&self.stepahead, ws.kb_changes.is_empty()) else { return };
+    pub(crate) fn kb_apply(&self, queue: &mut Vec<KbChange>) {
+        let (Some(sa), false) = (&self.stepahead, queue.is_empty()) else { return };
         let mut kb = sa.kb.write();
-        for c in ws.kb_changes.drain(..) {
+        for c in queue.drain(..) {
             match c {
                 KbChange::Entry { dir, name, child, lblk } => kb.note_entry(dir, &name, child, Some(lblk)),
                 KbChange::Retarget { dir, name, child } => kb.retarget_entry(dir, &name, child),
@@ -43,7 +42,7 @@ impl Volume {
     }
 
     /// The operation failed and was rolled back: so are its changes.
-    pub(crate) fn kb_discard(&self, ws: &mut WriteState) {
-        ws.kb_changes.clear();
+    pub(crate) fn kb_discard(&self, queue: &mut Vec<KbChange>) {
+        queue.clear();
     }
 }

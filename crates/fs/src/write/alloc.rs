@@ -14,10 +14,6 @@ use ondisk::bitmap::{self, Kind};
 use ondisk::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
 
 impl Volume {
-    pub(crate) fn group_first_block(&self, g: u32) -> u64 {
-        u64::from(self.sb.f.first_data_block) + u64::from(g) * u64::from(self.sb.f.blocks_per_group)
-    }
-
     /// First block of inode `ino`'s group: the default goal for its blocks.
     pub(crate) fn inode_group_first_block(&self, ino: u32) -> u64 {
         self.group_first_block((ino - 1) / self.sb.f.inodes_per_group)
@@ -69,7 +65,7 @@ impl Volume {
             let hint = ws.inode_hints.get(&g).map_or(from, |&h| h.max(from));
             // A free number the kernel still holds lookups of stays unused:
             // its requests on that number must not reach a new inode.
-            let held = |idx: usize| self.lookups.holds(g * ipg + idx as u32 + 1);
+            let held = |idx: usize| self.writer.lookups.holds(g * ipg + idx as u32 + 1);
             let found = free_unheld(bits, hint, ipg as usize, &held).or_else(|| free_unheld(bits, from, hint, &held));
             let Some(idx) = found else { continue };
             ws.inode_hints.insert(g, idx + 1);
@@ -164,7 +160,7 @@ impl Volume {
         }
         self.install(ws, gd.inode_bitmap(), block);
         self.set_group(ws, g, gd, Some(Kind::Inode));
-        self.lookups.freed(ino);
+        self.writer.lookups.freed(ino);
         Ok(())
     }
 

@@ -1,6 +1,6 @@
 //! Attributes: setattr (mode, owner, size, times) and atime updates.
 
-use super::iflags::refuse_if;
+use super::iflags::{refuse_if, regular_file};
 use super::now;
 use super::ops::touch;
 use crate::error::{FsError, Result};
@@ -48,13 +48,7 @@ impl Volume {
             }
             if let Some(size) = attr.size {
                 // vfs_truncate: directories EISDIR, anything else but a regular file EINVAL.
-                if !inode.is_reg() {
-                    return Err(if inode.is_dir() {
-                        FsError::IsDir
-                    } else {
-                        FsError::Invalid("not a regular file".into())
-                    });
-                }
+                regular_file(&inode)?;
                 if size > self.max_file_size() {
                     return Err(FsError::FileTooBig); // inode_newsize_ok
                 }
@@ -81,7 +75,7 @@ impl Volume {
     /// newer than mtime or ctime, or is more than a day old; `strict` always.
     /// Returns whether atime changed.
     pub fn touch_atime(&self, ino: u32, strict: bool) -> Result<bool> {
-        if self.write.is_none() {
+        if self.writer.state.is_none() {
             return Ok(false);
         }
         let inode = self.inode(ino)?;

@@ -1,7 +1,7 @@
 //! File data: write (in pieces that fit a transaction), fallocate, and the
 //! size changes of truncate.
 
-use super::iflags::refuse_if;
+use super::iflags::{refuse_if, regular_file};
 use super::ops::touch;
 use super::{Split, WriteState};
 use crate::bmap::Mapping;
@@ -33,7 +33,7 @@ impl Volume {
     /// Write `data` at `offset` of a regular file; returns the bytes written.
     ///
     /// Into fragmented free space every block of a write may land in another
-    /// group, and a write bigger than `write_piece_blocks` could then need
+    /// group, and a write bigger than `Writer::piece_blocks` could then need
     /// more than a transaction holds: it goes in pieces, each an operation of
     /// its own (a commit may come between them), as the kernel's writeback
     /// restarts its handle. Readers wait for the whole write (the data lock);
@@ -45,7 +45,7 @@ impl Volume {
         }
         let _map = self.data_lock(ino).write();
         let bs = u64::from(self.block_size());
-        let piece = self.write_piece_blocks.saturating_mul(bs);
+        let piece = self.writer.piece_blocks.saturating_mul(bs);
         let mut done = 0usize;
         while done < data.len() {
             let at = offset + done as u64;
@@ -70,13 +70,7 @@ impl Volume {
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
             // The kernel writes only regular files (a symlink's target is no data to write into).
-            if !inode.is_reg() {
-                return Err(if inode.is_dir() {
-                    FsError::IsDir
-                } else {
-                    FsError::Invalid("not a regular file".into())
-                });
-            }
+            regular_file(&inode)?;
             refuse_if(&inode, flags::IMMUTABLE)?;
             if inode.has_flag(flags::APPEND) && offset != inode.size() {
                 return Err(FsError::NotPermitted); // append-only: writes at the end only
@@ -193,13 +187,7 @@ impl Volume {
         let _map = self.data_lock(ino).write();
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
-            if !inode.is_reg() {
-                return Err(if inode.is_dir() {
-                    FsError::IsDir
-                } else {
-                    FsError::Invalid("not a regular file".into())
-                });
-            }
+            regular_file(&inode)?;
             // vfs_fallocate: nothing on immutable files, only preallocation on append-only ones.
             refuse_if(&inode, flags::IMMUTABLE)?;
             if mode != Falloc::Allocate {

@@ -92,7 +92,7 @@ impl Volume {
         }
         self.finish_leaf(dir, bytes);
         self.install(ws, pblk, data);
-        self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: name.to_vec(), child: ino, lblk });
+        self.kb_change(&mut ws.kb_changes, KbChange::Entry { dir: dir.ino, name: name.to_vec(), child: ino, lblk });
         Ok(true)
     }
 
@@ -125,7 +125,7 @@ impl Volume {
         write_entry(&mut data, 0, ino, space, ft, name);
         self.finish_leaf(dir, &mut data);
         self.install(ws, pblk, data);
-        self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: name.to_vec(), child: ino, lblk });
+        self.kb_change(&mut ws.kb_changes, KbChange::Entry { dir: dir.ino, name: name.to_vec(), child: ino, lblk });
         Ok(())
     }
 
@@ -136,10 +136,10 @@ impl Volume {
         let bs = u64::from(self.block_size());
         let size = (lblk + 1) * bs;
         dir.set_size(size);
-        self.kb_change(ws, KbChange::Grown { dir: dir.ino, lblk, pblk: runs[0].1 });
+        self.kb_change(&mut ws.kb_changes, KbChange::Grown { dir: dir.ino, lblk, pblk: runs[0].1 });
         if ondisk::bytes::le16(&dir.base.block, 6) > 0 && dir.has_flag(flags::EXTENTS) {
             // Its extent tree has interior blocks, which may just have changed.
-            self.kb_change(ws, KbChange::Forget { dir: dir.ino });
+            self.kb_change(&mut ws.kb_changes, KbChange::Forget { dir: dir.ino });
         }
         Ok((lblk, runs[0].1))
     }
@@ -203,10 +203,13 @@ impl Volume {
         let hi_block = self.pack_leaf(dir, hi);
         self.install(ws, p1, lo_block);
         self.install(ws, p2, hi_block);
-        self.kb_change(ws, KbChange::Hashed { dir: dir.ino });
+        self.kb_change(&mut ws.kb_changes, KbChange::Hashed { dir: dir.ino });
         for (recs, lblk) in [(lo, l1), (hi, l2)] {
             for r in recs {
-                self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: r.name.clone(), child: r.ino, lblk });
+                self.kb_change(
+                    &mut ws.kb_changes,
+                    KbChange::Entry { dir: dir.ino, name: r.name.clone(), child: r.ino, lblk },
+                );
             }
         }
         let hi_hash = hi.first().map_or(u32::MAX - 1, |r| r.hash)
@@ -279,7 +282,10 @@ impl Volume {
         self.install(ws, new_p, hi_block);
         for (recs, lblk) in [(lo, leaf_lblk), (hi, new_l)] {
             for r in recs {
-                self.kb_change(ws, KbChange::Entry { dir: dir.ino, name: r.name.clone(), child: r.ino, lblk });
+                self.kb_change(
+                    &mut ws.kb_changes,
+                    KbChange::Entry { dir: dir.ino, name: r.name.clone(), child: r.ino, lblk },
+                );
             }
         }
         let continued = lo.last().map(|r| r.hash) == hi.first().map(|r| r.hash);
@@ -313,7 +319,7 @@ impl Volume {
             }
             // Deepen: the root's entries move to a new node; the root points at it.
             let (new_l, new_p) = self.grow_dir(ws, dir)?;
-            self.kb_change(ws, KbChange::IndexNode { dir: dir.ino, pblk: new_p });
+            self.kb_change(&mut ws.kb_changes, KbChange::IndexNode { dir: dir.ino, pblk: new_p });
             let bs = self.block_size() as usize;
             let limit = ((bs - htree::NODE_OFFSET - if self.sb.has_metadata_csum() { 8 } else { 0 }) / 8) as u16;
             let mut child = DxNode {
@@ -332,7 +338,7 @@ impl Volume {
         }
         // Split this node: the upper half moves to a new node indexed by the parent.
         let (new_l, new_p) = self.grow_dir(ws, dir)?;
-        self.kb_change(ws, KbChange::IndexNode { dir: dir.ino, pblk: new_p });
+        self.kb_change(&mut ws.kb_changes, KbChange::IndexNode { dir: dir.ino, pblk: new_p });
         let node = &mut path[level].1;
         node.entries.insert(at, entry);
         let mid = node.entries.len() / 2;
@@ -406,7 +412,7 @@ impl Volume {
         }
         self.finish_leaf(dir, &mut data);
         self.install(ws, pblk, data);
-        self.kb_change(ws, KbChange::Removed { dir: dir.ino, name: name.to_vec() });
+        self.kb_change(&mut ws.kb_changes, KbChange::Removed { dir: dir.ino, name: name.to_vec() });
         Ok(())
     }
 
@@ -419,7 +425,7 @@ impl Volume {
         ino: u32,
         ft: u8,
     ) -> Result<()> {
-        self.kb_change(ws, KbChange::Retarget { dir: dir.ino, name: name.to_vec(), child: ino });
+        self.kb_change(&mut ws.kb_changes, KbChange::Retarget { dir: dir.ino, name: name.to_vec(), child: ino });
         if dir.has_flag(flags::INLINE_DATA) && name == b".." {
             // An inline directory keeps its parent in i_block's first word.
             ondisk::bytes::put_le32(&mut dir.base.block, 0, ino);

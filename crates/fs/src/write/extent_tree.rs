@@ -15,7 +15,7 @@
 //! size of the file.
 //!
 //! Readers of a file's data never see a change halfway: they map under the
-//! inode's data lock (`Volume::data_lock`), which every operation that
+//! inode's data lock (`ReadCore::data_lock`), which every operation that
 //! changes the map holds until its inode is written. Directories are changed
 //! and read under the kernel's lock on the directory.
 
@@ -132,16 +132,8 @@ impl Volume {
 
     /// Read and check the node in block `blk`, which must be at `depth`.
     fn read_node(&self, inode: &Inode, blk: u64, depth: u16) -> Result<ExtentNode> {
-        self.check_owned(blk, 1, inode.ino, "extent tree block")?;
-        let data = self.meta(blk)?;
-        if let Some(seed) = self.inode_seed(inode) {
-            extent::verify_block_checksum(&data, seed, Location::Block(blk))?;
-        }
-        let node = ExtentNode::parse(&data, Location::Block(blk))?;
-        // Depth drops by exactly one a level: this also rules out loops.
-        if node.header().depth != depth {
-            return Err(corrupt(inode, "extent depth"));
-        }
+        let node = self.extent_child(inode, blk, depth)?;
+        // The write path walks into every child it changes: an empty one has no key to place.
         if node.is_empty() {
             return Err(corrupt(inode, "empty extent node"));
         }

@@ -48,6 +48,18 @@ pub fn inherited(dir_flags: u32, mode: u16) -> u32 {
     mask_for_mode(mode, dir_flags & INHERITED)
 }
 
+/// Data operations (write, fallocate, truncate) work on regular files only:
+/// a directory is EISDIR, anything else EINVAL (as the VFS answers).
+pub fn regular_file(inode: &Inode) -> Result<()> {
+    if inode.is_reg() {
+        Ok(())
+    } else if inode.is_dir() {
+        Err(FsError::IsDir)
+    } else {
+        Err(FsError::Invalid("not a regular file".into()))
+    }
+}
+
 /// EPERM if the inode has any of `flags` (IMMUTABLE, APPEND).
 pub fn refuse_if(inode: &Inode, flags: u32) -> Result<()> {
     if inode.base.flags & flags != 0 {

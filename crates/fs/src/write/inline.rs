@@ -134,7 +134,7 @@ impl Volume {
             return Ok(());
         }
         // Its entries move into a block: learnt again when next listed.
-        self.kb_change(ws, crate::stepahead::KbChange::Forget { dir: dir.ino });
+        self.kb_change(&mut ws.kb_changes, crate::stepahead::KbChange::Forget { dir: dir.ino });
         let other_xattrs = self.xattrs_without_inline_data(dir)?;
         // The inline listing yields "." and ".." (from the parent number in
         // i_block's first word) and then every entry of i_block and system.data.

@@ -28,6 +28,7 @@ mod split;
 pub(crate) mod state;
 pub(crate) mod txn;
 mod undo;
+pub(crate) mod writer;
 mod xattrops;
 
 pub use crate::error::journal_err;
@@ -105,29 +106,29 @@ impl Volume {
 
     /// Take the write lock as a writer (None on a read-only volume).
     pub(crate) fn lock_write(&self) -> Option<WriteGuard<'_>> {
-        self.write.as_ref().map(|m| WriteGuard::new(m.lock()))
+        self.writer.state.as_ref().map(|m| WriteGuard::new(m.lock()))
     }
 
     /// The write path's counters (None on a read-only volume).
     pub fn write_stats(&self) -> Option<WriteStats> {
-        self.write.as_ref().map(|w| w.lock().stats)
+        self.writer.state.as_ref().map(|w| w.lock().stats)
     }
 
     /// The orphan list's head as the write path has it (0: empty; the
     /// list goes on through each inode's dtime). For tests.
     #[doc(hidden)]
     pub fn last_orphan_for_tests(&self) -> u32 {
-        self.write.as_ref().map_or(self.sb.f.last_orphan, |w| w.lock().sb.f.last_orphan)
+        self.writer.state.as_ref().map_or(self.sb.f.last_orphan, |w| w.lock().sb.f.last_orphan)
     }
 
     /// Why the volume turned read-only, if a device error made it so.
     pub fn failure(&self) -> Option<String> {
-        self.write.as_ref().and_then(|w| w.lock().failed.clone())
+        self.writer.state.as_ref().and_then(|w| w.lock().failed.clone())
     }
 
     /// Blocks freed by the running transaction: free for `statfs`, not yet for the allocator.
     pub(crate) fn deferred_free_blocks(&self) -> u64 {
-        let Some(w) = self.write.as_ref() else { return 0 };
+        let Some(w) = self.writer.state.as_ref() else { return 0 };
         w.lock().deferred.iter().map(|d| if let Deferred::Free { len, .. } = d { *len } else { 0 }).sum()
     }
 

@@ -26,7 +26,7 @@ impl Volume {
             // before each commit block writes the waiting data first. A
             // flusher thread writes batches out meanwhile, as the kernel's
             // does, so a request rarely waits for a write-out.
-            self.dev = Arc::new(blockdev::DataWriteback::with_flusher(
+            self.core.dev = Arc::new(blockdev::DataWriteback::with_flusher(
                 self.dev.clone(),
                 self.block_size,
                 self.opts.data_writeback_bytes,
@@ -35,7 +35,7 @@ impl Volume {
         self.start_journal(&mut ws)?;
         ws.sb.f.mnt_count = ws.sb.f.mnt_count.wrapping_add(1);
         ws.sb.f.mtime = super::now().sec as u32;
-        self.write = Some(parking_lot::Mutex::new(ws));
+        self.writer.state = Some(parking_lot::Mutex::new(ws));
         let mut guard = self.lock_write().expect("just set");
         self.write_super_home(&mut guard)?;
         self.free_orphans(&mut guard)?;
@@ -47,7 +47,7 @@ impl Volume {
     /// between the close and this call (and saw the file closed) has already
     /// freed it, and freeing twice would corrupt the counts.
     pub(crate) fn free_if_orphan(&self, ino: u32) -> Result<()> {
-        if self.write.is_none() {
+        if self.writer.state.is_none() {
             return Ok(());
         }
         self.atomic(|ws| {

@@ -147,7 +147,10 @@ impl Volume {
                 let runs = self.ensure_mapped(ws, &mut inode, 0, 1)?;
                 let block = self.init_dir_block(&inode, parent);
                 self.install(ws, runs[0].1, block);
-                self.kb_change(ws, crate::stepahead::KbChange::NewDir { dir: ino, parent, pblk: runs[0].1 });
+                self.kb_change(
+                    &mut ws.kb_changes,
+                    crate::stepahead::KbChange::NewDir { dir: ino, parent, pblk: runs[0].1 },
+                );
                 inode.set_size(u64::from(self.block_size()));
             }
             CreateKind::Symlink(target) => {

@@ -63,7 +63,8 @@ impl Volume {
     /// ended, and start committing the running transaction if it has grown
     /// to `WriteState::commit_limit`.
     pub(crate) fn writer(&self) -> Result<super::WriteGuard<'_>> {
-        let mut ws = self.write.as_ref().map(|m| super::WriteGuard::new(lock_spinning(m))).ok_or(FsError::ReadOnly)?;
+        let mut ws =
+            self.writer.state.as_ref().map(|m| super::WriteGuard::new(lock_spinning(m))).ok_or(FsError::ReadOnly)?;
         if ws.undo.is_some() {
             // An operation panicked halfway: its changes are in memory and must
             // never be committed (not even by the cleaner after a finished commit).

@@ -32,7 +32,7 @@ impl Volume {
     pub(crate) fn free_file(&self, ws: &mut WriteState, mut inode: Inode, listed: bool) -> Result<()> {
         let is_dir = inode.is_dir();
         if is_dir {
-            self.kb_change(ws, crate::stepahead::KbChange::Forget { dir: inode.ino });
+            self.kb_change(&mut ws.kb_changes, crate::stepahead::KbChange::Forget { dir: inode.ino });
         }
         // A fast symlink keeps its target in i_block, inline data its bytes in the inode.
         let fast_symlink = inode.is_symlink() && inode.size() < I_BLOCK_SIZE as u64 && !inode.has_flag(flags::EXTENTS);

@@ -122,7 +122,7 @@ impl Volume {
         let in_operation = undo.is_some();
         if let Some(u) = undo {
             u.recycle(ws);
-            self.kb_apply(ws);
+            self.kb_apply(&mut ws.kb_changes);
             ws.partway = true;
         }
         // A new record even when the commit fails: the operation's caller

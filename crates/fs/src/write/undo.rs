@@ -92,7 +92,7 @@ impl Volume {
             let err = match result {
                 Ok(v) => {
                     undo.recycle(&mut ws);
-                    self.kb_apply(&mut ws);
+                    self.kb_apply(&mut ws.kb_changes);
                     // The sync and dirsync inode flags: durable on return.
                     if std::mem::take(&mut ws.sync_wanted) {
                         self.commit(&mut ws)?;
@@ -101,7 +101,7 @@ impl Volume {
                 }
                 Err(e) => e,
             };
-            self.kb_discard(&mut ws);
+            self.kb_discard(&mut ws.kb_changes);
             self.roll_back(&mut ws, undo);
             if ws.partway {
                 // Part of it is committed (`split`): memory is back at its last
@@ -125,9 +125,9 @@ impl Volume {
                 let may_come = !self.free_but_held().is_empty() || ws.sb.f.last_orphan != 0;
                 if may_come {
                     waited_for_forget = true;
-                    let seen = self.lookups.releases();
+                    let seen = self.writer.lookups.releases();
                     drop(ws);
-                    self.lookups.wait_release(seen, FORGET_WAIT);
+                    self.writer.lookups.wait_release(seen, FORGET_WAIT);
                     ws = self.writer()?;
                     continue;
                 }
@@ -157,7 +157,7 @@ impl Volume {
         ws.failed
             .get_or_insert_with(|| "an operation panicked halfway (its changes in memory were rolled back)".into());
         if let Some(undo) = ws.undo.take() {
-            self.kb_discard(ws);
+            self.kb_discard(&mut ws.kb_changes);
             self.roll_back(ws, undo);
         }
     }
