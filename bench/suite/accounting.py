@@ -298,6 +298,26 @@ SLABS = ("dentry", "ext4_inode_cache", "fuse_inode", "xfs_inode")
 CGROUP_FS = "/sys/fs/cgroup"
 
 
+def process_cpu_s(pid):
+    """User + system CPU seconds of process `pid` so far, all its threads (live and exited) together
+    (/proc/PID/stat: utime and stime, in clock ticks); None once it is gone.  What bench/untar_ab.sh read."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # the command name (field 2) is in brackets and may hold spaces and brackets: count from the last ")"
+    fields = stat.rsplit(")", 1)[1].split()
+    utime, stime = int(fields[11]), int(fields[12])        # fields 14 and 15 of proc(5)
+    return (utime + stime) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_delta(a, b):
+    return None if a is None or b is None else round(b - a, 3)
+
+
 def _own_cgroup():
     """('v1', path) or ('v2', path) of the memory cgroup this process is in, or (None, why)."""
     try:

@@ -10,10 +10,11 @@ mkfs always writes the image file directly, before any model sees it: every run 
 """
 import json
 import os
+import re
 import subprocess
 import time
 
-from harness import util
+from harness import images, util
 
 from .core import GiB
 
@@ -187,6 +188,44 @@ class Volume:
                 os.unlink(self.image + ext)
         self.layout = layout(self.binary, self.image)
 
+    def daemon_pid(self):
+        """The FUSE daemon serving this mounted volume (its CPU time is recorded), or None.  `ext4lazy mount`
+        hands back no PID (it spawns the daemon detached and exits), so the daemon is found as what the
+        harness finds it as: the one process holding the image open, which it does, flocked, for its whole
+        life (no other process opens an ext4lazy image during a phase).  fuse2fs is the runner's own child."""
+        if self.system.kind == "fuse2fs" and self.fuse2fs is not None:
+            return self.fuse2fs.pid
+        if self.system.kind != "ext4lazy":
+            return None
+        holders = [p for p in util.pids_holding(self.image) if p != os.getpid()]
+        return holders[0] if len(holders) == 1 else None
+
+    def fsck(self):
+        """After a phase that wrote, with the volume unmounted: `e2fsck -fn` on the image (what
+        bench/writepath.py did).  Never raises: {"clean": True/False, "rc", "seconds", "output" (first lines
+        when not clean), "needs_recovery"} or {"clean": None, "skipped": why}.  A lazy volume needs recovery
+        after a clean unmount by design (its metadata lives in the journal), so its check runs on a sparse
+        copy whose journal e2fsck replays first: the volume itself stays as ext4lazy left it for the group's
+        next phase.  Any other volume that still needs recovery after its unmount is not clean."""
+        s = self.system
+        if s.fstype != "ext4":
+            return {"clean": None, "skipped": f"{s.fstype}, not ext4"}
+        if s.kind == "dbfs":
+            return {"clean": None, "skipped": "dbfs-sqlite keeps its files in a SQLite database, not in ext4"}
+        t = time.monotonic()
+        copy = self.image + ".fsck" if s.leaves_journal else None
+        try:
+            if copy:
+                run(["cp", "--sparse=always", self.image, copy], timeout=3600)
+            out = e2fsck(copy or self.image, replay=bool(copy))
+        except Exception as e:                      # noqa: BLE001 - a check that cannot run is not clean
+            out = {"clean": False, "rc": None, "output": [f"{type(e).__name__}: {str(e)[-600:]}"]}
+        finally:
+            if copy and os.path.exists(copy):
+                os.unlink(copy)
+        out["seconds"] = round(time.monotonic() - t, 2)
+        return out
+
     def cold_cache(self):
         """Before a phase: this volume's image clean on the host's disk, then every cache dropped.  fsync of
         the image, not a global sync: the volume is unmounted here, so its image file is the only thing of
@@ -236,8 +275,8 @@ class Volume:
                 util.force_unmount(self.srv)
             self.served = None
         if remove:
-            for p in (self.image, self.image + ".jmap", self.stats, self.image + ".fuse2fs.log", self.srv + ".log",
-                      self.srv + ".trace.csv"):
+            for p in (self.image, self.image + ".jmap", self.image + ".fsck", self.stats, self.image + ".fuse2fs.log",
+                      self.srv + ".log", self.srv + ".trace.csv"):
                 if os.path.exists(p):
                     os.unlink(p)
             for d in (self.mnt, self.srv, self.host):
@@ -245,6 +284,32 @@ class Volume:
                     os.rmdir(d)
                 except OSError:
                     pass
+
+
+FSCK_LINES = 20
+
+
+def e2fsck(image, replay=False):
+    """`e2fsck -fn IMAGE`; with `replay`, first `e2fsck -y -E journal_only` (replays the journal, nothing else:
+    no -f, whose repairs the -fn after it would not see).  The result as Volume.fsck describes it."""
+    out = {"needs_recovery": "needs_recovery" in images.features(images.fs_info(image))}
+    if replay:
+        p = util.run(["e2fsck", "-y", "-E", "journal_only", image], check=False, timeout=3600)
+        out["replay_rc"] = p.returncode
+        if p.returncode not in (0, 1):                # 1: the journal was replayed
+            return dict(out, clean=False, rc=p.returncode,
+                        output=[f"e2fsck -y -E journal_only failed rc={p.returncode}:"] + first_lines(p))
+    elif out["needs_recovery"]:
+        return dict(out, clean=False, rc=None, output=["the volume needs journal recovery after its clean unmount"])
+    p = util.run(["e2fsck", "-fn", image], check=False, timeout=3600)
+    return dict(out, clean=p.returncode == 0, rc=p.returncode, output=None if p.returncode == 0 else first_lines(p))
+
+
+def first_lines(p, n=FSCK_LINES):
+    """The first `n` lines of a check's output, without e2fsck's banner and "Pass N:" headers (every run prints
+    them, and the problems are what matters)."""
+    lines = [x for x in (p.stdout + p.stderr).splitlines() if x.strip() and not re.match(r"Pass \d|e2fsck \d", x)]
+    return lines[:n]
 
 
 def dbfs_binary(binary):

@@ -7,14 +7,15 @@ Record fields added: `repeat` (repetitions asked for), `runs` (good ones), `runt
 `cleaning_s_*`, `io_mib_sd`, `repetitions` (every repetition's own record with its index `rep`, failed ones too),
 `raw_repetition` (which repetition's series and offsets `raw` holds: the one with the median runtime; its
 `extra`, `params` and `plan` are the record's).  `runtime_s`, `cleaning_s`, `work_s`, `syncfs_s`, `umount_s`,
-`io_mib` and the StepAhead figures are means.  `io_check` holds the means of both sides of the check (so the
-check still compares like with like), lost trace events summed, and `equal_by_class` only if every repetition's
-was.
+`io_mib`, the StepAhead figures and the daemon's CPU seconds are means; `fsck` is the first repetition's whose
+e2fsck found problems, if any did (so the record shows it), else the median one's.  `io_check` holds the means of
+both sides of the check (so the check still compares like with like), lost trace events summed, and
+`equal_by_class` only if every repetition's was.
 """
 import math
 
 MEAN_KEYS = ("runtime_s", "cleaning_s", "work_s", "syncfs_s", "umount_s", "cleaning_wait_real_s", "loadavg_1m",
-             "hit_rate", "prefetch_wasted_blocks", "kb_bytes")
+             "hit_rate", "prefetch_wasted_blocks", "kb_bytes", "daemon_cpu_s", "daemon_cpu_syncfs_s")
 AGGREGATE_ONLY = ("repetitions", "runs", "repeat", "runtime_s_all", "runtime_s_sd", "runtime_s_min", "runtime_s_max",
                   "cleaning_s_all", "cleaning_s_sd", "io_mib_sd", "raw_repetition", "errors")
 
@@ -91,6 +92,9 @@ def aggregate(reps, repeat):
         out["io_mib"] = {k: round(v, 4) for k, v in _mean_dicts(ios).items()}
         out["io_mib_sd"] = {k: (None if sd([d[k] for d in ios]) is None else round(sd([d[k] for d in ios]), 4))
                             for k in out["io_mib"]}
+    bad = [r["fsck"] for r in good if (r.get("fsck") or {}).get("clean") is False]
+    if bad:
+        out["fsck"] = bad[0]
     checks = [r["io_check"] for r in good if isinstance(r.get("io_check"), dict)]
     if len(checks) > 1:
         out["io_check"] = _check(checks)

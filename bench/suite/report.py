@@ -88,6 +88,44 @@ def check_line(r):
     return (c.get("reference", "—"), True)
 
 
+def fsck_bad(r):
+    """The record's e2fsck result when it found problems (runner.Runner.check), else None."""
+    f = r.get("fsck") or {}
+    return f if f.get("clean") is False else None
+
+
+def fsck_text(r):
+    """The checks line's e2fsck part: empty for a phase that only reads (not checked)."""
+    f = r.get("fsck")
+    if not f:
+        return ""
+    if f.get("clean") is None:
+        return f"; e2fsck: not run ({f.get('skipped')})"
+    if f["clean"]:
+        return f"; e2fsck -fn clean ({f2(f.get('seconds'), 1)} s" + (", journal replayed on a copy first)"
+                                                                    if "replay_rc" in f else ")")
+    return f"; **e2fsck -fn FOUND PROBLEMS** (rc {f.get('rc')})"
+
+
+def daemon_cpu_rows(by, names, wls):
+    """The FUSE daemons' CPU seconds beside the runtime (ext4lazy, fuse2fs; runner.Runner.phase)."""
+    rows = []
+    for w in wls:
+        for n in names:
+            r = by.get((n, w))
+            if r and not r.get("error") and r.get("daemon_cpu_s") is not None:
+                share = ratio(r["daemon_cpu_s"], r.get("work_s"))
+                rows.append(f"| {w} | {n} | {runtime_cell(r)} | {f2(r['daemon_cpu_s'])} | "
+                            f"{f2(r.get('daemon_cpu_syncfs_s'))} | {xr(share)} |")
+    if not rows:
+        return []
+    return ["### FUSE daemon CPU time", "", "User + system seconds of the daemon process (all its threads, from "
+            "/proc/PID/stat) during the workload and during its syncfs (the unmount's share is not seen: the daemon "
+            "exits in it); with several runs, means. Last column: daemon CPU seconds per second of workload.", "",
+            "| workload | system | runtime (s) | daemon CPU, workload (s) | daemon CPU, syncfs (s) | CPU / work time |",
+            "|---|---|---|---|---|---|"] + rows + [""]
+
+
 def write(out, pngs):
     with open(os.path.join(out, "results.json")) as f:
         records = json.load(f)
@@ -125,6 +163,11 @@ def write(out, pngs):
         L += [f"## {suite} on `{device}` (scale {scale}" + (f", speed {speed}" if speed else "") + ")", ""]
         if s:
             L += [s.doc.strip().splitlines()[0], ""]
+        bad = [(w, n, fsck_bad(by[(n, w)])) for w in wls for n in names if fsck_bad(by.get((n, w)) or {})]
+        if bad:
+            L += ["**e2fsck -fn FOUND PROBLEMS on the volume after: " + ", ".join(
+                f"{w} on {n} (rc {f.get('rc')})" for w, n, f in bad) + "** (the run exited non-zero; the first "
+                "lines of e2fsck's output are in the checks below)", ""]
         smr = device.startswith("smr")
         head = ["workload"] + [f"{n} (s)" for n in names]
         ratios = []
@@ -188,6 +231,7 @@ def write(out, pngs):
                         goal_rows.append(f"- cleaning after {w}, ext4lazy-lazy: {f2(r['cleaning_s'], 1)} s "
                                          f"(paper at full scale: baseline {pb} s, lazy {pl} s)")
             L += goal_rows + ([""] if goal_rows else [])
+        L += daemon_cpu_rows(by, names, wls)
         if s and s.report:
             L += s.report(by, names, wls, device, scale, paper)
         # I/O by class
@@ -244,7 +288,9 @@ def write(out, pngs):
                                                                                   else "")
                          + f"; source: {r['io_source']}; load {f2(r.get('loadavg_1m'), 1)}"
                          + (f"; runtimes {', '.join(f2(x) for x in r['runtime_s_all'])} s" if runs > 1 else "")
-                         + foreign_drops(r))
+                         + foreign_drops(r) + fsck_text(r))
+                if fsck_bad(r):
+                    L += ["", "      " + "\n      ".join(fsck_bad(r).get("output") or ["(no output)"]), ""]
                 for bad in [x for x in r.get("repetitions", []) if x.get("error")]:
                     L.append(f"  - run {bad['rep'] + 1} FAILED: {bad['error'][:300]}")
         L.append("")

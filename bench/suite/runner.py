@@ -270,6 +270,9 @@ class Runner:
                     if not w.recorded:
                         set_up.setdefault(w.name, set()).add(s.name)
                     if recorded:
+                        rec["fsck"] = self.check(vols[s.name], w, what, prog)
+                        if (rec["fsck"] or {}).get("clean") is False:
+                            failures += 1
                         rec.update(plan=dict(partition_bytes=plan.size, journal_mib=plan.journal_mib,
                                              group=g.name, volume_copied_from=copied.get(s.name),
                                              ext4lazy_options=g.ext4lazy_options if s.kind == "ext4lazy" else None))
@@ -286,10 +289,21 @@ class Runner:
                     os.unlink(os.path.join(self.work, f))
         return failures
 
+    def check(self, v, w, what, prog):
+        """e2fsck of the volume after a recorded phase that wrote (unmounted now; untimed): the record's `fsck`,
+        None for a phase that only reads.  Problems are logged here and make the run fail at the end."""
+        if not w.writes:
+            return None
+        prog.status(f"{what}: consistency check")
+        r = v.fsck()
+        if r["clean"] is False:
+            prog.log(f"{what}: e2fsck -fn FOUND PROBLEMS (rc {r['rc']}): " + " | ".join(r["output"][:5]))
+        return r
+
     def error_record(self, s, w, msg):
         return {"suite": self.suite.name, "system": s.name, "device": self.args.device, "workload": w.name,
                 "scale": self.args.scale, "speed": self.args.speed if self.model else None, "runtime_s": None,
-                "cleaning_s": None, "io_mib": None, "error": msg, "commit": self.commit,
+                "cleaning_s": None, "io_mib": None, "fsck": None, "error": msg, "commit": self.commit,
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
     # ---- one phase: cold cache, fresh mount, timed work + syncfs + unmount, cleaning, I/O by class
@@ -315,13 +329,18 @@ class Runner:
                 sampler = accounting.Sampler(accounting.ext4lazy_live_totals(devices.live_stats_path(v.mnt)))
             else:
                 sampler = accounting.Sampler(lambda: accounting.loop_stat(v.loop))
+            # the FUSE daemon's CPU time over the workload and over syncfs (not the unmount: it exits in it)
+            pid = v.daemon_pid()
             with accounting.KernelMemory(f"{v.system.slug}-{w.name}") as kmem, \
                     workload_env(v.system.workload_env(v.binary)):
+                cpu0 = accounting.process_cpu_s(pid)
                 t0 = time.monotonic()
                 extra = w.run(v.mnt, ctx) or {}
                 t1 = time.monotonic()
+                cpu1 = accounting.process_cpu_s(pid)
             syncfs(v.mnt)
             t2 = time.monotonic()
+            cpu2 = accounting.process_cpu_s(pid)
             v.umount()
             t3 = time.monotonic()
         except Exception:
@@ -391,7 +410,9 @@ class Runner:
                "runtime_s": round(runtime, 3), "cleaning_s": round(cleaning, 3), "io_mib": accounting.io_mib(classes),
                "io_source": source, "io_check": check, "timing": w.timing,
                "work_s": round(t1 - t0, 3), "syncfs_s": round(t2 - t1, 3), "umount_s": round(umount_s, 3),
-               "cleaning_wait_real_s": round(waited, 3), **stepahead, "params": w.params(), "extra": extra,
+               "cleaning_wait_real_s": round(waited, 3), **stepahead,
+               "params": w.params(), "extra": extra, "daemon_cpu_s": accounting.cpu_delta(cpu0, cpu1),
+               "daemon_cpu_syncfs_s": accounting.cpu_delta(cpu1, cpu2),
                "loadavg_1m": load, "commit": self.commit,
                # drop_caches by other processes between this phase's own drop and its unmount: the cold walk
                # may have had to re-read what it had cached (the kernel's dentries, inodes and page cache)
