@@ -56,12 +56,8 @@ impl Volume {
             let (g, idx) = ((ino - 1) / ipg, ((ino - 1) % ipg) as usize);
             self.inode_bitmap(g).is_ok_and(|bits| !ondisk::bitmap::test(&bits, idx))
         };
-        self.writer
-            .lookups
-            .freed_held()
-            .into_iter()
-            .filter(|&ino| self.writer.lookups.holds(ino) && free_on_disk(ino))
-            .collect()
+        let lookups = &self.writer.lookups;
+        lookups.freed_held().into_iter().filter(|&ino| lookups.holds(ino) && free_on_disk(ino)).collect()
     }
 
     /// Free blocks and free inodes: the sums of the group descriptors (the

@@ -91,7 +91,7 @@ impl Volume {
     /// of `log_transaction` and `commit_user_changes` do for one made here.
     pub(crate) fn committed(&self, ws: &mut WriteState, info: Option<journal::CommitInfo>, txn: &Txn, since: Instant) {
         count_commit(ws, info.as_ref());
-        if let Some(j) = self.writer.journaling.log() {
+        if let Some(j) = self.log() {
             super::prune_ages(ws, &j.read());
             if let Some(i) = &info {
                 ws.ages.push_back((i.sequence, since));

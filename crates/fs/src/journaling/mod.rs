@@ -64,12 +64,6 @@ impl Journaling {
         Journaling { mode: if lazy { JournalMode::Lazy } else { JournalMode::Ordered }, jbd2: None, committer: None }
     }
 
-    /// The log that holds the newest copy of metadata blocks, which reads
-    /// must consult before the blocks' homes: lazy mode's only.
-    pub(crate) fn log(&self) -> Option<&RwLock<Jbd2>> {
-        self.jbd2.as_deref().filter(|_| self.mode == JournalMode::Lazy)
-    }
-
     pub(crate) fn is_lazy(&self) -> bool {
         self.mode == JournalMode::Lazy
     }

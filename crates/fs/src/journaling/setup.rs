@@ -79,7 +79,7 @@ impl Volume {
     /// (the metadata lives there; the kernel and e2fsck replay it); the
     /// other modes write everything home and empty the journal.
     pub(crate) fn close_journal(&self, ws: &mut WriteState) -> Result<()> {
-        if self.writer.journaling.log().is_some() {
+        if self.log().is_some() {
             // The journal is where the metadata lives: it stays, flagged for
             // recovery, so the kernel and e2fsck replay it and see our tree.
             self.write_super_home(ws)?;
