@@ -103,13 +103,19 @@ def pids_holding(path):
     return out
 
 
-def pid_alive(pid):
+def proc_stat(pid):
+    """The fields of /proc/PID/stat from the state on (proc(5) field 3 is [0]), or None once the process is gone.
+    The command name before them is in brackets and may hold spaces and brackets: split after the last ")"."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-        return state != "Z"
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def pid_alive(pid):
+    fields = proc_stat(pid)
+    return bool(fields) and fields[0] != "Z"
 
 
 def wait_pid_gone(pid, timeout=20):

@@ -22,6 +22,8 @@ import re
 import threading
 import time
 
+from harness import util
+
 TRACEFS = "/sys/kernel/tracing"
 CLASSES = ("journal", "metadata", "data")
 MiB = 1 << 20
@@ -301,15 +303,9 @@ CGROUP_FS = "/sys/fs/cgroup"
 def process_cpu_s(pid):
     """User + system CPU seconds of process `pid` so far, all its threads (live and exited) together
     (/proc/PID/stat: utime and stime, in clock ticks); None once it is gone.  What bench/untar_ab.sh read."""
-    if pid is None:
+    fields = None if pid is None else util.proc_stat(pid)
+    if not fields:
         return None
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    # the command name (field 2) is in brackets and may hold spaces and brackets: count from the last ")"
-    fields = stat.rsplit(")", 1)[1].split()
     utime, stime = int(fields[11]), int(fields[12])        # fields 14 and 15 of proc(5)
     return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
