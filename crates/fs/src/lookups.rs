@@ -30,7 +30,23 @@ pub(crate) struct Lookups {
     /// signalled at each.
     releases: Mutex<u64>,
     released: Condvar,
+    /// When a last name last went while the kernel still held the number
+    /// (its FORGET, or the RELEASE of its handle, still to come).
+    last_held_unlink: Mutex<Option<Instant>>,
 }
+
+/// How long a create on a volume whose only free inodes the kernel still
+/// holds waits for a FORGET at least. A FORGET already queued arrives in
+/// microseconds; a number held longer (a process whose working directory
+/// was removed) costs each such create this much while held.
+const FORGET_WAIT: Duration = Duration::from_millis(250);
+
+/// ... and for how long after a held number lost its last name the wait
+/// may stretch. The kernel queues a FORGET before unlink returns, but on a
+/// loaded machine the thread that reads it may not run for hundreds of
+/// milliseconds (a FORGET delayed 400 ms made a create fail with ENOSPC
+/// where the kernel's ext4 succeeded).
+const FORGET_GRACE: Duration = Duration::from_secs(3);
 
 impl Default for Lookups {
     fn default() -> Self {
@@ -39,6 +55,7 @@ impl Default for Lookups {
             freed_held: Mutex::new(IntMap::default()),
             releases: Mutex::new(0),
             released: Condvar::new(),
+            last_held_unlink: Mutex::new(None),
         }
     }
 }
@@ -75,6 +92,7 @@ impl Lookups {
     pub(crate) fn freed(&self, ino: u32) {
         if self.holds(ino) {
             self.freed_held.lock().insert(ino, ());
+            self.unlinked_while_held();
         } else {
             self.release();
         }
@@ -96,13 +114,23 @@ impl Lookups {
         self.freed_held.lock().keys().copied().collect()
     }
 
-    /// Wait up to `limit` for a number to become usable after `seen`
-    /// releases (read under the write lock before it was dropped, so that
-    /// none is missed). The kernel queues an unlinked file's FORGET before
-    /// unlink returns, but a request thread may serve the next create before
-    /// another thread has served that FORGET.
-    pub(crate) fn wait_release(&self, seen: u64, limit: Duration) {
-        let deadline = Instant::now() + limit;
+    /// A last name went while something the kernel holds keeps the inode
+    /// or its number: a FORGET or RELEASE will follow, probably soon.
+    pub(crate) fn unlinked_while_held(&self) {
+        *self.last_held_unlink.lock() = Some(Instant::now());
+    }
+
+    /// Wait for a number to become usable after `seen` releases (read
+    /// under the write lock before the operation that found none ran, so
+    /// that none is missed). The kernel queues an unlinked file's FORGET
+    /// before unlink returns, but a request thread may serve the next
+    /// create before another thread has served that FORGET: wait
+    /// [`FORGET_WAIT`], or up to [`FORGET_GRACE`] after the last held
+    /// number lost its name.
+    pub(crate) fn wait_release(&self, seen: u64) {
+        let now = Instant::now();
+        let recent = self.last_held_unlink.lock().map(|t| t + FORGET_GRACE);
+        let deadline = recent.map_or(now + FORGET_WAIT, |r| r.max(now + FORGET_WAIT).min(now + FORGET_GRACE));
         let mut n = self.releases.lock();
         while *n == seen {
             if self.released.wait_until(&mut n, deadline).timed_out() {

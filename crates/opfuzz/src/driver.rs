@@ -393,8 +393,17 @@ impl State<'_> {
             )));
         }
         // Inodes in use: allocators differ in blocks, never in how many inodes live.
+        // ext4lazy counts a freed number as used until the kernel's FORGET of
+        // it is served, which FUSE sends asynchronously: on a loaded machine
+        // that may take a moment, so a difference must last 3 s to count.
         if !self.full {
-            let (ki, ei) = (sys::used_inodes(&self.sides.kmnt), sys::used_inodes(&self.sides.emnt));
+            let ki = sys::used_inodes(&self.sides.kmnt);
+            let mut ei = sys::used_inodes(&self.sides.emnt);
+            let patience = Instant::now() + Duration::from_secs(3);
+            while ki != ei && Instant::now() < patience {
+                std::thread::sleep(Duration::from_millis(50));
+                ei = sys::used_inodes(&self.sides.emnt);
+            }
             if ki != ei {
                 return Err(self.diverge(format!("{when}: inodes in use: kernel {ki:?} ext4lazy {ei:?}")));
             }

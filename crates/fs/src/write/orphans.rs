@@ -20,6 +20,7 @@ impl Volume {
             return self.write_inode(ws, &inode);
         }
         if self.is_open(inode.ino) {
+            self.writer.lookups.unlinked_while_held();
             inode.base.dtime = ws.sb.f.last_orphan;
             ws.sb.f.last_orphan = inode.ino;
             return self.write_inode(ws, &inode);

@@ -16,13 +16,6 @@ use super::state::Undo;
 use super::WriteState;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
-use std::time::Duration;
-
-/// How long a create on a volume whose only free inodes the kernel still
-/// holds waits for their FORGET before it reports ENOSPC. A FORGET already
-/// queued arrives in microseconds; a number held longer (a process whose
-/// working directory was removed) costs each create this much while held.
-const FORGET_WAIT: Duration = Duration::from_millis(250);
 
 impl Volume {
     /// Save block `blk` as it is, unless the running operation already did.
@@ -83,6 +76,9 @@ impl Volume {
         let mut retried = false;
         let mut waited_for_forget = false;
         loop {
+            // Counted before the operation looks for a free inode: a FORGET
+            // served while it runs is not missed by the wait below.
+            let releases_seen = self.writer.lookups.releases();
             ws.undo = Some(Undo::begin(&mut ws));
             ws.sync_wanted = false;
             ws.partway = false;
@@ -125,9 +121,8 @@ impl Volume {
                 let may_come = !self.free_but_held().is_empty() || ws.sb.f.last_orphan != 0;
                 if may_come {
                     waited_for_forget = true;
-                    let seen = self.writer.lookups.releases();
                     drop(ws);
-                    self.writer.lookups.wait_release(seen, FORGET_WAIT);
+                    self.writer.lookups.wait_release(releases_seen);
                     ws = self.writer()?;
                     continue;
                 }
