@@ -38,6 +38,10 @@ pub struct VolumeOptions {
     /// many bytes, and goes to the device sorted and merged at the next commit
     /// (`writeback_mb=`; 0 writes it at once). See blockdev::DataWriteback.
     pub data_writeback_bytes: usize,
+    /// Delayed allocation (`delalloc_mb=`; 0 turns it off): file data written
+    /// into holes waits in memory without blocks, up to this many bytes,
+    /// and gets its blocks when it goes out (`write/delalloc.rs`).
+    pub delalloc_bytes: u64,
 }
 
 impl Default for VolumeOptions {
@@ -55,6 +59,7 @@ impl Default for VolumeOptions {
             jmap_snapshot: None,
             stepahead: None,
             data_writeback_bytes: 64 << 20,
+            delalloc_bytes: 256 << 20,
         }
     }
 }
