@@ -42,6 +42,11 @@ pub struct VolumeOptions {
     /// into holes waits in memory without blocks, up to this many bytes,
     /// and gets its blocks when it goes out (`write/delalloc.rs`).
     pub delalloc_bytes: u64,
+    /// Delayed data goes out once it has waited this long (`data_expire=`,
+    /// 5 s). Shorter than the kernel's 30 s dirty_expire on purpose: sync(2)
+    /// and syncfs(2) never reach a FUSE daemon (the kernel sends FUSE_SYNCFS
+    /// to virtiofs only), so time is the only bound on what a crash loses.
+    pub data_expire: std::time::Duration,
 }
 
 impl Default for VolumeOptions {
@@ -60,6 +65,7 @@ impl Default for VolumeOptions {
             stepahead: None,
             data_writeback_bytes: 64 << 20,
             delalloc_bytes: 256 << 20,
+            data_expire: std::time::Duration::from_secs(5),
         }
     }
 }

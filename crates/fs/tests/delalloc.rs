@@ -20,7 +20,7 @@ fn open(img: &Path, lazy: bool) -> (Arc<CountingDevice>, Volume) {
         read_only: false,
         lazy,
         commit_interval: Duration::ZERO,
-        dirty_expire: Duration::from_secs(3600),
+        data_expire: Duration::from_secs(3600),
         ..Default::default()
     };
     let dev = Arc::new(CountingDevice::new(Arc::new(FileDevice::open(img, true).unwrap())));

@@ -10,7 +10,7 @@
 //! - a file synced and not changed since is exactly as synced.
 //!
 //! The workload writes, overwrites and truncates a few files, writes some
-//! back, and commits metadata between (with `dirty_expire` an hour, ticks
+//! back, and commits metadata between (with `data_expire` an hour, ticks
 //! commit without writing data back).
 
 mod common;
@@ -38,7 +38,7 @@ fn opts(lazy: bool) -> VolumeOptions {
         read_only: false,
         lazy,
         commit_interval: Duration::ZERO,
-        dirty_expire: Duration::from_secs(3600),
+        data_expire: Duration::from_secs(3600),
         ..Default::default()
     }
 }

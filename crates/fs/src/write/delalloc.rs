@@ -5,7 +5,7 @@
 //! operation. A file deleted or truncated before then never costs a block
 //! or an I/O, and a file written in many small pieces gets one extent.
 //!
-//! When data goes out: at `dirty_expire=` after it was written, once more
+//! When data goes out: `data_expire=` (5 s) after it was written, once more
 //! than half of `delalloc_mb=` waits (the background tick), at once when a
 //! writer finds all of it waiting (back-pressure), and before anything that
 //! needs it on disk (sync and fsync, unmount, fallocate, SEEK_DATA/HOLE).
@@ -44,6 +44,17 @@ impl Volume {
             && !wants_sync(inode)
     }
 
+    /// Whether a write ending at `end` into an empty file makes it an
+    /// inline one (an inline_data volume, and it fits in the inode): the
+    /// kernel writes such files into the inode, not through delalloc.
+    fn goes_inline(&self, inode: &Inode, end: u64) -> Result<bool> {
+        if !self.sb.has_incompat(feature::incompat::INLINE_DATA) || !self.is_empty_file(inode) {
+            return Ok(false);
+        }
+        let others = self.xattrs_without_inline_data(inode)?;
+        Ok(end <= super::inline::inline_capacity(inode, &others) as u64)
+    }
+
     /// Blocks kept back from delayed data for write-back's metadata: the
     /// kernel's reserve (s_resv_clusters), 2% of the volume, at most 4096.
     fn delalloc_reserve(&self) -> u64 {
@@ -68,7 +79,7 @@ impl Volume {
     /// file does not delay (the caller writes it the old way).
     pub(super) fn write_delayed(&self, ino: u32, offset: u64, data: &[u8]) -> Result<Option<usize>> {
         let inode = self.inode(ino)?;
-        if !self.delays(&inode) {
+        if !self.delays(&inode) || self.goes_inline(&inode, offset + data.len() as u64)? {
             return Ok(None);
         }
         let bs = u64::from(self.block_size());
@@ -275,13 +286,13 @@ impl Volume {
         Ok(())
     }
 
-    /// The background tick's share: data older than `dirty_expire=`, then
+    /// The background tick's share: data older than `data_expire=`, then
     /// the oldest files while more than half of `delalloc_mb=` waits.
     pub(crate) fn delalloc_tick(&self) -> Result<()> {
         if self.delayed.blocks() == 0 {
             return Ok(());
         }
-        if let Some(cutoff) = Instant::now().checked_sub(self.opts.dirty_expire) {
+        if let Some(cutoff) = Instant::now().checked_sub(self.opts.data_expire) {
             self.writeback_files(Some(cutoff))?;
         }
         let half = self.opts.delalloc_bytes / 2;
