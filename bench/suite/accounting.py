@@ -390,15 +390,21 @@ class KernelMemory:
     set aside.  Also the system-wide change of each slab's object count (/sys/kernel/slab/NAME/objects), which
     other processes disturb (a cross-check only)."""
 
-    def __init__(self, tag):
-        self.kind, parent = _own_cgroup()
-        self.why = None if self.kind else parent
-        self.parent, self.cg = parent, None
+    def __init__(self, tag, leaf=None):
+        """`leaf`: (version, directory) of a memory cgroup the workload runs in already (`bench run --memory`:
+        the record's REC/workload, bench/suite/memcg.py): read, neither made nor entered nor removed here."""
+        self.leaf = leaf
+        if leaf:
+            self.kind, self.cg, self.parent, self.why = leaf[0], leaf[1], None, None
+        else:
+            self.kind, parent = _own_cgroup()
+            self.why = None if self.kind else parent
+            self.parent, self.cg = parent, None
         self.tag = tag
 
     def __enter__(self):
         self.slabs0, self.drops0 = _slab_objects(), drop_caches_count()
-        if self.kind:
+        if self.kind and not self.leaf:
             try:
                 self.cg = os.path.join(self.parent, f"e4lbench-{os.getpid()}-{self.tag}")
                 if os.path.isdir(self.cg):
@@ -434,8 +440,9 @@ class KernelMemory:
         self.result = {"source": None, "kmem_bytes": None, "page_cache_bytes": None}
         try:
             if self.kind and self.cg:
-                with open(os.path.join(self.parent, "cgroup.procs"), "w") as f:
-                    f.write(str(os.getpid()))
+                if not self.leaf:
+                    with open(os.path.join(self.parent, "cgroup.procs"), "w") as f:
+                        f.write(str(os.getpid()))
                 st = self._stat()
                 if self.kind == "v1":
                     kmem = int(open(os.path.join(self.cg, "memory.kmem.max_usage_in_bytes")).read())
@@ -445,14 +452,16 @@ class KernelMemory:
                     kmem, cache = st.get("slab"), st.get("file")
                     final = kmem
                 what = "memory.kmem.max_usage_in_bytes" if self.kind == "v1" else "memory.stat slab"
-                self.result.update(source=f"memory cgroup {self.kind} ({what}) of a child cgroup the workload ran in",
+                where = "the record's workload cgroup (--memory)" if self.leaf else "a child cgroup the workload ran in"
+                self.result.update(source=f"memory cgroup {self.kind} ({what}) of {where}",
                                    kmem_bytes=kmem, kmem_final_bytes=final, page_cache_bytes=cache)
             else:
                 self.result["source"] = self.why
         except (OSError, ValueError) as e:       # a figure lost is no reason to fail the phase
             self.result["source"] = f"reading memory cgroup {self.cg}: {e}"
         finally:
-            self._remove()
+            if not self.leaf:
+                self._remove()
         slabs1, drops1 = _slab_objects(), drop_caches_count()
         self.result["drop_caches_during"] = None if drops1 is None or self.drops0 is None else \
             drops1[1] - self.drops0[1]

@@ -8,7 +8,7 @@ import sys
 
 from harness import util
 
-from . import devices, merge, report, systems
+from . import devices, memcg, merge, report, systems
 from .merge import MergeError
 from .runner import Refused, Runner
 from .suites import all_suites
@@ -47,6 +47,10 @@ def parse_run(argv):
     ap.add_argument("--repeat", type=int, default=1,
                     help="run every (system, workload) N times, each repetition of a group on fresh volumes, the "
                          "systems interleaved; records hold the mean and every repetition")
+    ap.add_argument("--memory", default=None, type=memory_arg, metavar="MiB|max",
+                    help="each record (system, workload, repetition) in a fresh memory cgroup with this limit, "
+                         "holding the workload's processes and the file-system daemon, the disk models outside "
+                         "(docs/BENCH.md); `max`: the same cgroups without a limit, to measure the peak")
     ap.add_argument("--keep", action="store_true", help="keep the images in OUT/work (debugging)")
     ap.add_argument("--no-plots", dest="plots", action="store_false")
     # the arc suite's own (docs/ARC.md); refused for the others
@@ -54,6 +58,19 @@ def parse_run(argv):
                     "5K..160K x --scale)")
     ap.add_argument("--layout", default=None, choices=("flat", "arc6", "arc7"), help="arc: directory layout (flat)")
     return ap.parse_args(argv)
+
+
+def memory_arg(s):
+    """--memory: MiB (a positive number) or `max`."""
+    if s.strip().lower() == "max":
+        return "max"
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r} is neither MiB nor `max`")
+    if not v > 0:
+        raise argparse.ArgumentTypeError("the limit must be positive")
+    return int(v) if v == int(v) else v
 
 
 def size_arg(s):
@@ -80,6 +97,11 @@ def cmd_run(argv):
             raise Refused("--scale and --speed must be positive")
         if args.repeat < 1:
             raise Refused("--repeat must be at least 1")
+        if args.memory is not None:
+            try:
+                memcg.find()
+            except memcg.Unavailable as e:
+                raise Refused(f"--memory: {e}")
         try:
             chosen = [systems.get(n.strip()) for n in (args.systems or ",".join(suite.default_systems)).split(",")
                       if n.strip()]
@@ -138,7 +160,7 @@ def main(argv):
     if not argv or argv[0] in ("-h", "--help", "help"):
         print("usage: ext4lazy bench list\n"
               "       ext4lazy bench run --suite SUITE --device DEVICE [--systems A,B,...] [--scale X] [--speed S] "
-              "[--repeat N] --out DIR\n"
+              "[--repeat N] [--memory MiB] --out DIR\n"
               "       ext4lazy bench report DIR        (rewrite DIR/report.md and the plots)\n"
               "       ext4lazy bench merge OUT IN1 IN2 ... (results of runs made side by side, for one report)\n"
               "`ext4lazy bench run --help` lists every option; docs/BENCH.md explains them.")

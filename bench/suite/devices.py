@@ -64,6 +64,9 @@ class Volume:
         self.host = base + ".host"          # dbfs-sqlite: the kernel ext4 holding its database
         self.fuse_mounted = False           # dbfs-sqlite: whether this phase went through FUSE
         self.extra_options = []             # ext4lazy: the group's own mount options (Group.ext4lazy_options)
+        # `bench run --memory`: what the file-system daemon is started through (memcg.Record.wrap), so that it
+        # is in the record's memory cgroup from its start; [] otherwise
+        self.spawn_prefix = []
         self.loop = self.served = self.fuse2fs = None
         self.layout = None
         self.trace_csv = None
@@ -105,7 +108,8 @@ class Volume:
             self.mount_dbfs(fuse=writes or not s.direct)
         elif s.kind == "fuse2fs":
             logf = open(self.image + ".fuse2fs.log", "a")
-            self.fuse2fs = subprocess.Popen(["fuse2fs", self.loop, self.mnt, "-o", "rw,fakeroot", "-f"],
+            self.fuse2fs = subprocess.Popen(self.spawn_prefix + ["fuse2fs", self.loop, self.mnt, "-o", "rw,fakeroot",
+                                                                 "-f"],
                                             stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             logf.close()
             t = time.time() + 60
@@ -121,7 +125,7 @@ class Volume:
                 opts += [f"device={self.model}", f"speed={self.speed}"]
                 if traces_file:
                     opts.append(f"trace={traces_file}")
-            run([self.binary, "mount", "-o", ",".join(opts), self.image, self.mnt], timeout=600)
+            run(self.spawn_prefix + [self.binary, "mount", "-o", ",".join(opts), self.image, self.mnt], timeout=600)
 
     def mount_dbfs(self, fuse):
         """dbfs-sqlite: the kernel ext4 at HOST and the database HOST/fs.db through FUSE at the mount point;
@@ -136,7 +140,8 @@ class Volume:
             os.unlink(self.stats)
         try:
             opts = [f"stats={self.stats}"] + self.system.options
-            run([dbfs_binary(self.binary), "mount", "-o", ",".join(opts), dbfs_db(self.host), self.mnt])
+            run(self.spawn_prefix + [dbfs_binary(self.binary), "mount", "-o", ",".join(opts), dbfs_db(self.host),
+                                     self.mnt])
         except Exception:
             util.force_unmount(self.host)
             raise
@@ -199,6 +204,27 @@ class Volume:
             return None
         holders = [p for p in util.pids_holding(self.image) if p != os.getpid()]
         return holders[0] if len(holders) == 1 else None
+
+    def fuse_daemon_pid(self):
+        """The FUSE daemon of this mounted volume, for the memory cgroup check (`--memory`): daemon_pid(), and
+        for dbfs-sqlite the one process holding its database open (None when it went around FUSE)."""
+        if self.system.kind == "dbfs":
+            if not self.fuse_mounted:
+                return None
+            holders = [p for p in util.pids_holding(dbfs_db(self.host)) if p != os.getpid()]
+            return holders[0] if len(set(holders)) == 1 else None
+        return self.daemon_pid()
+
+    def loop_direct_io(self):
+        """Whether the loop device does direct I/O to its backing file (/sys/block/loopN/loop/dio): with it, no
+        page cache of the image (or of the model server's disk.img) is charged to anyone; None without a loop."""
+        if not self.loop:
+            return None
+        try:
+            with open(f"/sys/block/{os.path.basename(self.loop)}/loop/dio") as f:
+                return f.read().strip() == "1"
+        except OSError:
+            return None
 
     def fsck(self):
         """After a phase that wrote, with the volume unmounted: `e2fsck -fn` on the image (what

@@ -10,7 +10,8 @@ Record fields added: `repeat` (repetitions asked for), `runs` (good ones), `runt
 `io_mib`, the StepAhead figures and the daemon's CPU seconds are means; `fsck` is the first repetition's whose
 e2fsck found problems, if any did (so the record shows it), else the median one's.  `io_check` holds the means of
 both sides of the check (so the check still compares like with like), lost trace events summed, and
-`equal_by_class` only if every repetition's was.
+`equal_by_class` only if every repetition's was.  `memory` (`--memory`): the largest peaks over the runs (all of
+them in `memory.peak_bytes_all`) and the event counts summed.
 """
 import math
 
@@ -70,6 +71,22 @@ def _check(checks):
     return out
 
 
+def _memory(mems, base):
+    """`memory` over repetitions (`--memory`): the peaks are the largest of the runs (every run's beside), the
+    event counts summed; the rest (limit, cgroup version) is the median run's."""
+    out = dict(base)
+    for k in ("peak_bytes", "peak_sampled_bytes", "daemon_peak_bytes", "workload_peak_bytes"):
+        vals = [m.get(k) for m in mems if m.get(k) is not None]
+        out[k] = max(vals) if vals else None
+    out["peak_bytes_all"] = [m.get("peak_bytes") for m in mems]
+    events = {}
+    for m in mems:
+        for k, v in (m.get("events") or {}).items():
+            events[k] = None if v is None or events.get(k, 0) is None else events.get(k, 0) + v
+    out["events"] = events
+    return out
+
+
 def aggregate(reps, repeat):
     """The record for one (suite, system, device, workload) from its repetitions (each a full phase record with
     `rep`)."""
@@ -98,6 +115,9 @@ def aggregate(reps, repeat):
     checks = [r["io_check"] for r in good if isinstance(r.get("io_check"), dict)]
     if len(checks) > 1:
         out["io_check"] = _check(checks)
+    mems = [r["memory"] for r in good if isinstance(r.get("memory"), dict)]
+    if len(mems) > 1:
+        out["memory"] = _memory(mems, out.get("memory") or mems[-1])
     cleaning = [r.get("cleaning_s") for r in good]
     s = sd(times)
     out.update(runs=len(good), repeat=repeat, errors=len(reps) - len(good), runtime_s_all=times,

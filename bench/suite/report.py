@@ -126,6 +126,55 @@ def daemon_cpu_rows(by, names, wls):
             "|---|---|---|---|---|---|"] + rows + [""]
 
 
+def mib_cell(b):
+    return "—" if b is None else f"{b / 2**20:,.1f}"
+
+
+def memory_sentence(runs):
+    """The header's sentence on how memory was limited (`--memory`, memcg.py), one per distinct way."""
+    ways = []
+    for run in runs:
+        m = run.get("memory")
+        if m:
+            text = f"Memory: {m['how']}."
+        else:
+            ram = run.get("ram_bytes")
+            text = ("Memory: not limited (no `--memory`): every system could use the machine's whole page cache"
+                    + (f" ({ram / 2**30:.0f} GiB of RAM)." if ram else "."))
+        if text not in ways:
+            ways.append(text)
+    return ways
+
+
+def memory_rows(by, names, wls):
+    """Each record's memory cgroup figures (`--memory`): limit, peaks, events; failed records too."""
+    rows = []
+    for w in wls:
+        for n in names:
+            r = by.get((n, w))
+            m = (r or {}).get("memory")
+            if not m:
+                continue
+            ev = m.get("events") or {}
+            lim = "none" if m.get("limit_mib") is None else f"{m['limit_mib']:g}"
+            runs = m.get("peak_bytes_all")
+            peak = mib_cell(m.get("peak_bytes")) + (" (largest of " + ", ".join(mib_cell(x) for x in runs) + ")"
+                                                    if runs and len(runs) > 1 else "")
+            rows.append(f"| {w} | {n}{' (FAILED)' if r.get('error') else ''} | {lim} | {peak} | "
+                        f"{mib_cell(m.get('daemon_peak_bytes'))} | {mib_cell(m.get('workload_peak_bytes'))} | "
+                        + " | ".join("—" if ev.get(k) is None else str(ev[k]) for k in ("oom_kill", "oom", "max",
+                                                                                        "high")) + " |")
+    if not rows:
+        return []
+    src = next((by[k]["memory"] for k in by if (by[k] or {}).get("memory")), {})
+    return ["### Memory (`--memory`)", "", f"Per record, its memory cgroup (cgroup {src.get('cgroup_version')}): the "
+            f"limit, the peak charge ({src.get('peak_source')}) of the whole cgroup and of its two parts (the "
+            f"file-system daemon, the workload's processes), the events ({src.get('events_source')}; — where this "
+            "cgroup version has no such count). Any OOM kill fails the record.", "",
+            "| workload | system | limit (MiB) | peak (MiB) | daemon peak (MiB) | workload peak (MiB) | oom_kill | "
+            "oom | max | high |", "|---|---|---|---|---|---|---|---|---|---|"] + rows + [""]
+
+
 def write(out, pngs):
     with open(os.path.join(out, "results.json")) as f:
         records = json.load(f)
@@ -142,6 +191,7 @@ def write(out, pngs):
         L.append(f"- {run['started']} → {run.get('finished', 'interrupted')}: commit {run['commit']}, binary "
                  f"sha256 {run['binary_sha256'][:12]}, kernel {run['kernel']}, {run['cpus']} CPUs, load average "
                  f"(1 min) {f2(la0[0])} at start, {f2(la1[0])} at end")
+    L += [""] + memory_sentence(meta["runs"])
     L += ["", "Each record: a fresh mount after `drop_caches` (cold cache), then the workload; runtime = workload "
           "+ syncfs + unmount (which returns once everything is on the device) unless said otherwise; cleaning = "
           "model seconds the drive kept cleaning after the run; I/O by class from the source named in the checks "
@@ -232,6 +282,7 @@ def write(out, pngs):
                                          f"(paper at full scale: baseline {pb} s, lazy {pl} s)")
             L += goal_rows + ([""] if goal_rows else [])
         L += daemon_cpu_rows(by, names, wls)
+        L += memory_rows(by, names, wls)
         if s and s.report:
             L += s.report(by, names, wls, device, scale, paper)
         # I/O by class

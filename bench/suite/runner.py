@@ -7,9 +7,10 @@ import multiprocessing
 import os
 import platform
 import subprocess
+import sys
 import time
 
-from . import accounting, devices, repeats
+from . import accounting, child, devices, memcg, repeats
 from .core import Ctx, GiB, MiB
 from .devices import SetupError, Volume, util
 from .progress import Progress
@@ -43,6 +44,14 @@ class Refused(Exception):
     """The run cannot be done as asked (does not fit, unknown names, no root): one clear message."""
 
 
+class MemoryLimitError(Exception):
+    """A record's memory cgroup saw an OOM kill (`--memory`): the record fails, whatever the phase returned."""
+
+    def __init__(self, msg, memory):
+        super().__init__(msg)
+        self.memory = memory
+
+
 def git_commit():
     c = subprocess.run(["git", "-C", util.REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return c.stdout.strip() or "unknown"
@@ -54,6 +63,18 @@ def sha256(path):
         while b := f.read(8 << 20):
             h.update(b)
     return h.hexdigest()
+
+
+def ram_bytes():
+    """MemTotal of /proc/meminfo, or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def key(r):
@@ -142,6 +163,8 @@ class Runner:
         self.raw = os.path.join(args.out, "raw")
         self.model = None if args.device == "file" else args.device
         self.commit = git_commit()
+        # --memory: memcg.Memory, its parent cgroup made in run() (cli.py made sure the machine can)
+        self.memory = None
 
     # ---- checks before anything is made
     def plans(self):
@@ -156,8 +179,45 @@ class Runner:
                           f"which has {free / GiB:.1f} GiB free; lower --scale or use another --out")
         return groups, plans
 
+    def limit_mismatch(self):
+        """A finished record of this suite and device made under another memory limit than asked (records
+        from before --memory existed: none): resuming would mix the two in one table."""
+        want = getattr(self.args, "memory", None)
+        names = {s.name for s in self.systems}
+        for r in self.results.records:
+            if r["suite"] != self.suite.name or r["device"] != self.args.device or r["system"] not in names:
+                continue
+            for x in repeats.repetitions_of(r):
+                if x.get("error"):
+                    continue
+                m = x.get("memory")
+                had = "none" if m is None else "max" if m.get("limit_mib") is None else m["limit_mib"]
+                if had != ("none" if want is None else want):
+                    return (f"{self.args.out} holds {r['system']} {r['workload']} made with --memory "
+                            f"{had if had != 'none' else '(not given)'}; this run asks for "
+                            f"{'no --memory' if want is None else '--memory ' + str(want)}: use another --out")
+        return None
+
     def run(self):
         groups, plans = self.plans()
+        mismatch = self.limit_mismatch()
+        if mismatch:
+            raise Refused(mismatch)
+        want = getattr(self.args, "memory", None)
+        if want is not None:
+            try:
+                self.memory = memcg.Memory(None if want == "max" else want).open()
+            except memcg.Unavailable as e:
+                raise Refused(f"--memory: {e}")
+        try:
+            return self._run(groups, plans)
+        finally:
+            if self.memory:
+                left = self.memory.close()
+                for what in left:
+                    print(f"ext4lazy bench: memory cgroup left behind: {what}", file=sys.stderr)
+
+    def _run(self, groups, plans):
         done, nrep = self.results.done_reps(), self.args.repeat
         # per repetition: the recorded workloads still missing (resumable repetition by repetition)
         todo = {(g.name, s.name, k): [w for w in g.workloads if w.recorded and k not in
@@ -179,9 +239,12 @@ class Runner:
             "device": self.args.device, "scale": self.args.scale, "speed": self.args.speed,
             "systems": [s.name for s in self.systems], "workers": self.args.workers, "repeat": nrep,
             "system_binaries": {s.name: {"binary": s.binary, "binary_sha256": sha256(s.binary)}
-                                for s in self.systems if s.binary}})
+                                for s in self.systems if s.binary},
+            "memory": self.memory.meta() if self.memory else None, "ram_bytes": ram_bytes()})
         self.results.save_meta()
-        pool = multiprocessing.get_context("fork").Pool(self.args.workers) if self.args.workers > 1 else None
+        # with --memory each workload's process makes its own pool, inside its cgroup (child.py)
+        pool = multiprocessing.get_context("fork").Pool(self.args.workers) \
+            if self.args.workers > 1 and not self.memory else None
         failures = 0
         hints = contextlib.ExitStack()
         try:
@@ -262,7 +325,8 @@ class Runner:
                         prog.log(f"{what}: FAILED: {broken[s.name]}")
                         util.force_unmount(vols[s.name].mnt)
                         if recorded:
-                            self.results.add_repetition(self.error_record(s, w, broken[s.name]), rep,
+                            self.results.add_repetition(self.error_record(s, w, broken[s.name],
+                                                                          getattr(e, "memory", None)), rep,
                                                         self.args.repeat)
                             failures += 1
                             prog.done(w.cost)
@@ -300,11 +364,11 @@ class Runner:
             prog.log(f"{what}: e2fsck -fn FOUND PROBLEMS (rc {r['rc']}): " + " | ".join(r["output"][:5]))
         return r
 
-    def error_record(self, s, w, msg):
+    def error_record(self, s, w, msg, memory=None):
         return {"suite": self.suite.name, "system": s.name, "device": self.args.device, "workload": w.name,
                 "scale": self.args.scale, "speed": self.args.speed if self.model else None, "runtime_s": None,
                 "cleaning_s": None, "io_mib": None, "fsck": None, "error": msg, "commit": self.commit,
-                "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "memory": memory}
 
     # ---- one phase: cold cache, fresh mount, timed work + syncfs + unmount, cleaning, I/O by class
     def phase(self, v, w, ctx, rep=0):
@@ -323,33 +387,70 @@ class Runner:
         if kind == "ext4lazy" and self.model and self.args.traces:
             tracefile = os.path.join(self.work, f"{v.system.slug}.{w.name}.trace.csv")
         sampler = None
+        # --memory: this record's memory cgroup (memcg.py), made before the mount so that the daemon starts in it
+        mem = self.memory.record(v.system.slug, w.name, rep) if self.memory else None
+        memory = None
         try:
+            if mem:
+                mem.create()
+                v.spawn_prefix = mem.wrap([], "daemon")
             v.mount(tracefile, writes=w.writes)
+            v.spawn_prefix = []
+            if mem and (kind != "kernel" and (kind != "dbfs" or v.fuse_mounted)):
+                mem.check_daemon(v.fuse_daemon_pid(), v.system.name)
             if kind == "ext4lazy":
                 sampler = accounting.Sampler(accounting.ext4lazy_live_totals(devices.live_stats_path(v.mnt)))
             else:
                 sampler = accounting.Sampler(lambda: accounting.loop_stat(v.loop))
             # the FUSE daemon's CPU time over the workload and over syncfs (not the unmount: it exits in it)
             pid = v.daemon_pid()
-            with accounting.KernelMemory(f"{v.system.slug}-{w.name}") as kmem, \
-                    workload_env(v.system.workload_env(v.binary)):
+            env = v.system.workload_env(v.binary)
+            leaf = (mem.h.version, mem.leaf("workload")) if mem else None
+            # with --memory the workload runs in a process of its own inside the cgroup (child.py says why),
+            # which puts `env` into its programs' environment itself
+            with accounting.KernelMemory(f"{v.system.slug}-{w.name}", leaf=leaf) as kmem, \
+                    workload_env({} if mem else env):
                 cpu0 = accounting.process_cpu_s(pid)
-                t0 = time.monotonic()
-                extra = w.run(v.mnt, ctx) or {}
-                t1 = time.monotonic()
+                if mem:
+                    extra, t0, t1, mem.workload_cgroup = child.run(w, v.mnt, ctx, mem.procs_file("workload"), env,
+                                                                   self.suite.name, self.args, self.binary)
+                else:
+                    t0 = time.monotonic()
+                    extra = w.run(v.mnt, ctx) or {}
+                    t1 = time.monotonic()
                 cpu1 = accounting.process_cpu_s(pid)
             syncfs(v.mnt)
             t2 = time.monotonic()
             cpu2 = accounting.process_cpu_s(pid)
             v.umount()
             t3 = time.monotonic()
-        except Exception:
+        except Exception as e:
+            v.spawn_prefix = []
             if trace:
                 trace.stop()
             if sampler:
                 sampler.stop()
+            if mem:
+                # the daemon must be gone before its cgroup can go; the figures say whether the limit killed it
+                util.force_unmount(v.mnt)
+                if v.fuse2fs is not None:
+                    v.fuse2fs.kill()
+                    v.fuse2fs.wait()
+                    v.fuse2fs = None
+                e.memory = memory = mem.close(wait=30)
+                oom = memcg.oom_text(memory)
+                if oom:
+                    raise MemoryLimitError(f"{type(e).__name__}: {str(e)[-500:]} -- {oom}", memory) from e
             raise
         series = sampler.stop()
+        if mem:
+            memory = mem.close(wait=30)
+            memory["loop_direct_io"] = v.loop_direct_io()
+            oom = memcg.oom_text(memory)
+            if oom:                           # a record the limit interfered with is no measurement
+                if trace:
+                    trace.stop()
+                raise MemoryLimitError(oom + " (the phase itself finished)", memory)
         drops1 = accounting.drop_caches_count()
         waited, cleaning, offsets, check = 0.0, 0.0, [], {}
         extra["kernel_memory"] = kmem.result
@@ -417,6 +518,6 @@ class Runner:
                # drop_caches by other processes between this phase's own drop and its unmount: the cold walk
                # may have had to re-read what it had cached (the kernel's dentries, inodes and page cache)
                "foreign_drop_caches": accounting.drops_between(drops0, drops1), "raw": os.path.relpath(raw, self.args.out),
-               "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "error": None}
+               "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "error": None, "memory": memory}
         w.complete(rec)
         return rec
