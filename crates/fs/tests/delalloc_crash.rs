@@ -172,8 +172,8 @@ fn run(lazy: bool, seed: u64, ops: usize, cuts: usize) {
         std::fs::write(&l_img, &bytes).unwrap();
         {
             let vol = Volume::open(Arc::new(FileDevice::open(&l_img, true).unwrap()), opts(lazy)).unwrap();
-            for f in 0..FILES {
-                let inode = vol.inode(inos[f]).unwrap();
+            for (f, &ino) in inos.iter().enumerate() {
+                let inode = vol.inode(ino).unwrap();
                 let got = vol.read(&inode, 0, inode.size() as usize).unwrap();
                 check(&format!("ext4lazy f{f}"), got, f);
             }
