@@ -53,6 +53,13 @@ impl Volume {
             return Ok(n);
         }
         let _map = self.data_lock(ino).write();
+        self.write_in_pieces(ino, offset, data)
+    }
+
+    /// `data` at `offset`, written as it goes (blocks allocated now), in
+    /// pieces that fit a transaction; under the file's data lock. An error
+    /// after a piece is done makes a short write.
+    pub(super) fn write_in_pieces(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         let bs = u64::from(self.block_size());
         let piece = self.writer.piece_blocks.saturating_mul(bs);
         let mut done = 0usize;

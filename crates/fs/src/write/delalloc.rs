@@ -95,7 +95,7 @@ impl Volume {
             };
             let run_end = ((lblk + blocks.max(1)) * bs).min(offset + data.len() as u64);
             let piece = &data[done..done + (run_end - at) as usize];
-            let r = if hole { self.put_delayed(ino, at, piece) } else { self.write_mapped(ino, at, piece) };
+            let r = if hole { self.put_delayed(ino, at, piece) } else { self.write_in_pieces(ino, at, piece) };
             match r {
                 Ok(n) => {
                     done += n;
@@ -108,23 +108,6 @@ impl Volume {
             }
         }
         Ok(Some(done))
-    }
-
-    /// Write into mapped blocks, in pieces that fit a transaction.
-    fn write_mapped(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
-        let bs = u64::from(self.block_size());
-        let piece = self.writer.piece_blocks.saturating_mul(bs);
-        let mut done = 0usize;
-        while done < data.len() {
-            let at = offset + done as u64;
-            let room = (piece - at % bs).min((data.len() - done) as u64) as usize;
-            let n = self.write_piece(ino, at, &data[done..done + room])?;
-            done += n;
-            if n < room {
-                break;
-            }
-        }
-        Ok(done)
     }
 
     /// One operation: `data` at `offset`, all of it over holes, into memory;
