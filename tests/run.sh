@@ -23,7 +23,7 @@ cargo test --release -p fs --test extents -- --ignored || cargo_rc=$?
 # extent trees at depth 3 and the hostile-image and fuzz inputs run here.
 cargo test -p ondisk -p journal || cargo_rc=$?
 EXT4LAZY_CRASH_CUTS=20 cargo test -p fs --lib --test hostile --test fuzz_inputs --test extent_edges --test extents \
-    --test dirs --test write --test lazy --test stepahead --test crash --test panics --test acl_flags || cargo_rc=$?
+    --test dirs --test write --test lazy --test stepahead --test crash --test panics --test acl_flags --test delalloc || cargo_rc=$?
 # Every cargo-fuzz target for a few seconds from its seeds and kept inputs
 # (fixed libFuzzer seed); a crash fails the run.
 FUZZ_ARGS="-seed=1" bash fuzz/run.sh all "${EXT4LAZY_FUZZ_SECONDS:-5}" || cargo_rc=$?

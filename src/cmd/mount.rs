@@ -356,6 +356,8 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
         read_only: opts.read_only,
         cache_bytes: opts.cache_mb << 20,
         data_writeback_bytes: opts.writeback_mb << 20,
+        delalloc_bytes: opts.delalloc_mb << 20,
+        data_expire: Duration::from_secs(opts.data_expire_s),
         log_readahead_bytes: opts.log_readahead_kb << 10,
         commit_interval: Duration::from_secs(opts.commit_s),
         dirty_expire: Duration::from_secs(opts.dirty_expire_s),

@@ -33,6 +33,9 @@ impl ReadCore {
         } else {
             0
         };
+        // ... and blocks reserved for delayed data count as used (ext4_getattr's i_reserved_data_blocks).
+        let delayed =
+            if inode.is_reg() { self.delayed.file_blocks(inode.ino) * u64::from(self.block_size / 512) } else { 0 };
         Stat {
             ino: inode.ino,
             mode: inode.base.mode,
@@ -40,7 +43,7 @@ impl ReadCore {
             uid: inode.uid(),
             gid: inode.gid(),
             size: inode.size(),
-            blocks: inode.blocks_512(&self.sb) + inline,
+            blocks: inode.blocks_512(&self.sb) + inline + delayed,
             atime: inode.atime(),
             mtime: inode.mtime(),
             ctime: inode.ctime(),

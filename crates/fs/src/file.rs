@@ -105,6 +105,8 @@ impl ReadCore {
             }
             l += len;
         }
+        // Data written and not yet given blocks (holes on disk) is in memory.
+        self.delayed.overlay(inode.ino, first, &mut buf);
         let skip = (offset - first * bs) as usize;
         buf.drain(..skip);
         buf.truncate((end - offset) as usize);

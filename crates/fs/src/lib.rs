@@ -14,6 +14,7 @@ mod attr;
 mod bitmaps;
 mod bmap;
 pub mod cache;
+mod delayed;
 mod dir;
 mod error;
 mod file;

@@ -73,6 +73,7 @@ impl Volume {
             reads_in_flight: Default::default(),
             data_locks: (0..DATA_LOCK_SHARDS).map(|_| RwLock::new(())).collect(),
             system_zone: Default::default(),
+            delayed: crate::delayed::Delayed::new(block_size),
         };
         let mut vol = Volume { core, writer: Writer::new(lazy) };
         *vol.core.groups.get_mut() = vol.read_group_descriptors()?;

@@ -38,6 +38,15 @@ pub struct VolumeOptions {
     /// many bytes, and goes to the device sorted and merged at the next commit
     /// (`writeback_mb=`; 0 writes it at once). See blockdev::DataWriteback.
     pub data_writeback_bytes: usize,
+    /// Delayed allocation (`delalloc_mb=`; 0 turns it off): file data written
+    /// into holes waits in memory without blocks, up to this many bytes,
+    /// and gets its blocks when it goes out (`write/delalloc.rs`).
+    pub delalloc_bytes: u64,
+    /// Delayed data goes out once it has waited this long (`data_expire=`,
+    /// 5 s). Shorter than the kernel's 30 s dirty_expire on purpose: sync(2)
+    /// and syncfs(2) never reach a FUSE daemon (the kernel sends FUSE_SYNCFS
+    /// to virtiofs only), so time is the only bound on what a crash loses.
+    pub data_expire: std::time::Duration,
 }
 
 impl Default for VolumeOptions {
@@ -55,6 +64,8 @@ impl Default for VolumeOptions {
             jmap_snapshot: None,
             stepahead: None,
             data_writeback_bytes: 64 << 20,
+            delalloc_bytes: 256 << 20,
+            data_expire: std::time::Duration::from_secs(5),
         }
     }
 }

@@ -55,6 +55,9 @@ pub struct ReadCore {
     pub(crate) data_locks: Box<[RwLock<()>]>,
     /// Where the file system's own structures are: no file may map them.
     pub(crate) system_zone: crate::system_zone::SystemZone,
+    /// File data written but given no blocks yet (delayed allocation), and
+    /// the sizes readers see for it: reads overlay it (`delayed.rs`).
+    pub(crate) delayed: crate::delayed::Delayed,
 }
 
 /// Shards of [`ReadCore::data_lock`]: two files share one with odds 1 in 256.
@@ -443,12 +446,18 @@ impl ReadCore {
         let (ra_start, ra_count) = self.inode_readahead_range(table, blk);
         let data = self.meta_readahead(blk, ra_start, ra_count)?;
         let record = &data[off..off + usize::from(self.sb.inode_size())];
-        if self.writable() {
-            if let Some(inode) = self.inodes.get(ino, record) {
-                return Ok(inode);
-            }
+        if !self.writable() {
+            return Ok(Inode::parse(&self.sb, ino, record)?);
         }
-        Ok(Inode::parse(&self.sb, ino, record)?)
+        let mut inode = match self.inodes.get(ino, record) {
+            Some(inode) => inode,
+            None => Inode::parse(&self.sb, ino, record)?,
+        };
+        // Delayed data: readers see the size it reaches, the disk keeps less.
+        if let Some(size) = self.delayed.size(ino) {
+            inode.set_size(size);
+        }
+        Ok(inode)
     }
 
     /// Block and byte offset of inode `ino`'s record (the number must be valid).

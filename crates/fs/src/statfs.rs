@@ -24,6 +24,8 @@ impl Volume {
         let ffree = ffree.saturating_sub(self.free_but_held_inodes());
         // Freed by the running transaction: free already, reusable after its commit.
         let bfree = bfree + self.deferred_free_blocks();
+        // Reserved for delayed data: used, as the kernel counts its dirty clusters.
+        let bfree = bfree.saturating_sub(self.delayed.blocks());
         // The kernel holds back 2% (at most 4096 clusters) on extent volumes for emergencies.
         let resv = if self.sb.has_incompat(feature::incompat::EXTENTS) { (total / 50).min(4096) } else { 0 };
         let reserved = self.sb.r_blocks_count() + resv;

@@ -279,6 +279,9 @@ fn opts(mode: Mode) -> VolumeOptions {
         dirty_expire: Duration::ZERO,
         lazy: mode != Mode::Ordered,
         cleaner,
+        // The oracle wants a state some operation left; delayed allocation
+        // may commit metadata before data (tests/delalloc_crash.rs).
+        delalloc_bytes: 0,
         ..Default::default()
     }
 }

@@ -12,9 +12,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// Delayed allocation off: these cases build each extent-tree edge with
+/// writes that allocate as they go (write-back maps through the same code,
+/// `ensure_mapped`; tests/delalloc.rs covers its own edges).
 fn open(img: &Path, lazy: bool) -> Volume {
     let dev = Arc::new(FileDevice::open(img, true).unwrap());
-    Volume::open(dev, VolumeOptions { read_only: false, lazy, ..Default::default() }).unwrap()
+    Volume::open(dev, VolumeOptions { read_only: false, lazy, delalloc_bytes: 0, ..Default::default() }).unwrap()
 }
 
 /// Block `lblk`'s contents: every 8 bytes name the block (never all zeros).

@@ -141,6 +141,13 @@ impl Case<'_> {
     /// ext4lazy reads the model back; unmount; e2fsck and the kernel agree.
     fn check(&self, vol: Volume, model: &Model, phase: &str) -> (u16, usize) {
         let ino = self.ino(&vol);
+        // Delayed data read back from memory first, then written back: the
+        // tree is built at write-back.
+        let inode = vol.inode(ino).unwrap();
+        model.verify(&format!("{phase}: ext4lazy before write-back"), |off, buf| {
+            buf.copy_from_slice(&vol.read(&inode, off, buf.len()).unwrap());
+        });
+        vol.sync().unwrap();
         let inode = vol.inode(ino).unwrap();
         assert_eq!(inode.size(), model.size, "{phase}: size");
         let shape = vol.extent_tree_shape(&inode).unwrap();

@@ -46,6 +46,7 @@ fn spread(vol: &Volume, name: &str) -> u32 {
     for i in 0..SPREAD_BLOCKS {
         // Every other logical block: the extents never merge.
         vol.write(ino, 2 * i * BS, &pattern(i)).unwrap();
+        vol.writeback_file(ino).unwrap(); // its block now, before the filler's
         match vol.fallocate(fill, i * GAP * BS, GAP * BS, Falloc::Allocate, false) {
             Ok(()) | Err(FsError::NoSpace) => {}
             Err(e) => panic!("filler: {e}"),

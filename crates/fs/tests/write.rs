@@ -280,6 +280,7 @@ fn freed_blocks_below_the_allocation_hint_are_reused_first() {
     let one_block_file = |name: String| {
         let f = vol.create(ROOT_INO, name.as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap();
         vol.write(f.ino, 0, &[7u8; 4096]).unwrap();
+        vol.writeback_file(f.ino).unwrap(); // allocated now, in creation order
         f.ino
     };
     let first: Vec<u64> = (0..30).map(|i| block_of(one_block_file(format!("f{i}")))).collect();
@@ -812,7 +813,8 @@ fn rename_whiteout_leaves_a_whiteout() {
 /// With `data_writeback_bytes: 0`, one request per file, as before.
 /// Each file is written in two pieces, as tar does: the second piece's
 /// read-modify-write of the shared block reads the waiting block from memory,
-/// so gathered, no data is read from the device at all.
+/// so gathered, no data is read from the device at all. Delayed allocation
+/// off: this is the path of writes that allocate as they go.
 #[test]
 fn small_file_data_goes_out_merged_at_the_commit() {
     let Some((work, empty)) = common::setup_empty() else { return };
@@ -824,7 +826,7 @@ fn small_file_data_goes_out_merged_at_the_commit() {
         let counted = Arc::new(blockdev::CountingDevice::new(Arc::new(FileDevice::open(&img, true).unwrap())));
         let vol = Volume::open(
             counted.clone(),
-            VolumeOptions { read_only: false, data_writeback_bytes: gather, ..Default::default() },
+            VolumeOptions { read_only: false, data_writeback_bytes: gather, delalloc_bytes: 0, ..Default::default() },
         )
         .unwrap();
         let dir = vol.create(ROOT_INO, b"d", CreateKind::Dir, 0o755, 0, 0).unwrap();
@@ -866,7 +868,8 @@ fn small_file_data_goes_out_merged_at_the_commit() {
 /// Bytes past the end of file read as zeros once a write extends the file
 /// over them, whatever the last block holds there on disk (as ext4: a block's
 /// tail past EOF is never trusted). A partial block whose kept part lies
-/// wholly past the old end is not read at all.
+/// wholly past the old end is not read at all. (The write-time allocation
+/// path: delayed allocation off.)
 #[test]
 fn an_extending_write_never_exposes_what_lies_past_the_old_end() {
     let Some((work, empty)) = common::setup_empty() else { return };
@@ -875,7 +878,7 @@ fn an_extending_write_never_exposes_what_lies_past_the_old_end() {
     let counted = Arc::new(blockdev::CountingDevice::new(raw.clone()));
     let vol = Volume::open(
         counted.clone(),
-        VolumeOptions { read_only: false, data_writeback_bytes: 0, ..Default::default() },
+        VolumeOptions { read_only: false, data_writeback_bytes: 0, delalloc_bytes: 0, ..Default::default() },
     )
     .unwrap();
     let f = vol.create(ROOT_INO, b"f", CreateKind::File, 0o644, 0, 0).unwrap();
@@ -926,6 +929,8 @@ fn creates_in_empty_inode_table_blocks_read_nothing() {
     // The first file reads what every create shares (bitmaps, the root directory).
     let first = vol.create(ROOT_INO, b"first", CreateKind::File, 0o644, 0, 0).unwrap();
     vol.write(first.ino, 0, b"x").unwrap();
+    vol.sync().unwrap(); // its block allocated: the block bitmap read
+
     let reads = || counted.counts().get(blockdev::IoClass::Metadata, false).requests;
     let before = reads();
     for i in 0..200 {

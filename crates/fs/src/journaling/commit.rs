@@ -240,6 +240,10 @@ impl Volume {
     /// Periodic work (about once a second): commit a transaction older than
     /// `commit=`, write home blocks committed longer than `dirty_expire=` ago.
     pub fn background_tick(&self) -> Result<()> {
+        if self.writer.state.is_some() && self.failure().is_none() {
+            // Before the write lock: write-back takes data locks, which come first.
+            self.delalloc_tick()?;
+        }
         let Some(mut ws) = self.lock_write() else { return Ok(()) };
         if ws.failed.is_some() {
             return Ok(()); // read-only since a device error, reported then

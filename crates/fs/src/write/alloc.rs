@@ -168,6 +168,12 @@ impl Volume {
     /// Returns (first block, count >= 1).
     pub(crate) fn alloc_blocks(&self, ws: &mut WriteState, goal: u64, max: u64) -> Result<(u64, u64)> {
         debug_assert!(max > 0);
+        // Blocks reserved for delayed data are its own (`delalloc.rs`).
+        let max = match (ws.claiming_delayed, self.unreserved_free_blocks()) {
+            (false, Some(0)) => return Err(FsError::NoSpace),
+            (false, Some(room)) => max.min(room),
+            _ => max,
+        };
         let ngroups = self.group_count();
         let goal = if goal < u64::from(self.sb.f.first_data_block) || goal >= self.sb.blocks_count() {
             u64::from(self.sb.f.first_data_block)

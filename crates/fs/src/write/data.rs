@@ -43,7 +43,23 @@ impl Volume {
         if data.is_empty() {
             return Ok(0);
         }
+        let delayed = {
+            let _map = self.data_lock(ino).write();
+            self.write_delayed(ino, offset, data)?
+        };
+        if let Some(n) = delayed {
+            // Its data lock let go: write-back may take any file's.
+            self.delalloc_backpressure()?;
+            return Ok(n);
+        }
         let _map = self.data_lock(ino).write();
+        self.write_in_pieces(ino, offset, data)
+    }
+
+    /// `data` at `offset`, written as it goes (blocks allocated now), in
+    /// pieces that fit a transaction; under the file's data lock. An error
+    /// after a piece is done makes a short write.
+    pub(super) fn write_in_pieces(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         let bs = u64::from(self.block_size());
         let piece = self.writer.piece_blocks.saturating_mul(bs);
         let mut done = 0usize;
@@ -185,6 +201,8 @@ impl Volume {
     /// (FALLOC_FL_KEEP_SIZE) keeps the size when the range ends past it.
     pub fn fallocate(&self, ino: u32, offset: u64, len: u64, mode: Falloc, keep_size: bool) -> Result<()> {
         let _map = self.data_lock(ino).write();
+        // Delayed data goes out first: the range's map is then the whole truth.
+        self.writeback_locked(ino)?;
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
             regular_file(&inode)?;
@@ -266,6 +284,18 @@ impl Volume {
     pub(super) fn resize(&self, ws: &mut WriteState, inode: &mut Inode, size: u64) -> Result<()> {
         let bs = u64::from(self.block_size());
         let old = inode.size();
+        if self.delayed.has(inode.ino) {
+            // Delayed data past the new end is dropped, the block it ends
+            // inside zeroed past it; the disk may record the new size (as
+            // the kernel's setattr sets i_disksize).
+            if size < old {
+                self.delayed.drop_from(inode.ino, size.div_ceil(bs));
+                if !size.is_multiple_of(bs) {
+                    self.delayed.zero_tail(inode.ino, size / bs, (size % bs) as usize);
+                }
+            }
+            self.delayed.set_disk_size(inode.ino, size);
+        }
         if size < old {
             // The final size first: a truncate that commits partway (`split`)
             // is on the orphan list with it, and the next mount truncates to it.

@@ -95,7 +95,7 @@ impl Volume {
     }
 
     /// No bytes and no blocks (a new file): it may go inline.
-    fn is_empty_file(&self, inode: &Inode) -> bool {
+    pub(super) fn is_empty_file(&self, inode: &Inode) -> bool {
         let xattr_sectors = if inode.file_acl() != 0 { u64::from(self.block_size() / 512) } else { 0 };
         inode.size() == 0 && inode.blocks_512(&self.sb).saturating_sub(xattr_sectors) == 0
     }
@@ -165,7 +165,7 @@ impl Volume {
     }
 
     /// The inode's attributes minus `system.data`, which must go with the flag.
-    fn xattrs_without_inline_data(&self, inode: &Inode) -> Result<Vec<Xattr>> {
+    pub(super) fn xattrs_without_inline_data(&self, inode: &Inode) -> Result<Vec<Xattr>> {
         let mut all = self.all_xattrs(inode)?;
         all.retain(|x| !is_inline_data(x));
         Ok(all)

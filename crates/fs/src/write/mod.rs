@@ -14,6 +14,7 @@
 mod alloc;
 mod attrs;
 mod data;
+mod delalloc;
 mod dirops;
 mod extent_tree;
 mod extents;
@@ -91,6 +92,25 @@ impl Volume {
 
     /// Write an inode record (with its checksum) into its inode-table block.
     pub(crate) fn write_inode(&self, ws: &mut WriteState, inode: &Inode) -> Result<()> {
+        // A file with delayed data: the disk keeps the size its written data reaches.
+        match self.delayed.sizes_at_write(inode.ino, inode.size()) {
+            Some(disk_size) if disk_size != inode.size() => self.write_inode_as(ws, inode, disk_size),
+            _ => self.write_inode_record(ws, inode),
+        }
+    }
+
+    /// Write `inode` with `disk_size` as the size on disk (readers see the
+    /// size `delayed` keeps): delayed allocation's write-back.
+    pub(crate) fn write_inode_as(&self, ws: &mut WriteState, inode: &Inode, disk_size: u64) -> Result<()> {
+        if disk_size == inode.size() {
+            return self.write_inode_record(ws, inode);
+        }
+        let mut on_disk = inode.clone();
+        on_disk.set_size(disk_size);
+        self.write_inode_record(ws, &on_disk)
+    }
+
+    fn write_inode_record(&self, ws: &mut WriteState, inode: &Inode) -> Result<()> {
         let (blk, off) = self.inode_location(inode.ino);
         let len = inode.raw.len();
         debug_assert_eq!(len, usize::from(self.sb.inode_size()));

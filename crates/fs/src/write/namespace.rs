@@ -319,6 +319,7 @@ impl Volume {
         noreplace: bool,
         exchange: bool,
     ) -> Result<()> {
+        self.write_back_before_replace(parent, name, newparent, newname)?;
         self.atomic(|ws| {
             let how = if exchange { RenameHow::Exchange } else { RenameHow::Move };
             let replaced = self.rename_in(ws, parent, name, newparent, newname, noreplace, how)?;

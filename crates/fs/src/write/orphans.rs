@@ -32,6 +32,8 @@ impl Volume {
     /// the orphan list (and stays there: the caller takes it off).
     pub(crate) fn free_file(&self, ws: &mut WriteState, mut inode: Inode, listed: bool) -> Result<()> {
         let is_dir = inode.is_dir();
+        // Delayed data of a file that goes never reaches the disk.
+        self.delayed.forget(inode.ino);
         if is_dir {
             self.kb_change(&mut ws.kb_changes, crate::stepahead::KbChange::Forget { dir: inode.ino });
         }
@@ -81,6 +83,10 @@ impl Volume {
 
     /// Make everything written so far durable (fsync, sync, unmount).
     pub fn sync(&self) -> Result<()> {
+        if self.writer.state.is_none() {
+            return Err(FsError::ReadOnly);
+        }
+        self.writeback_files(None)?;
         let mut ws = self.lock_write().ok_or(FsError::ReadOnly)?;
         self.commit(&mut ws)
     }
@@ -88,6 +94,12 @@ impl Volume {
     /// Final flush at unmount: free orphans, commit, write everything home,
     /// empty the journal, mark the volume clean.
     pub fn shutdown(&self) -> Result<()> {
+        if self.writer.state.is_none() {
+            return Err(FsError::ReadOnly);
+        }
+        if self.failure().is_none() {
+            self.writeback_files(None)?;
+        }
         let mut ws = self.lock_write().ok_or(FsError::ReadOnly)?;
         let ws = &mut *ws;
         if let Some(why) = &ws.failed {

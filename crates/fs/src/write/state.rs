@@ -61,6 +61,9 @@ pub struct WriteState {
     /// The running operation found no inode to allocate (`alloc_inode`):
     /// its ENOSPC may be one a FORGET on its way would lift (`atomic`).
     pub(crate) out_of_inodes: bool,
+    /// The running operation is write-back of delayed data: its blocks are
+    /// the ones reserved for that data (`delalloc.rs`), not to be refused.
+    pub(crate) claiming_delayed: bool,
     /// Per group: every block bit below this one is set (`alloc_blocks`).
     pub(crate) block_hints: crate::intmap::IntMap<u32, usize>,
     /// The transaction on the commit thread, until it is finished here.
@@ -182,6 +185,7 @@ impl WriteState {
             partway: false,
             inode_hints: Default::default(),
             out_of_inodes: false,
+            claiming_delayed: false,
             block_hints: Default::default(),
         }
     }

@@ -83,6 +83,7 @@ impl Volume {
             ws.sync_wanted = false;
             ws.partway = false;
             ws.out_of_inodes = false;
+            ws.claiming_delayed = false;
             let result = self.run_op(&mut ws, &mut op);
             let undo = ws.undo.take().expect("set above");
             let err = match result {

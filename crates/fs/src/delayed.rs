@@ -1,0 +1,368 @@
+//! Delayed allocation's store (ext4's delalloc): file data written into
+//! holes waits here, without blocks, until write-back gives it blocks and
+//! sends it to the device (`write/delalloc.rs`). Data of a file deleted or
+//! truncated before then is dropped: no allocation, no I/O.
+//!
+//! Two sizes per file, as the kernel's i_size and i_disksize: `size` is
+//! what readers see; `disk_size` is what the on-disk inode records, and
+//! never covers data that has not reached the disk, so that a crash shows
+//! the file as long as its written data, never a tail of zeros.
+//!
+//! Readers overlay the blocks kept here on what the device holds
+//! ([`Delayed::overlay`]); each block is kept whole (zeros where nothing
+//! was written), as a page of the kernel's page cache.
+
+use parking_lot::{Mutex, MutexGuard};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// One file's delayed data.
+pub(crate) struct DirtyFile {
+    /// Logical block -> its contents (one block each).
+    pub(crate) blocks: BTreeMap<u64, Box<[u8]>>,
+    /// The size readers see (i_size).
+    pub(crate) size: u64,
+    /// The size the on-disk inode records (i_disksize).
+    pub(crate) disk_size: u64,
+    /// When its oldest block waiting was written.
+    pub(crate) since: Instant,
+}
+
+#[derive(Default)]
+struct Inner {
+    files: HashMap<u32, DirtyFile>,
+    /// Blocks waiting, over all files: each is a block reserved on disk.
+    blocks: u64,
+}
+
+/// The delayed data of every file (empty on read-only volumes).
+pub(crate) struct Delayed {
+    inner: Mutex<Inner>,
+    /// Files tracked (set under `inner`'s lock at each change): lets every
+    /// inode read skip the lock while nothing waits.
+    tracked: AtomicUsize,
+    block_size: usize,
+}
+
+/// `inner` locked; on drop, publishes how many files it tracks.
+struct Locked<'a> {
+    inner: MutexGuard<'a, Inner>,
+    tracked: &'a AtomicUsize,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.inner
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        self.tracked.store(self.inner.files.len(), Ordering::Release);
+    }
+}
+
+impl Delayed {
+    pub(crate) fn new(block_size: u32) -> Self {
+        Delayed { inner: Mutex::new(Inner::default()), tracked: AtomicUsize::new(0), block_size: block_size as usize }
+    }
+
+    /// The store locked for a change.
+    fn change(&self) -> Locked<'_> {
+        Locked { inner: self.inner.lock(), tracked: &self.tracked }
+    }
+
+    /// Blocks waiting over all files (each has a block reserved for it).
+    pub(crate) fn blocks(&self) -> u64 {
+        self.inner.lock().blocks
+    }
+
+    /// Bytes waiting over all files.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.blocks() * self.block_size as u64
+    }
+
+    /// Whether `ino` has data waiting or a size the disk does not have yet.
+    pub(crate) fn has(&self, ino: u32) -> bool {
+        self.inner.lock().files.contains_key(&ino)
+    }
+
+    /// The size readers see for `ino`, when it differs from its inode's.
+    pub(crate) fn size(&self, ino: u32) -> Option<u64> {
+        if self.tracked.load(Ordering::Acquire) == 0 {
+            return None; // every inode read asks: no lock when nothing waits
+        }
+        self.inner.lock().files.get(&ino).map(|f| f.size)
+    }
+
+    /// Blocks of `ino` waiting (they count in its st_blocks, as the
+    /// kernel counts reserved delalloc blocks).
+    pub(crate) fn file_blocks(&self, ino: u32) -> u64 {
+        if self.tracked.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
+        self.inner.lock().files.get(&ino).map_or(0, |f| f.blocks.len() as u64)
+    }
+
+    /// Whether logical block `lblk` of `ino` is waiting here.
+    pub(crate) fn holds_block(&self, ino: u32, lblk: u64) -> bool {
+        self.inner.lock().files.get(&ino).is_some_and(|f| f.blocks.contains_key(&lblk))
+    }
+
+    /// Copy `data` into `ino` at byte `offset` of logical block `lblk`,
+    /// creating the block (zeros elsewhere) if it is not waiting yet.
+    /// `disk_size`: the inode's on-disk size, for a file not tracked yet.
+    /// Returns whether the block is new (one more block to reserve).
+    pub(crate) fn put(&self, ino: u32, disk_size: u64, lblk: u64, offset: usize, data: &[u8]) -> bool {
+        debug_assert!(offset + data.len() <= self.block_size);
+        let mut inner = self.change();
+        let bs = self.block_size;
+        let file = inner.files.entry(ino).or_insert_with(|| DirtyFile {
+            blocks: BTreeMap::new(),
+            size: disk_size,
+            disk_size,
+            since: Instant::now(),
+        });
+        if file.blocks.is_empty() {
+            file.since = Instant::now();
+        }
+        let mut new = false;
+        let block = file.blocks.entry(lblk).or_insert_with(|| {
+            new = true;
+            vec![0u8; bs].into_boxed_slice()
+        });
+        block[offset..offset + data.len()].copy_from_slice(data);
+        if new {
+            inner.blocks += 1;
+        }
+        new
+    }
+
+    /// Take back a block `put` just made (the write failed after it).
+    pub(crate) fn unput(&self, ino: u32, lblk: u64) {
+        let mut inner = self.change();
+        if let Some(f) = inner.files.get_mut(&ino) {
+            if f.blocks.remove(&lblk).is_some() {
+                inner.blocks -= 1;
+            }
+        }
+    }
+
+    /// The inode `ino` is written with size `size`: readers see it; the
+    /// disk sees at most what it saw (a truncate below lowers both), or all
+    /// of it once nothing waits (the file is forgotten then). Returns the
+    /// size to record on disk; None for a file not tracked.
+    pub(crate) fn sizes_at_write(&self, ino: u32, size: u64) -> Option<u64> {
+        let mut inner = self.change();
+        let f = inner.files.get_mut(&ino)?;
+        if f.blocks.is_empty() {
+            inner.files.remove(&ino);
+            return Some(size);
+        }
+        f.size = size;
+        f.disk_size = f.disk_size.min(size);
+        Some(f.disk_size)
+    }
+
+    /// The disk may record `disk_size` for `ino` (a truncate or an
+    /// extension without data: nothing waits below it that matters).
+    pub(crate) fn set_disk_size(&self, ino: u32, disk_size: u64) {
+        if let Some(f) = self.change().files.get_mut(&ino) {
+            f.disk_size = disk_size;
+        }
+    }
+
+    /// Copy the blocks of `ino` waiting in logical blocks
+    /// `first..first + buf.len() / block size` over `buf`.
+    pub(crate) fn overlay(&self, ino: u32, first: u64, buf: &mut [u8]) {
+        if self.tracked.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let inner = self.inner.lock();
+        let Some(f) = inner.files.get(&ino) else { return };
+        let bs = self.block_size;
+        let n = (buf.len() / bs) as u64;
+        for (&l, b) in f.blocks.range(first..first + n) {
+            let at = ((l - first) as usize) * bs;
+            buf[at..at + bs].copy_from_slice(b);
+        }
+    }
+
+    /// The first waiting run of `ino` at or after logical block `from`:
+    /// (first block, its blocks' contents), at most `max` blocks long.
+    pub(crate) fn run_from(&self, ino: u32, from: u64, max: u64) -> Option<(u64, Vec<Box<[u8]>>)> {
+        let inner = self.inner.lock();
+        let f = inner.files.get(&ino)?;
+        let mut it = f.blocks.range(from..);
+        let (&start, first) = it.next()?;
+        let mut run = vec![first.clone()];
+        for (&l, b) in it {
+            if l != start + run.len() as u64 || run.len() as u64 >= max {
+                break;
+            }
+            run.push(b.clone());
+        }
+        Some((start, run))
+    }
+
+    /// The on-disk size once blocks `start..start + len` of `ino` are on
+    /// disk (see [`Self::written`]), without changing anything; None for a
+    /// file not tracked.
+    pub(crate) fn disk_size_after(&self, ino: u32, start: u64, len: u64) -> Option<u64> {
+        let inner = self.inner.lock();
+        let f = inner.files.get(&ino)?;
+        let end = start + len;
+        let next = f.blocks.range(..start).next().or_else(|| f.blocks.range(end..).next()).map(|(&l, _)| l);
+        Some(disk_size_reached(f, self.block_size as u64, end, next))
+    }
+
+    /// Blocks `start..start + len` of `ino` reached the disk: drop them,
+    /// and let the on-disk size cover them (up to the size readers see).
+    /// Returns the new on-disk size, and whether the file is done (nothing
+    /// waits and both sizes agree; it is forgotten).
+    pub(crate) fn written(&self, ino: u32, start: u64, len: u64) -> Option<(u64, bool)> {
+        let mut inner = self.change();
+        let bs = self.block_size as u64;
+        let f = inner.files.get_mut(&ino)?;
+        let before = f.blocks.len();
+        let dropped: Vec<u64> = f.blocks.range(start..start + len).map(|(&l, _)| l).collect();
+        for l in &dropped {
+            f.blocks.remove(l);
+        }
+        let removed = (before - f.blocks.len()) as u64;
+        let done = f.blocks.is_empty();
+        f.disk_size = disk_size_reached(f, bs, start + len, f.blocks.keys().next().copied());
+        let disk_size = f.disk_size;
+        if done {
+            inner.files.remove(&ino);
+        }
+        inner.blocks -= removed;
+        Some((disk_size, done))
+    }
+
+    /// Drop every block of `ino` from logical block `from` on (a truncate,
+    /// or `from` 0 when the file is freed); returns how many were dropped.
+    /// Partial data in the block holding the new end is the caller's to zero.
+    pub(crate) fn drop_from(&self, ino: u32, from: u64) -> u64 {
+        let mut inner = self.change();
+        let Some(f) = inner.files.get_mut(&ino) else { return 0 };
+        let gone = f.blocks.split_off(&from);
+        let n = gone.len() as u64;
+        inner.blocks -= n;
+        n
+    }
+
+    /// Zero bytes `from..` of waiting block `lblk` of `ino` (the block a
+    /// truncate ends inside).
+    pub(crate) fn zero_tail(&self, ino: u32, lblk: u64, from: usize) {
+        if let Some(b) = self.change().files.get_mut(&ino).and_then(|f| f.blocks.get_mut(&lblk)) {
+            b[from..].fill(0);
+        }
+    }
+
+    /// Forget `ino` (freed; its blocks dropped first); returns the blocks dropped.
+    pub(crate) fn forget(&self, ino: u32) -> u64 {
+        let mut inner = self.change();
+        let n = inner.files.remove(&ino).map_or(0, |f| f.blocks.len() as u64);
+        inner.blocks -= n;
+        n
+    }
+
+    /// Files with data waiting, oldest first, with when their data began to wait.
+    pub(crate) fn files_by_age(&self) -> Vec<(u32, Instant)> {
+        let inner = self.inner.lock();
+        let mut v: Vec<(u32, Instant)> = inner.files.iter().map(|(&i, f)| (i, f.since)).collect();
+        v.sort_by_key(|&(i, t)| (t, i));
+        v
+    }
+}
+
+/// The on-disk size of `f` once its data up to logical block `end` is on
+/// disk and `next` is its first block still waiting (None: nothing waits):
+/// it may cover the written run, but no block still waiting; with nothing
+/// waiting, the whole file.
+fn disk_size_reached(f: &DirtyFile, bs: u64, end: u64, next: Option<u64>) -> u64 {
+    match next {
+        None => f.size,
+        Some(l) => f.disk_size.max((end * bs).min(l * bs).min(f.size)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_overlay_and_written_keep_the_counts_and_the_sizes() {
+        let d = Delayed::new(1024);
+        assert!(d.put(7, 100, 3, 10, b"abc"));
+        assert!(!d.put(7, 100, 3, 20, b"de"), "the same block again: not new");
+        assert!(d.put(7, 100, 4, 0, b"z"));
+        assert_eq!(d.blocks(), 2);
+        assert_eq!(d.sizes_at_write(7, 4097), Some(100), "the disk keeps its size");
+        assert_eq!(d.size(7), Some(4097));
+        let mut buf = vec![0xffu8; 3 * 1024];
+        d.overlay(7, 2, &mut buf);
+        assert!(buf[..1024].iter().all(|&b| b == 0xff), "block 2 is not waiting");
+        assert_eq!(&buf[1024 + 10..1024 + 13], b"abc");
+        assert_eq!(&buf[1024 + 20..1024 + 22], b"de");
+        assert_eq!(buf[1024], 0, "zeros where nothing was written");
+        assert_eq!(buf[2048], b'z');
+        let (start, run) = d.run_from(7, 0, 16).unwrap();
+        assert_eq!((start, run.len()), (3, 2));
+        assert_eq!(d.disk_size_after(7, 3, 1), Some(4096));
+        assert_eq!(d.disk_size_after(7, 4, 1), Some(3072), "block 3 still waits: up to it (a hole before)");
+        assert_eq!(d.disk_size_after(7, 3, 2), Some(4097));
+        // Block 3 written: the disk size may reach the start of block 4 only.
+        assert_eq!(d.written(7, 3, 1), Some((4096, false)));
+        assert_eq!(d.written(7, 4, 1), Some((4097, true)), "all written: forgotten");
+        assert_eq!(d.blocks(), 0);
+        assert!(!d.has(7));
+    }
+
+    #[test]
+    fn truncate_and_forget_give_back_their_blocks() {
+        let d = Delayed::new(1024);
+        for l in 0..10 {
+            d.put(1, 0, l, 0, b"x");
+        }
+        d.sizes_at_write(1, 10 * 1024);
+        assert_eq!(d.drop_from(1, 8), 2);
+        assert_eq!(d.blocks(), 8);
+        assert_eq!(d.sizes_at_write(1, 5000), Some(0), "blocks wait: the disk keeps 0");
+        d.zero_tail(1, 4, 5000 - 4096);
+        let mut buf = vec![0u8; 1024];
+        d.overlay(1, 4, &mut buf);
+        assert_eq!(buf[0], b'x');
+        assert!(buf[5000 - 4096..].iter().all(|&b| b == 0));
+        assert_eq!(d.forget(1), 8);
+        assert_eq!(d.blocks(), 0);
+        assert_eq!(d.size(1), None);
+        // A truncate that drops every block: the file is forgotten at its
+        // inode's write, which records the whole size.
+        d.put(3, 0, 5, 0, b"q");
+        assert_eq!(d.drop_from(3, 0), 1);
+        assert_eq!(d.sizes_at_write(3, 100), Some(100));
+        assert!(!d.has(3));
+    }
+
+    #[test]
+    fn a_run_stops_at_a_gap_and_at_its_limit() {
+        let d = Delayed::new(512);
+        for l in [0, 1, 2, 5, 6] {
+            d.put(2, 0, l, 0, b"y");
+        }
+        assert_eq!(d.run_from(2, 0, 2).map(|(s, r)| (s, r.len())), Some((0, 2)));
+        assert_eq!(d.run_from(2, 1, 16).map(|(s, r)| (s, r.len())), Some((1, 2)));
+        assert_eq!(d.run_from(2, 3, 16).map(|(s, r)| (s, r.len())), Some((5, 2)));
+        assert_eq!(d.run_from(2, 7, 16), None);
+    }
+}

@@ -1,0 +1,287 @@
+//! Delayed allocation, the write-back policy for file data (ext4's
+//! delalloc): a write into a hole reserves its blocks and leaves its data in
+//! memory (`crate::delayed`); write-back later allocates one run of blocks
+//! for each run of waiting data, sends the data out, and maps it in one
+//! operation. A file deleted or truncated before then never costs a block
+//! or an I/O, and a file written in many small pieces gets one extent.
+//!
+//! When data goes out: `data_expire=` (5 s) after it was written, once more
+//! than half of `delalloc_mb=` waits (the background tick), at once when a
+//! writer finds all of it waiting (back-pressure), and before anything that
+//! needs it on disk (sync and fsync, unmount, fallocate, SEEK_DATA/HOLE).
+//!
+//! Space: each waiting block is counted against the free blocks at write
+//! time, so a full disk is reported to the writer, never found at
+//! write-back; the kernel's reserve (2% of the volume, at most 4096 blocks)
+//! is kept back from delayed data for the extent-tree blocks write-back
+//! needs. Other allocations leave the waiting blocks' reservations alone.
+//!
+//! Ordering: write-back's data goes through the device like any other
+//! data write, and reaches the disk before the commit of the operation that
+//! maps it (ordered mode, `blockdev::DataWriteback`). The inode on disk
+//! keeps a size its written data reaches (`delayed.rs`).
+
+use super::iflags::{refuse_if, regular_file, wants_sync};
+use super::ops::touch;
+use crate::bmap::Mapping;
+use crate::error::{FsError, Result};
+use crate::volume::Volume;
+use blockdev::IoClass;
+use ondisk::inode::{flags, Inode};
+use ondisk::superblock::feature;
+use std::time::Instant;
+
+impl Volume {
+    /// Whether writes into holes of `inode` wait in memory: on when
+    /// `delalloc_mb=` is, for extent-mapped regular files without inline
+    /// data (those keep their bytes in the inode) and without the sync flag
+    /// (whose data must be on disk when the write returns).
+    pub(super) fn delays(&self, inode: &Inode) -> bool {
+        self.opts.delalloc_bytes > 0
+            && inode.is_reg()
+            && inode.has_flag(flags::EXTENTS)
+            && !inode.has_flag(flags::INLINE_DATA)
+            && !wants_sync(inode)
+    }
+
+    /// Whether a write ending at `end` into an empty file makes it an
+    /// inline one (an inline_data volume, and it fits in the inode): the
+    /// kernel writes such files into the inode, not through delalloc.
+    fn goes_inline(&self, inode: &Inode, end: u64) -> Result<bool> {
+        if !self.sb.has_incompat(feature::incompat::INLINE_DATA) || !self.is_empty_file(inode) {
+            return Ok(false);
+        }
+        let others = self.xattrs_without_inline_data(inode)?;
+        Ok(end <= super::inline::inline_capacity(inode, &others) as u64)
+    }
+
+    /// Blocks kept back from delayed data for write-back's metadata: the
+    /// kernel's reserve (s_resv_clusters), 2% of the volume, at most 4096.
+    fn delalloc_reserve(&self) -> u64 {
+        if self.sb.has_incompat(feature::incompat::EXTENTS) {
+            (self.sb.blocks_count() / 50).min(4096)
+        } else {
+            0
+        }
+    }
+
+    /// Blocks an allocation other than write-back's may take: the free ones
+    /// less those reserved for waiting data. None when nothing waits (no
+    /// limit to compute).
+    pub(crate) fn unreserved_free_blocks(&self) -> Option<u64> {
+        let waiting = self.delayed.blocks();
+        (waiting > 0).then(|| self.free_counts().0.saturating_sub(waiting))
+    }
+
+    /// Write `data` at `offset` of `ino`: the runs over holes wait in
+    /// memory, the runs over mapped blocks are written in place
+    /// (`write_piece`). Called under the file's data lock; None when the
+    /// file does not delay (the caller writes it the old way).
+    pub(super) fn write_delayed(&self, ino: u32, offset: u64, data: &[u8]) -> Result<Option<usize>> {
+        let inode = self.inode(ino)?;
+        if !self.delays(&inode) || self.goes_inline(&inode, offset + data.len() as u64)? {
+            return Ok(None);
+        }
+        let bs = u64::from(self.block_size());
+        let mut done = 0usize;
+        while done < data.len() {
+            let at = offset + done as u64;
+            let lblk = at / bs;
+            let last = (offset + data.len() as u64 - 1) / bs;
+            // The run of blocks from `lblk` that are all holes or all mapped.
+            let (hole, blocks) = match self.map_block(&inode, lblk, last - lblk + 1)? {
+                Mapping::Hole { len } => (true, len),
+                Mapping::Mapped { len, .. } => (false, len),
+            };
+            let run_end = ((lblk + blocks.max(1)) * bs).min(offset + data.len() as u64);
+            let piece = &data[done..done + (run_end - at) as usize];
+            let r = if hole { self.put_delayed(ino, at, piece) } else { self.write_in_pieces(ino, at, piece) };
+            match r {
+                Ok(n) => {
+                    done += n;
+                    if n < piece.len() {
+                        break; // cut short at the largest file size
+                    }
+                }
+                Err(_) if done > 0 => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Some(done))
+    }
+
+    /// One operation: `data` at `offset`, all of it over holes, into memory;
+    /// the inode takes the new size and times. ENOSPC when its new blocks
+    /// do not fit in what is free and not reserved.
+    fn put_delayed(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
+        self.atomic(|ws| {
+            let mut inode = self.inode(ino)?;
+            regular_file(&inode)?;
+            refuse_if(&inode, flags::IMMUTABLE)?;
+            if inode.has_flag(flags::APPEND) && offset != inode.size() {
+                return Err(FsError::NotPermitted);
+            }
+            let max = self.max_file_size();
+            if offset >= max {
+                return Err(FsError::FileTooBig);
+            }
+            let data = &data[..data.len().min((max - offset) as usize)];
+            let bs = u64::from(self.block_size());
+            let (first, last) = (offset / bs, (offset + data.len() as u64 - 1) / bs);
+            let new = (first..=last).filter(|&l| !self.delayed.holds_block(ino, l)).count() as u64;
+            if new > 0 {
+                let (free, _) = self.free_counts();
+                if free < self.delayed.blocks() + new + self.delalloc_reserve() {
+                    return Err(FsError::NoSpace);
+                }
+            }
+            let disk_size = inode.size(); // no overlay yet when the file is new here
+            let mut made = Vec::new();
+            for l in first..=last {
+                let (lo, hi) = ((l * bs).max(offset), ((l + 1) * bs).min(offset + data.len() as u64));
+                let part = &data[(lo - offset) as usize..(hi - offset) as usize];
+                if self.delayed.put(ino, disk_size, l, (lo - l * bs) as usize, part) {
+                    made.push(l);
+                }
+            }
+            let end = offset + data.len() as u64;
+            if end > inode.size() {
+                inode.set_size(end);
+            }
+            touch(&mut inode, true);
+            if let Err(e) = self.write_inode(ws, &inode) {
+                for l in made {
+                    self.delayed.unput(ino, l);
+                }
+                return Err(e);
+            }
+            Ok(data.len())
+        })
+    }
+
+    /// Send all of `ino`'s waiting data out. Called under its data lock.
+    pub(crate) fn writeback_locked(&self, ino: u32) -> Result<()> {
+        let bs = u64::from(self.block_size());
+        let most = self.writer.piece_blocks.clamp(1, 1 << 15);
+        let mut from = 0;
+        while let Some((start, run)) = self.delayed.run_from(ino, from, most) {
+            let len = run.len() as u64;
+            let mapped = self.atomic(|ws| {
+                // Freed meanwhile (its last name and handle gone): dropped, nothing to map.
+                if !self.delayed.holds_block(ino, start) {
+                    return Ok(false);
+                }
+                ws.claiming_delayed = true;
+                let mut inode = self.inode(ino)?;
+                for (lblk, pblk, n, fresh) in self.ensure_mapped(ws, &mut inode, start, len)? {
+                    let k = (lblk - start) as usize;
+                    let pieces: Vec<&[u8]> = run[k..k + n as usize].iter().map(|b| &b[..]).collect();
+                    self.dev
+                        .write_gathered_at(pblk * bs, &pieces, IoClass::Data)
+                        .map_err(|e| FsError::io(format!("writing delayed data at block {pblk}"), e))?;
+                    if fresh {
+                        self.mark_written(ws, &mut inode, lblk, n)?;
+                    }
+                }
+                let disk_size = self.delayed.disk_size_after(ino, start, len).unwrap_or(inode.size());
+                self.write_inode_as(ws, &inode, disk_size)?;
+                Ok(true)
+            })?;
+            if mapped {
+                self.delayed.written(ino, start, len);
+            }
+            from = start + len;
+        }
+        Ok(())
+    }
+
+    /// lseek(2) SEEK_DATA / SEEK_HOLE ([`crate::read_core::ReadCore::seek`]),
+    /// with the file's delayed data written back first: the answer comes
+    /// from its block map.
+    pub fn seek(&self, inode: &Inode, offset: u64, what: crate::file::Seek) -> Result<Option<u64>> {
+        if self.writer.state.is_some() {
+            self.writeback_file(inode.ino)?;
+        }
+        crate::read_core::ReadCore::seek(self, inode, offset, what)
+    }
+
+    /// A rename that replaces a file by one with delayed data sends that
+    /// data out first (the kernel's auto_da_alloc): the write-a-copy,
+    /// rename-it-over idiom then never leaves an empty file after a crash
+    /// where the old one was.
+    pub(super) fn write_back_before_replace(
+        &self,
+        parent: u32,
+        name: &[u8],
+        newparent: u32,
+        newname: &[u8],
+    ) -> Result<()> {
+        if self.delayed.blocks() == 0 {
+            return Ok(());
+        }
+        // A lookup that fails is the rename's to report.
+        let found = |dir: u32, n: &[u8]| self.inode(dir).ok().and_then(|d| self.lookup(&d, n).ok().flatten());
+        if let (Some((src, _)), Some(_)) = (found(parent, name), found(newparent, newname)) {
+            self.writeback_file(src)?;
+        }
+        Ok(())
+    }
+
+    /// Send `ino`'s waiting data out (takes its data lock).
+    pub fn writeback_file(&self, ino: u32) -> Result<()> {
+        if !self.delayed.has(ino) {
+            return Ok(());
+        }
+        let _map = self.data_lock(ino).write();
+        self.writeback_locked(ino)
+    }
+
+    /// Send out the data of every file that was waiting when called
+    /// (oldest first) whose data began to wait before `cutoff` (None: all).
+    pub(crate) fn writeback_files(&self, cutoff: Option<Instant>) -> Result<()> {
+        for (ino, since) in self.delayed.files_by_age() {
+            if cutoff.is_some_and(|c| since >= c) {
+                break;
+            }
+            self.writeback_file(ino)?;
+        }
+        Ok(())
+    }
+
+    /// Write back, oldest files first, until no more than `target` bytes wait.
+    pub(crate) fn writeback_down_to(&self, target: u64) -> Result<()> {
+        for (ino, _) in self.delayed.files_by_age() {
+            if self.delayed.bytes() <= target {
+                break;
+            }
+            self.writeback_file(ino)?;
+        }
+        Ok(())
+    }
+
+    /// After a write (its data lock let go): a writer that finds the whole
+    /// `delalloc_mb=` waiting writes back the oldest half itself.
+    pub(super) fn delalloc_backpressure(&self) -> Result<()> {
+        let limit = self.opts.delalloc_bytes;
+        if limit > 0 && self.delayed.bytes() > limit {
+            self.writeback_down_to(limit / 2)?;
+        }
+        Ok(())
+    }
+
+    /// The background tick's share: data older than `data_expire=`, then
+    /// the oldest files while more than half of `delalloc_mb=` waits.
+    pub(crate) fn delalloc_tick(&self) -> Result<()> {
+        if self.delayed.blocks() == 0 {
+            return Ok(());
+        }
+        if let Some(cutoff) = Instant::now().checked_sub(self.opts.data_expire) {
+            self.writeback_files(Some(cutoff))?;
+        }
+        let half = self.opts.delalloc_bytes / 2;
+        if self.delayed.bytes() > half {
+            self.writeback_down_to(half)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,222 @@
+//! Delayed allocation (issue #26): data written into holes waits in memory
+//! without blocks, reads back from there, goes out as one extent per run at
+//! write-back, costs nothing when its file goes first, and is refused with
+//! ENOSPC at write time when it would not fit. A crash before write-back
+//! leaves the file as long as what reached the disk, never longer.
+
+mod common;
+
+use blockdev::{BlockDevice, CountingDevice, FileDevice, IoClass};
+use fs::{CreateKind, FsError, Volume, VolumeOptions, ROOT_INO};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const BS: u64 = 4096;
+
+fn open(img: &Path, lazy: bool) -> (Arc<CountingDevice>, Volume) {
+    // Commits at every background tick; delayed data waits an hour.
+    let opts = VolumeOptions {
+        read_only: false,
+        lazy,
+        commit_interval: Duration::ZERO,
+        data_expire: Duration::from_secs(3600),
+        ..Default::default()
+    };
+    let dev = Arc::new(CountingDevice::new(Arc::new(FileDevice::open(img, true).unwrap())));
+    let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
+    (dev, vol)
+}
+
+fn data_written(dev: &CountingDevice) -> u64 {
+    dev.counts().get(IoClass::Data, true).bytes
+}
+
+fn lookup(vol: &Volume, name: &str) -> u32 {
+    let root = vol.inode(ROOT_INO).unwrap();
+    vol.lookup(&root, name.as_bytes()).unwrap().expect("in the root").0
+}
+
+/// Bytes `i` of a test pattern.
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+#[test]
+fn small_writes_in_any_order_become_one_extent_at_write_back() {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    for lazy in [false, true] {
+        let img = common::make_image(work.path(), "one-extent.img", 64, &["-b", "4096"], &empty);
+        let (dev, vol) = open(&img, lazy);
+        let ino = vol.create(ROOT_INO, b"f", CreateKind::File, 0o644, 0, 0).unwrap().ino;
+        let blocks = 256u64;
+        let want = pattern(7, (blocks * BS) as usize);
+        // Every other block first, then the ones between, backwards: the
+        // old write path gave each its own place.
+        let mut order: Vec<u64> = (0..blocks).step_by(2).collect();
+        order.extend((0..blocks).filter(|b| b % 2 == 1).rev());
+        let before = data_written(&dev);
+        for &b in &order {
+            let at = (b * BS) as usize;
+            assert_eq!(vol.write(ino, b * BS, &want[at..at + BS as usize]).unwrap(), BS as usize);
+        }
+        assert_eq!(data_written(&dev), before, "lazy={lazy}: nothing goes out at write time");
+        let inode = vol.inode(ino).unwrap();
+        assert_eq!(inode.size(), blocks * BS, "readers see the size written");
+        assert_eq!(vol.stat(&inode).blocks, blocks * BS / 512, "reserved blocks count in st_blocks");
+        assert_eq!(vol.read(&inode, 0, want.len()).unwrap(), want, "read back from memory");
+        vol.sync().unwrap();
+        let inode = vol.inode(ino).unwrap();
+        match vol.map_block(&inode, 0, blocks).unwrap() {
+            fs::Mapping::Mapped { len, unwritten: false, .. } => {
+                assert_eq!(len, blocks, "lazy={lazy}: one extent for the whole file")
+            }
+            m => panic!("lazy={lazy}: block 0 is {m:?}"),
+        }
+        assert_eq!(vol.read(&inode, 0, want.len()).unwrap(), want, "read back from the disk");
+        assert_eq!(vol.stat(&inode).blocks, blocks * BS / 512, "allocated blocks, no longer reserved ones");
+        vol.shutdown().unwrap();
+        drop(vol);
+        common::e2fsck_clean_in(&img, lazy);
+        // The kernel reads what was written.
+        let ok = common::with_kernel_mount(&img, |mnt| {
+            assert_eq!(std::fs::read(mnt.join("f")).unwrap(), want, "lazy={lazy}: the kernel's read");
+        });
+        if !ok {
+            return;
+        }
+    }
+}
+
+#[test]
+fn a_file_deleted_before_write_back_costs_no_data_io() {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    let img = common::make_image(work.path(), "gone.img", 64, &["-b", "4096"], &empty);
+    let (dev, vol) = open(&img, false);
+    let free_before = vol.statfs().bfree;
+    let before = data_written(&dev);
+    for i in 0..50 {
+        let name = format!("tmp{i}");
+        let ino = vol.create(ROOT_INO, name.as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino;
+        vol.write(ino, 0, &pattern(i as u8, 100_000)).unwrap();
+        assert!(vol.statfs().bfree < free_before, "reserved blocks are not free");
+        vol.unlink(ROOT_INO, name.as_bytes()).unwrap();
+    }
+    // Truncated before write-back: dropped as well.
+    let ino = vol.create(ROOT_INO, b"trunc", CreateKind::File, 0o644, 0, 0).unwrap().ino;
+    vol.write(ino, 0, &pattern(1, 1 << 20)).unwrap();
+    vol.setattr(ino, &fs::SetAttr { size: Some(10), ..Default::default() }).unwrap();
+    vol.sync().unwrap();
+    // The truncated file's first block (its 10 bytes) is all that went out.
+    assert_eq!(data_written(&dev) - before, BS, "only the block the truncated file keeps");
+    let inode = vol.inode(ino).unwrap();
+    assert_eq!(vol.read(&inode, 0, 100).unwrap(), pattern(1, 10));
+    assert_eq!(vol.statfs().bfree, free_before - 1, "every reservation given back");
+    vol.shutdown().unwrap();
+    drop(vol);
+    common::e2fsck_clean(&img);
+}
+
+#[test]
+fn a_full_disk_is_reported_at_write_time_and_write_back_never_fails() {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    for lazy in [false, true] {
+        let img = common::make_image(work.path(), "full.img", 32, &["-b", "4096", "-m", "0"], &empty);
+        let (_dev, vol) = open(&img, lazy);
+        let mut files = 0;
+        let chunk = pattern(3, 256 << 10);
+        let err = 'fill: loop {
+            let name = format!("f{files}");
+            let ino = vol.create(ROOT_INO, name.as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino;
+            files += 1;
+            for k in 0..8u64 {
+                if let Err(e) = vol.write(ino, k * chunk.len() as u64, &chunk) {
+                    break 'fill e;
+                }
+            }
+            assert!(files < 1000, "the 32 MiB volume never filled");
+        };
+        assert!(matches!(err, FsError::NoSpace), "lazy={lazy}: {err:?}");
+        // Everything accepted reaches the disk.
+        vol.sync().unwrap();
+        for f in 0..files - 1 {
+            let ino = lookup(&vol, &format!("f{f}"));
+            let inode = vol.inode(ino).unwrap();
+            assert_eq!(inode.size(), 8 * chunk.len() as u64);
+            assert_eq!(vol.read(&inode, 0, chunk.len()).unwrap(), chunk, "lazy={lazy}: f{f}");
+        }
+        vol.shutdown().unwrap();
+        drop(vol);
+        common::e2fsck_clean_in(&img, lazy);
+    }
+}
+
+#[test]
+fn a_crash_before_write_back_leaves_the_size_that_reached_the_disk() {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    let img = common::make_image(work.path(), "crash.img", 64, &["-b", "4096"], &empty);
+    let (_dev, vol) = open(&img, false);
+    let a = vol.create(ROOT_INO, b"a", CreateKind::File, 0o644, 0, 0).unwrap().ino;
+    vol.write(a, 0, &pattern(1, 12_288)).unwrap();
+    vol.sync().unwrap(); // a: 3 blocks on disk
+    vol.write(a, 12_288, &pattern(2, 50_000)).unwrap(); // waits: all of it over holes
+    let b = vol.create(ROOT_INO, b"b", CreateKind::File, 0o644, 0, 0).unwrap().ino;
+    vol.write(b, 0, &pattern(3, 5_000)).unwrap(); // waits
+                                                  // A commit of the metadata (b's name, both inodes' times) without the
+                                                  // delayed data: what the journal holds then is what a crash keeps.
+    vol.background_tick().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    vol.background_tick().unwrap(); // finishes that commit
+    assert_eq!(vol.inode(a).unwrap().size(), 62_288, "readers see everything");
+    drop(vol); // a crash: no write-back, no unmount
+    let (_dev, vol) = open(&img, false);
+    let a = vol.inode(a).unwrap();
+    assert_eq!(a.size(), 12_288, "the size that reached the disk");
+    assert_eq!(vol.read(&a, 0, 20_000).unwrap(), pattern(1, 12_288));
+    let b = vol.inode(lookup(&vol, "b")).unwrap();
+    assert_eq!(b.size(), 0, "a new file whose data never went out is empty, not 5,000 zeros");
+    vol.shutdown().unwrap();
+    drop(vol);
+    common::e2fsck_clean(&img);
+}
+
+/// Write a new copy, rename it over the old file, crash: the name holds the
+/// whole new copy, never an empty file (the kernel's auto_da_alloc).
+#[test]
+fn a_rename_over_a_file_writes_the_new_copy_back_first() {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    let img = common::make_image(work.path(), "replace.img", 64, &["-b", "4096"], &empty);
+    let (_dev, vol) = open(&img, false);
+    let old = vol.create(ROOT_INO, b"config", CreateKind::File, 0o644, 0, 0).unwrap().ino;
+    vol.write(old, 0, &pattern(1, 30_000)).unwrap();
+    vol.sync().unwrap();
+    let new = vol.create(ROOT_INO, b"config.tmp", CreateKind::File, 0o644, 0, 0).unwrap().ino;
+    vol.write(new, 0, &pattern(2, 70_000)).unwrap();
+    vol.rename(ROOT_INO, b"config.tmp", ROOT_INO, b"config", false, false).unwrap();
+    let mapped = vol.map_block(&vol.inode(new).unwrap(), 0, 18).unwrap();
+    assert!(
+        matches!(mapped, fs::Mapping::Mapped { len: 18, unwritten: false, .. }),
+        "the new copy was written back with the rename: {mapped:?}"
+    );
+    vol.background_tick().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    vol.background_tick().unwrap();
+    drop(vol); // a crash after the rename's commit
+    let (_dev, vol) = open(&img, false);
+    let inode = vol.inode(lookup(&vol, "config")).unwrap();
+    assert_eq!(inode.ino, new);
+    assert_eq!(vol.read(&inode, 0, 100_000).unwrap(), pattern(2, 70_000));
+    vol.shutdown().unwrap();
+    drop(vol);
+    common::e2fsck_clean(&img);
+}
