@@ -4,6 +4,7 @@ pub mod fusemount;
 pub mod helper;
 pub mod hints;
 pub mod install;
+pub mod memory;
 pub mod mount;
 pub mod options;
 pub mod stat;

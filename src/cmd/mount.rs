@@ -352,11 +352,15 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     let counting = Arc::new(blockdev::CountingDevice::new(base));
     let devices = Devices { counting: counting.clone(), model, idle: Default::default(), fuse: Default::default() };
     let dev: Arc<dyn blockdev::BlockDevice> = counting;
+    // Buffers fit the memory the daemon may use: the cache a quarter of it,
+    // gathered and delayed data an eighth each (`memory.rs`).
+    let budget = super::memory::budget().unwrap_or(u64::MAX);
+    let cap = |bytes: u64, share: u64| bytes.min(budget / share);
     let vopts = VolumeOptions {
         read_only: opts.read_only,
-        cache_bytes: opts.cache_mb << 20,
-        data_writeback_bytes: opts.writeback_mb << 20,
-        delalloc_bytes: opts.delalloc_mb << 20,
+        cache_bytes: cap((opts.cache_mb as u64) << 20, 4) as usize,
+        data_writeback_bytes: cap((opts.writeback_mb as u64) << 20, 8) as usize,
+        delalloc_bytes: cap(opts.delalloc_mb << 20, 8),
         data_expire: Duration::from_secs(opts.data_expire_s),
         log_readahead_bytes: opts.log_readahead_kb << 10,
         commit_interval: Duration::from_secs(opts.commit_s),

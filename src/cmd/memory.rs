@@ -1,0 +1,93 @@
+//! How much memory the daemon may use: the smaller of the machine's memory
+//! and its memory cgroup's limit (v2 `memory.max`, v1
+//! `memory.limit_in_bytes`). The in-memory buffers are capped by it, so that
+//! a mount in a small container or benchmark cgroup is not OOM-killed by its
+//! own defaults (measured: 256 MiB of delayed data, 256 MiB of cache and
+//! 64 MiB of gathered data in a 256 MiB cgroup killed the daemon).
+
+use std::path::Path;
+
+/// The daemon's memory budget in bytes (None when nothing can be read).
+pub fn budget() -> Option<u64> {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| mem_total(&m));
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|c| cgroup_limit(&c, Path::new("/sys/fs/cgroup"), &|p| std::fs::read_to_string(p).ok()));
+    match (total, cgroup) {
+        (Some(t), Some(c)) => Some(t.min(c)),
+        (t, c) => t.or(c),
+    }
+}
+
+/// MemTotal from /proc/meminfo, in bytes.
+fn mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// The memory limit of the cgroup /proc/self/cgroup names, read through
+/// `read` under `root`: v2 ("0::/path", memory.max) or v1 ("N:memory:/path"
+/// or a list holding memory, memory.limit_in_bytes). "max" and v1's huge
+/// "unlimited" value count as no limit.
+fn cgroup_limit(proc_cgroup: &str, root: &Path, read: &dyn Fn(&Path) -> Option<String>) -> Option<u64> {
+    let parse = |s: String| s.trim().parse::<u64>().ok().filter(|&v| v < 1 << 60);
+    // The smallest limit on the way from the cgroup up to the root: a
+    // parent's limit binds its children (the bench puts the daemon in a
+    // child of the limited cgroup).
+    let smallest = |base: std::path::PathBuf, rel: &str, file: &str| {
+        let mut dir = base.join(rel);
+        let mut best: Option<u64> = None;
+        loop {
+            if let Some(v) = read(&dir.join(file)).and_then(parse) {
+                best = Some(best.map_or(v, |b| b.min(v)));
+            }
+            if dir == base || !dir.pop() {
+                return best;
+            }
+        }
+    };
+    for line in proc_cgroup.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let rel = path.trim_start_matches('/');
+        let found = if controllers.split(',').any(|c| c == "memory") {
+            smallest(root.join("memory"), rel, "memory.limit_in_bytes")
+        } else if controllers.is_empty() {
+            smallest(root.to_path_buf(), rel, "memory.max")
+        } else {
+            None
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn limits_are_found_in_v1_and_v2_and_unlimited_is_none() {
+        let files: HashMap<&str, &str> = [
+            ("/cg/memory/box/memory.limit_in_bytes", "268435456\n"),
+            ("/cg/free/memory.max", "max\n"),
+            ("/cg/small/memory.max", "104857600\n"),
+            ("/cg/memory/open/memory.limit_in_bytes", "9223372036854771712\n"),
+            ("/cg/memory/box/daemon/memory.limit_in_bytes", "9223372036854771712\n"),
+        ]
+        .into_iter()
+        .collect();
+        let read = |p: &Path| files.get(p.to_str().unwrap()).map(|s| s.to_string());
+        let root = Path::new("/cg");
+        assert_eq!(cgroup_limit("12:memory:/box\n0::/free\n", root, &read), Some(256 << 20));
+        assert_eq!(cgroup_limit("0::/small\n", root, &read), Some(100 << 20));
+        assert_eq!(cgroup_limit("12:memory:/box/daemon\n", root, &read), Some(256 << 20), "a parent's limit binds");
+        assert_eq!(cgroup_limit("0::/free\n", root, &read), None);
+        assert_eq!(cgroup_limit("4:cpu,memory:/open\n", root, &read), None);
+        assert_eq!(mem_total("MemTotal:       24684800 kB\nMemFree: 1 kB\n"), Some(24684800 * 1024));
+    }
+}
