@@ -26,9 +26,7 @@ impl Volume {
         let bfree = bfree + self.deferred_free_blocks();
         // Reserved for delayed data: used, as the kernel counts its dirty clusters.
         let bfree = bfree.saturating_sub(self.delayed.blocks());
-        // The kernel holds back 2% (at most 4096 clusters) on extent volumes for emergencies.
-        let resv = if self.sb.has_incompat(feature::incompat::EXTENTS) { (total / 50).min(4096) } else { 0 };
-        let reserved = self.sb.r_blocks_count() + resv;
+        let reserved = self.sb.r_blocks_count() + self.kernel_reserve_blocks();
         StatFs {
             blocks: total.saturating_sub(overhead),
             bfree,
@@ -37,6 +35,17 @@ impl Volume {
             ffree,
             bsize: self.block_size,
             namelen: 255,
+        }
+    }
+
+    /// The blocks the kernel holds back on extent volumes for emergencies
+    /// (s_resv_clusters): 2% of the volume, at most 4096. Not counted as
+    /// available; delayed data may not take them (`delalloc.rs`).
+    pub(crate) fn kernel_reserve_blocks(&self) -> u64 {
+        if self.sb.has_incompat(feature::incompat::EXTENTS) {
+            (self.sb.blocks_count() / 50).min(4096)
+        } else {
+            0
         }
     }
 

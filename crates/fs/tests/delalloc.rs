@@ -32,6 +32,15 @@ fn data_written(dev: &CountingDevice) -> u64 {
     dev.counts().get(IoClass::Data, true).bytes
 }
 
+/// A background tick commits what the running transaction holds (commit
+/// interval zero) and writes back no delayed data (it waits an hour); the
+/// second tick finishes that commit.
+fn commit_metadata_only(vol: &Volume) {
+    vol.background_tick().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    vol.background_tick().unwrap();
+}
+
 fn lookup(vol: &Volume, name: &str) -> u32 {
     let root = vol.inode(ROOT_INO).unwrap();
     vol.lookup(&root, name.as_bytes()).unwrap().expect("in the root").0
@@ -170,11 +179,9 @@ fn a_crash_before_write_back_leaves_the_size_that_reached_the_disk() {
     vol.write(a, 12_288, &pattern(2, 50_000)).unwrap(); // waits: all of it over holes
     let b = vol.create(ROOT_INO, b"b", CreateKind::File, 0o644, 0, 0).unwrap().ino;
     vol.write(b, 0, &pattern(3, 5_000)).unwrap(); // waits
-                                                  // A commit of the metadata (b's name, both inodes' times) without the
+                                                  // The metadata (b's name, both inodes' times) commits without the
                                                   // delayed data: what the journal holds then is what a crash keeps.
-    vol.background_tick().unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    vol.background_tick().unwrap(); // finishes that commit
+    commit_metadata_only(&vol);
     assert_eq!(vol.inode(a).unwrap().size(), 62_288, "readers see everything");
     drop(vol); // a crash: no write-back, no unmount
     let (_dev, vol) = open(&img, false);
@@ -208,9 +215,7 @@ fn a_rename_over_a_file_writes_the_new_copy_back_first() {
         matches!(mapped, fs::Mapping::Mapped { len: 18, unwritten: false, .. }),
         "the new copy was written back with the rename: {mapped:?}"
     );
-    vol.background_tick().unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    vol.background_tick().unwrap();
+    commit_metadata_only(&vol);
     drop(vol); // a crash after the rename's commit
     let (_dev, vol) = open(&img, false);
     let inode = vol.inode(lookup(&vol, "config")).unwrap();

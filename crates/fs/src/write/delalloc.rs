@@ -55,16 +55,6 @@ impl Volume {
         Ok(end <= super::inline::inline_capacity(inode, &others) as u64)
     }
 
-    /// Blocks kept back from delayed data for write-back's metadata: the
-    /// kernel's reserve (s_resv_clusters), 2% of the volume, at most 4096.
-    fn delalloc_reserve(&self) -> u64 {
-        if self.sb.has_incompat(feature::incompat::EXTENTS) {
-            (self.sb.blocks_count() / 50).min(4096)
-        } else {
-            0
-        }
-    }
-
     /// Blocks an allocation other than write-back's may take: the free ones
     /// less those reserved for waiting data. None when nothing waits (no
     /// limit to compute).
@@ -131,7 +121,8 @@ impl Volume {
             let new = (first..=last).filter(|&l| !self.delayed.holds_block(ino, l)).count() as u64;
             if new > 0 {
                 let (free, _) = self.free_counts();
-                if free < self.delayed.blocks() + new + self.delalloc_reserve() {
+                // The kernel's reserve stays for write-back's extent-tree blocks.
+                if free < self.delayed.blocks() + new + self.kernel_reserve_blocks() {
                     return Err(FsError::NoSpace);
                 }
             }

@@ -94,8 +94,8 @@ impl Volume {
     pub(crate) fn write_inode(&self, ws: &mut WriteState, inode: &Inode) -> Result<()> {
         // A file with delayed data: the disk keeps the size its written data reaches.
         match self.delayed.sizes_at_write(inode.ino, inode.size()) {
-            Some(disk_size) if disk_size != inode.size() => self.write_inode_as(ws, inode, disk_size),
-            _ => self.write_inode_record(ws, inode),
+            Some(disk_size) => self.write_inode_as(ws, inode, disk_size),
+            None => self.write_inode_record(ws, inode),
         }
     }
 

@@ -83,9 +83,8 @@ impl Volume {
 
     /// Make everything written so far durable (fsync, sync, unmount).
     pub fn sync(&self) -> Result<()> {
-        if self.writer.state.is_none() {
-            return Err(FsError::ReadOnly);
-        }
+        // Delayed data first (none on a read-only volume): it takes data
+        // locks, which come before the write lock.
         self.writeback_files(None)?;
         let mut ws = self.lock_write().ok_or(FsError::ReadOnly)?;
         self.commit(&mut ws)
@@ -94,9 +93,6 @@ impl Volume {
     /// Final flush at unmount: free orphans, commit, write everything home,
     /// empty the journal, mark the volume clean.
     pub fn shutdown(&self) -> Result<()> {
-        if self.writer.state.is_none() {
-            return Err(FsError::ReadOnly);
-        }
         if self.failure().is_none() {
             self.writeback_files(None)?;
         }
