@@ -5,7 +5,9 @@ Devices: `file` = an image file on this machine's disk; `cmr`, `smr-seagate`, `s
 - Kernel file systems and fuse2fs see a loop device (`losetup --direct-io=on`, so cold reads reach the device
   and no second page cache hides it) over the image file (`file`) or over the model server's DIR/disk.img
   (`ext4lazy emu serve`, which lives as long as the volume, so the drive's state carries over between phases).
-- ext4lazy opens the image file itself; on a model it runs the model in-process (`-o device=MODEL,speed=S`).
+- ext4lazy opens the image file itself with O_DIRECT (`-o image_io=direct`: no host page cache, as the loop
+  device's `--direct-io=on`; the `-buffered` flag is the ablation); on a model it runs the model in-process
+  (`-o device=MODEL,speed=S`).
 mkfs always writes the image file directly, before any model sees it: every run starts on a clean drive.
 """
 import json
@@ -41,6 +43,18 @@ def model_capacity(binary, model):
         if line.startswith("| `capacity_bytes` |"):
             return int(line.split("|")[2].strip())
     raise SetupError(f"`emu params --model {model}` did not show capacity_bytes")
+
+
+_KNOWN_OPTIONS = {}
+
+
+def knows_option(binary, text):
+    """Whether the ext4lazy at `binary` parses the mount option `text` (builds older than it refuse it: A/B runs)."""
+    key = (binary, text)
+    if key not in _KNOWN_OPTIONS:
+        with open(binary, "rb") as f:
+            _KNOWN_OPTIONS[key] = text.encode() in f.read()
+    return _KNOWN_OPTIONS[key]
 
 
 def layout(binary, image):
@@ -120,7 +134,10 @@ class Volume:
         else:
             if os.path.exists(self.stats):
                 os.unlink(self.stats)
-            opts = ["rw", f"stats={self.stats}"] + s.options + self.extra_options
+            opts = ["rw", f"stats={self.stats}"]
+            if not self.model and knows_option(self.binary, "image_io="):
+                opts.append("image_io=direct")    # before the system's options: its `-buffered` flag wins
+            opts += s.options + self.extra_options
             if self.model:
                 opts += [f"device={self.model}", f"speed={self.speed}"]
                 if traces_file:

@@ -44,6 +44,9 @@ pub struct MountEntry {
     pub target: PathBuf,
     pub fstype: String,
     pub source: String,
+    /// The mount's device number as `major:minor` (a FUSE mount's names its
+    /// backing-device info in /sys/class/bdi).
+    pub dev: String,
 }
 
 pub fn mounts() -> Result<Vec<MountEntry>> {
@@ -52,11 +55,12 @@ pub fn mounts() -> Result<Vec<MountEntry>> {
     for line in info.lines() {
         // fields: id parent maj:min root mountpoint opts [optional...] - fstype source superopts
         let Some((left, right)) = line.split_once(" - ") else { continue };
-        let Some(mp) = left.split(' ').nth(4).map(unescape) else { continue };
+        let fields: Vec<&str> = left.split(' ').collect();
+        let (Some(dev), Some(mp)) = (fields.get(2), fields.get(4).map(|f| unescape(f))) else { continue };
         let mut r = right.split(' ');
         let fstype = r.next().unwrap_or("").to_string();
         let source = r.next().map(unescape).unwrap_or_default();
-        out.push(MountEntry { target: PathBuf::from(mp), fstype, source });
+        out.push(MountEntry { target: PathBuf::from(mp), fstype, source, dev: dev.to_string() });
     }
     Ok(out)
 }

@@ -7,6 +7,7 @@
 //! requests with `InvalidInput` rather than corrupting anything.
 
 mod counting;
+mod direct;
 pub mod fault;
 mod file;
 mod writeback;

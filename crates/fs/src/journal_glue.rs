@@ -163,7 +163,7 @@ fn reload_after_replay(vol: &mut Volume) -> Result<()> {
         return Err(FsError::Unsupported("journal replay changes the volume's geometry (online resize)".into()));
     }
     vol.core.sb = sb;
-    *vol.core.groups.get_mut() = vol.reload_group_descriptors()?;
+    *vol.core.groups.get_mut() = crate::group_table::GroupTable::new(vol.reload_group_descriptors()?);
     Ok(())
 }
 

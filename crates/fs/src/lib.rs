@@ -18,6 +18,7 @@ mod delayed;
 mod dir;
 mod error;
 mod file;
+mod group_table;
 pub mod inject;
 mod inode_cache;
 mod intmap;

@@ -58,7 +58,7 @@ impl Volume {
         let core = ReadCore {
             dev,
             sb,
-            groups: RwLock::new(Vec::new()),
+            groups: RwLock::new(Default::default()),
             block_size,
             cache: BufferCache::new(cache_blocks),
             inodes: crate::inode_cache::InodeCache::new(INODE_CACHE_ENTRIES),
@@ -76,7 +76,7 @@ impl Volume {
             delayed: crate::delayed::Delayed::new(block_size),
         };
         let mut vol = Volume { core, writer: Writer::new(lazy) };
-        *vol.core.groups.get_mut() = vol.read_group_descriptors()?;
+        *vol.core.groups.get_mut() = crate::group_table::GroupTable::new(vol.read_group_descriptors()?);
         vol.core.journal = crate::journal_glue::open_journal(&mut vol)?;
         let core = &mut vol.core;
         core.system_zone = SystemZone::build(

@@ -26,7 +26,7 @@ pub struct ReadCore {
     pub(crate) dev: Arc<dyn BlockDevice>,
     pub sb: Superblock,
     /// Parsed mirror of the group descriptor blocks (the blocks are the truth on disk).
-    pub(crate) groups: RwLock<Vec<GroupDesc>>,
+    pub(crate) groups: RwLock<crate::group_table::GroupTable>,
     pub(crate) block_size: u32,
     pub(crate) cache: BufferCache,
     /// Inodes as the write path last wrote them (read-write volumes).

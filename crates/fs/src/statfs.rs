@@ -74,10 +74,7 @@ impl Volume {
     /// Free blocks and free inodes: the sums of the group descriptors (the
     /// superblock's own counts are only updated at commit, as the kernel does).
     pub(crate) fn free_counts(&self) -> (u64, u64) {
-        let groups = self.groups.read();
-        let b = groups.iter().map(|g| u64::from(g.free_blocks_count())).sum();
-        let i = groups.iter().map(|g| u64::from(g.free_inodes_count())).sum();
-        (b, i)
+        self.groups.read().free_counts()
     }
 
     /// Blocks used by the file system's own structures: the superblock's

@@ -225,3 +225,33 @@ fn a_rename_over_a_file_writes_the_new_copy_back_first() {
     drop(vol);
     common::e2fsck_clean(&img);
 }
+
+#[test]
+fn a_write_that_finds_write_back_failing_takes_nothing() {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    let img = common::make_image(work.path(), "eio.img", 64, &["-b", "4096"], &empty);
+    let opts = VolumeOptions {
+        read_only: false,
+        delalloc_bytes: 1 << 20,
+        // No data write-back buffer: write-back's data goes to the device at
+        // once (else its errors come at the next flush).
+        data_writeback_bytes: 0,
+        data_expire: Duration::from_secs(3600),
+        ..Default::default()
+    };
+    let dev = Arc::new(blockdev::FaultDevice::new(FileDevice::open(&img, true).unwrap()));
+    let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts).unwrap();
+    let a = vol.create(ROOT_INO, b"a", CreateKind::File, 0o644, 0, 0).unwrap().ino;
+    let b = vol.create(ROOT_INO, b"b", CreateKind::File, 0o644, 0, 0).unwrap().ino;
+    // More than the limit waits (a write may pass it; the next one pays).
+    vol.write(a, 0, &pattern(1, 2 << 20)).unwrap();
+    dev.fail_after(0);
+    let err = vol.write(b, 0, &pattern(2, 64 << 10)).unwrap_err();
+    assert!(matches!(err, FsError::Io { .. }), "{err:?}");
+    // Nothing of the refused write was taken; the waiting data is intact.
+    assert_eq!(vol.inode(b).unwrap().size(), 0, "the refused write changed the file");
+    let a_inode = vol.inode(a).unwrap();
+    assert_eq!(vol.read(&a_inode, 0, 2 << 20).unwrap(), pattern(1, 2 << 20));
+}

@@ -43,13 +43,16 @@ impl Volume {
         if data.is_empty() {
             return Ok(0);
         }
+        // Room first: with too much data waiting, some goes out before this
+        // write takes more, so a failed write-back refuses this write (nothing
+        // of it taken) rather than failing one whose data was already taken.
+        // No data lock is held here: write-back may take any file's.
+        self.delalloc_backpressure()?;
         let delayed = {
             let _map = self.data_lock(ino).write();
             self.write_delayed(ino, offset, data)?
         };
         if let Some(n) = delayed {
-            // Its data lock let go: write-back may take any file's.
-            self.delalloc_backpressure()?;
             return Ok(n);
         }
         let _map = self.data_lock(ino).write();

@@ -250,7 +250,7 @@ impl Volume {
         Ok(())
     }
 
-    /// After a write (its data lock let go): a writer that finds the whole
+    /// Before a write (no data lock held): a writer that finds the whole
     /// `delalloc_mb=` waiting writes back the oldest half itself.
     pub(super) fn delalloc_backpressure(&self) -> Result<()> {
         let limit = self.opts.delalloc_bytes;

@@ -197,7 +197,7 @@ impl Volume {
     /// and each allocation used to sum a 4 KiB bitmap and rewrite a descriptor block.
     pub(crate) fn set_group(&self, ws: &mut WriteState, g: u32, gd: GroupDesc, changed: Option<Kind>) {
         self.note_group(ws, g);
-        self.groups.write()[g as usize] = gd;
+        self.groups.write().set(g as usize, gd);
         let mark = ws.dirty_groups.entry(g).or_default();
         match changed {
             Some(Kind::Block) => mark.block_bitmap = true,
@@ -230,7 +230,7 @@ impl Volume {
             let blk = ondisk::group_desc::descriptor_block(&self.sb, (g as usize / per_block) as u64);
             let off = (g as usize % per_block) * dsize;
             by_block.entry(blk).or_default().push((off, gd.to_bytes(&self.sb, g)));
-            self.groups.write()[g as usize] = gd;
+            self.groups.write().set(g as usize, gd);
         }
         for (blk, descs) in by_block {
             self.modify(ws, blk, |b| {

@@ -42,7 +42,7 @@ impl Volume {
         {
             let mut groups = self.groups.write();
             for (g, (gd, dirty)) in u.groups.drain() {
-                groups[g as usize] = gd;
+                groups.set(g as usize, gd);
                 match dirty {
                     Some(d) => ws.dirty_groups.insert(g, d),
                     None => ws.dirty_groups.remove(&g),

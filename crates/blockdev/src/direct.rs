@@ -1,0 +1,162 @@
+//! The image opened a second time with O_DIRECT, so that the daemon's reads
+//! and writes bypass the host's page cache.
+//!
+//! Why: ext4lazy keeps its own caches (metadata in the buffer cache, file
+//! data in the kernel's FUSE page cache). Buffered I/O on the image would
+//! cache every block a second time, under the same memory limit, and would
+//! hide cold reads behind the host's cache, as a loop device without
+//! `--direct-io` does for the kernel's file systems.
+//!
+//! O_DIRECT wants offsets and lengths aligned to the file's direct-I/O
+//! granule and buffers aligned in memory. Requests whose offset or length is
+//! not aligned go through the buffered descriptor instead (the kernel keeps
+//! the two coherent: a direct read writes back dirty cached pages of its
+//! range first, a direct write drops them); unaligned buffers go through an
+//! aligned copy.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+/// Alignment assumed when the kernel does not report one: the largest
+/// logical block size of disks in use, so always safe.
+const FALLBACK_ALIGN: usize = 4096;
+
+/// Bytes of one bounce copy for a gathered write of unaligned buffers.
+const BOUNCE_CHUNK: usize = 1 << 20;
+
+#[derive(Debug)]
+pub(crate) struct DirectFd {
+    file: File,
+    /// Offsets and lengths must be multiples of this.
+    offset_align: usize,
+    /// Buffers must start at a multiple of this.
+    mem_align: usize,
+}
+
+impl DirectFd {
+    /// Open `path` with O_DIRECT. Fails where the file system has no direct
+    /// I/O (EINVAL), which the caller reports.
+    pub(crate) fn open(path: &Path, writable: bool) -> io::Result<Self> {
+        let file = OpenOptions::new().read(true).write(writable).custom_flags(libc::O_DIRECT).open(path)?;
+        let (offset_align, mem_align) = alignment(&file)?;
+        Ok(DirectFd { file, offset_align, mem_align })
+    }
+
+    /// Whether a request at `offset` of `len` bytes may go direct.
+    pub(crate) fn takes(&self, offset: u64, len: usize) -> bool {
+        offset.is_multiple_of(self.offset_align as u64) && len.is_multiple_of(self.offset_align)
+    }
+
+    fn aligned(&self, buf: &[u8]) -> bool {
+        (buf.as_ptr() as usize).is_multiple_of(self.mem_align) && buf.len().is_multiple_of(self.mem_align)
+    }
+
+    pub(crate) fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        debug_assert!(self.takes(offset, buf.len()));
+        if self.aligned(buf) {
+            return self.file.read_exact_at(buf, offset);
+        }
+        let mut bounce = Bounce::new(buf.len(), self.mem_align);
+        self.file.read_exact_at(bounce.as_mut(), offset)?;
+        buf.copy_from_slice(bounce.as_mut());
+        Ok(())
+    }
+
+    pub(crate) fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        debug_assert!(self.takes(offset, buf.len()));
+        if self.aligned(buf) {
+            return self.file.write_all_at(buf, offset);
+        }
+        let mut bounce = Bounce::new(buf.len(), self.mem_align);
+        bounce.as_mut().copy_from_slice(buf);
+        self.file.write_all_at(bounce.as_mut(), offset)
+    }
+
+    /// `bufs` back to back from `offset`: one pwritev per IOV_MAX slices when
+    /// every slice is aligned, else through aligned copies of up to 1 MiB.
+    pub(crate) fn write_gathered_at(&self, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
+        if bufs.iter().all(|b| self.aligned(b)) {
+            return crate::file::pwritev_all(&self.file, offset, bufs);
+        }
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        debug_assert!(self.takes(offset, total));
+        let mut bounce = Bounce::new(total.min(BOUNCE_CHUNK), self.mem_align);
+        let (mut filled, mut at) = (0usize, offset);
+        for b in bufs {
+            let mut rest = *b;
+            while !rest.is_empty() {
+                let space = bounce.as_mut().len() - filled;
+                let n = rest.len().min(space);
+                bounce.as_mut()[filled..filled + n].copy_from_slice(&rest[..n]);
+                filled += n;
+                rest = &rest[n..];
+                if filled == bounce.as_mut().len() {
+                    self.file.write_all_at(bounce.as_mut(), at)?;
+                    at += filled as u64;
+                    filled = 0;
+                }
+            }
+        }
+        if filled > 0 {
+            // The tail of an aligned total is itself a multiple of the granule.
+            self.file.write_all_at(&bounce.as_mut()[..filled], at)?;
+        }
+        Ok(())
+    }
+}
+
+/// The direct-I/O granules of `file`: (offset, memory). The kernel reports
+/// them through statx (STATX_DIOALIGN, for regular files since 6.1 and block
+/// devices since 6.11); otherwise a block device's logical block size, else 4096.
+fn alignment(file: &File) -> io::Result<(usize, usize)> {
+    // SAFETY: statx fills the zeroed struct we own; the empty path with
+    // AT_EMPTY_PATH names the descriptor itself.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::statx(file.as_raw_fd(), c"".as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut stx) };
+    if r == 0 && stx.stx_mask & libc::STATX_DIOALIGN != 0 {
+        let (off, mem) = (stx.stx_dio_offset_align as usize, stx.stx_dio_mem_align as usize);
+        if off == 0 {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "the file system has no direct I/O for this file"));
+        }
+        return Ok((off, mem.max(1)));
+    }
+    if file.metadata()?.file_type().is_block_device() {
+        let mut size: libc::c_int = 0;
+        // SAFETY: BLKSSZGET writes one int through the pointer we pass.
+        if unsafe { libc::ioctl(file.as_raw_fd(), libc::BLKSSZGET, &mut size) } == 0 && size > 0 {
+            return Ok((size as usize, size as usize));
+        }
+    }
+    Ok((FALLBACK_ALIGN, FALLBACK_ALIGN))
+}
+
+/// A zeroed buffer of `len` bytes starting at a multiple of `align`, carved
+/// out of a slightly larger allocation (no unsafe allocation needed).
+pub(crate) struct Bounce {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl Bounce {
+    fn new(len: usize, align: usize) -> Self {
+        let storage = vec![0u8; len + align];
+        let start = storage.as_ptr().align_offset(align);
+        Bounce { storage, start, len }
+    }
+
+    pub(crate) fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    /// A buffer aligned to `align`, for tests of the straight path.
+    pub(crate) fn aligned(len: usize, align: usize) -> super::Bounce {
+        super::Bounce::new(len, align)
+    }
+}
