@@ -408,8 +408,8 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     let uring = fusewire::UringConfig { enabled: opts.uring, priority: opts.uring_sched, ..Default::default() };
     let config =
         fusewire::Config { threads: opts.threads, uring, counters: devices.fuse.clone(), ..Default::default() };
-    // The handshake (FUSE INIT) happens here: once it returns, the mount
-    // serves requests. Without allow_other the kernel itself admits only the
+    // The handshake (FUSE INIT) happens here: once it returns, the kernel
+    // has our INIT reply (requests are served from `run`, later). Without allow_other the kernel itself admits only the
     // mount's owner.
     let session = match fusewire::Session::new(fd, Arc::new(fs), config) {
         Ok(s) => {

@@ -78,7 +78,9 @@ impl DirectFd {
     /// `bufs` back to back from `offset`: one pwritev per IOV_MAX slices when
     /// every slice is aligned, else through aligned copies of up to 1 MiB.
     pub(crate) fn write_gathered_at(&self, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
-        if bufs.iter().all(|b| self.aligned(b)) {
+        // Each slice whole granules too: older kernels refuse a direct
+        // vector whose segments are not multiples of the logical block size.
+        if bufs.iter().all(|b| self.aligned(b) && b.len().is_multiple_of(self.offset_align)) {
             return crate::file::pwritev_all(&self.file, offset, bufs);
         }
         let total: usize = bufs.iter().map(|b| b.len()).sum();

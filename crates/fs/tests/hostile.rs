@@ -334,6 +334,31 @@ fn an_unused_inode_count_past_the_group_is_survived() {
     vol.shutdown().unwrap();
 }
 
+/// Group descriptors that claim fewer free blocks than their bitmaps show
+/// (or nearly 2^32 free): an allocation or a free is refused as corruption,
+/// the counts never wrap around (a debug build panicked on the subtraction,
+/// a release build reported 4 billion free blocks), and the volume's free
+/// count stays what the descriptors say.
+#[test]
+fn free_counts_that_contradict_the_bitmaps_are_refused_not_wrapped() {
+    let Some((work, empty)) = common::setup_empty() else { return };
+    let img = common::make_image(work.path(), "gd-free.img", 64, &["-b", "4096"], &empty);
+    for g in 0..2 {
+        for cmd in [format!("set_bg {g} free_blocks_count 1"), format!("set_bg {g} checksum calc")] {
+            let out = std::process::Command::new("debugfs").args(["-w", "-R", &cmd]).arg(&img).output().unwrap();
+            assert!(out.status.success(), "debugfs: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+    let dev = Arc::new(FileDevice::open(&img, true).unwrap());
+    let opts = VolumeOptions { read_only: false, delalloc_bytes: 0, ..Default::default() };
+    let vol = Volume::open(dev, opts).unwrap();
+    let bfree = vol.statfs().bfree;
+    let f = vol.create(fs::ROOT_INO, b"f", fs::CreateKind::File, 0o644, 0, 0).unwrap();
+    let r = vol.write(f.ino, 0, &vec![7u8; 256 << 10]);
+    assert!(matches!(r, Err(fs::FsError::Format(_))), "{r:?}");
+    assert!(vol.statfs().bfree <= bfree, "free blocks went from {bfree} to {}", vol.statfs().bfree);
+}
+
 /// Two files whose extents claim the same blocks (a cross-link): freeing
 /// them twice must be refused as corruption, whether the second free comes
 /// in the same transaction as the first (the bitmap bit is still set then)

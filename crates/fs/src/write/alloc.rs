@@ -147,12 +147,14 @@ impl Volume {
                 ondisk::Corruption::BadField { field: "freeing an inode that is not in use", value: u64::from(ino) },
             )));
         }
+        let Some(free) = gd.free_inodes_count().checked_add(1) else {
+            return Err(count_disagrees(g, "free inodes count overflows when an inode is freed", 1));
+        };
         let bits = ws.spare.make_mut(&mut block);
         bitmap::clear(bits, idx);
         if let Some(h) = ws.inode_hints.get_mut(&g) {
             *h = (*h).min(idx);
         }
-        let free = gd.free_inodes_count() + 1;
         gd.set_free_inodes_count(free);
         if was_dir {
             let dirs = gd.used_dirs_count().saturating_sub(1);
@@ -205,6 +207,10 @@ impl Volume {
             debug_assert_eq!(found, bitmap::find_zero(&block, from, limit), "the hint changed the block found");
             let Some(at) = found else { continue };
             let run = bitmap::zero_run(&block, at, limit, max.min(u64::from(u32::MAX)) as usize);
+            // The descriptor's count must cover what the bitmap shows free.
+            let Some(free) = gd.free_blocks_count().checked_sub(run as u32) else {
+                return Err(count_disagrees(g, "free blocks count below a free run in the block bitmap", run));
+            };
             // A bitmap that shows the group's own metadata free is damaged: the
             // kernel refuses such an allocation too ("overlap fs metadata").
             self.check_owned(self.group_first_block(g) + at as u64, run as u64, 0, "block bitmap")?;
@@ -218,7 +224,6 @@ impl Volume {
             }
             let mut gd = gd;
             gd.lo.flags &= !BG_BLOCK_UNINIT;
-            let free = gd.free_blocks_count() - run as u32;
             gd.set_free_blocks_count(free);
             self.install(ws, gd.block_bitmap(), block);
             self.set_group(ws, g, gd, Some(Kind::Block));
@@ -283,6 +288,13 @@ impl Volume {
             let gfirst = self.group_first_block(g);
             let gend = (gfirst + self.group_blocks(g)).min(end);
             let mut gd = self.group(g);
+            let Some(free) = gd.free_blocks_count().checked_add((gend - b) as u32) else {
+                return Err(count_disagrees(
+                    g,
+                    "free blocks count overflows when blocks are freed",
+                    (gend - b) as usize,
+                ));
+            };
             let mut block = self.block_bitmap(g)?;
             let bits = ws.spare.make_mut(&mut block);
             for x in b..gend {
@@ -293,7 +305,6 @@ impl Volume {
                 *h = (*h).min((b - gfirst) as usize);
             }
             gd.lo.flags &= !BG_BLOCK_UNINIT;
-            let free = gd.free_blocks_count() + (gend - b) as u32;
             gd.set_free_blocks_count(free);
             self.install(ws, gd.block_bitmap(), block);
             self.set_group(ws, g, gd, Some(Kind::Block));
@@ -330,4 +341,15 @@ fn free_unheld(bits: &[u8], from: usize, limit: usize, held: &dyn Fn(usize) -> b
         at = i + 1;
     }
     None
+}
+
+/// A group descriptor whose free count contradicts its bitmap: damage the
+/// kernel reports as "block bitmap and bg descriptor inconsistent". Refused
+/// before anything changes, so no count wraps around.
+fn count_disagrees(g: u32, field: &'static str, value: usize) -> FsError {
+    FsError::Format(ondisk::FormatError::corrupt(
+        "group descriptor",
+        ondisk::Location::Group(g),
+        ondisk::Corruption::BadField { field, value: value as u64 },
+    ))
 }
