@@ -86,17 +86,17 @@ impl DirectFd {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         debug_assert!(self.takes(offset, total));
         let mut bounce = Bounce::new(total.min(BOUNCE_CHUNK), self.mem_align);
+        let chunk = bounce.as_mut();
         let (mut filled, mut at) = (0usize, offset);
         for b in bufs {
             let mut rest = *b;
             while !rest.is_empty() {
-                let space = bounce.as_mut().len() - filled;
-                let n = rest.len().min(space);
-                bounce.as_mut()[filled..filled + n].copy_from_slice(&rest[..n]);
+                let n = rest.len().min(chunk.len() - filled);
+                chunk[filled..filled + n].copy_from_slice(&rest[..n]);
                 filled += n;
                 rest = &rest[n..];
-                if filled == bounce.as_mut().len() {
-                    self.file.write_all_at(bounce.as_mut(), at)?;
+                if filled == chunk.len() {
+                    self.file.write_all_at(chunk, at)?;
                     at += filled as u64;
                     filled = 0;
                 }
@@ -104,7 +104,7 @@ impl DirectFd {
         }
         if filled > 0 {
             // The tail of an aligned total is itself a multiple of the granule.
-            self.file.write_all_at(&bounce.as_mut()[..filled], at)?;
+            self.file.write_all_at(&chunk[..filled], at)?;
         }
         Ok(())
     }
@@ -144,7 +144,7 @@ pub(crate) struct Bounce {
 }
 
 impl Bounce {
-    fn new(len: usize, align: usize) -> Self {
+    pub(crate) fn new(len: usize, align: usize) -> Self {
         let storage = vec![0u8; len + align];
         let start = storage.as_ptr().align_offset(align);
         Bounce { storage, start, len }
@@ -152,13 +152,5 @@ impl Bounce {
 
     pub(crate) fn as_mut(&mut self) -> &mut [u8] {
         &mut self.storage[self.start..self.start + self.len]
-    }
-}
-
-#[cfg(test)]
-pub(crate) mod tests_support {
-    /// A buffer aligned to `align`, for tests of the straight path.
-    pub(crate) fn aligned(len: usize, align: usize) -> super::Bounce {
-        super::Bounce::new(len, align)
     }
 }
