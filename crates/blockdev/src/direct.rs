@@ -26,6 +26,10 @@ const FALLBACK_ALIGN: usize = 4096;
 
 /// Bytes of one bounce copy for a gathered write of unaligned buffers.
 const BOUNCE_CHUNK: usize = 1 << 20;
+/// Bounce buffers of `BOUNCE_CHUNK` bytes kept for later requests: a fresh
+/// one costs zeroing and a page fault per page (the daemon's third-largest
+/// cost under Postmark). One per thread that may copy at once is enough.
+const SPARE_BOUNCES: usize = 4;
 
 #[derive(Debug)]
 pub(crate) struct DirectFd {
@@ -34,6 +38,7 @@ pub(crate) struct DirectFd {
     offset_align: usize,
     /// Buffers must start at a multiple of this.
     mem_align: usize,
+    spare: std::sync::Mutex<Vec<Bounce>>,
 }
 
 impl DirectFd {
@@ -42,7 +47,17 @@ impl DirectFd {
     pub(crate) fn open(path: &Path, writable: bool) -> io::Result<Self> {
         let file = OpenOptions::new().read(true).write(writable).custom_flags(libc::O_DIRECT).open(path)?;
         let (offset_align, mem_align) = alignment(&file)?;
-        Ok(DirectFd { file, offset_align, mem_align })
+        let fd = DirectFd { file, offset_align, mem_align, spare: Default::default() };
+        // Some file systems take O_DIRECT at open and refuse it at the first
+        // request: read one granule now, so that `image_io=direct` fails at
+        // mount and `auto` falls back, not the first read of a file.
+        if fd.file.metadata()?.len() >= offset_align as u64 || fd.file.metadata()?.file_type().is_block_device() {
+            let mut probe = fd.bounce(offset_align);
+            let read = fd.file.read_exact_at(probe.as_mut(), 0);
+            fd.give_back(probe);
+            read?;
+        }
+        Ok(fd)
     }
 
     /// Whether a request at `offset` of `len` bytes may go direct.
@@ -54,15 +69,36 @@ impl DirectFd {
         (buf.as_ptr() as usize).is_multiple_of(self.mem_align) && buf.len().is_multiple_of(self.mem_align)
     }
 
+    /// An aligned buffer of `len` bytes (contents undefined): a spare one if it fits.
+    fn bounce(&self, len: usize) -> Bounce {
+        if len > BOUNCE_CHUNK {
+            return Bounce::new(len, self.mem_align);
+        }
+        let spare = self.spare.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut b = spare.unwrap_or_else(|| Bounce::new(BOUNCE_CHUNK, self.mem_align));
+        b.len = len;
+        b
+    }
+
+    fn give_back(&self, b: Bounce) {
+        let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+        if b.capacity() == BOUNCE_CHUNK && spare.len() < SPARE_BOUNCES {
+            spare.push(b);
+        }
+    }
+
     pub(crate) fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         debug_assert!(self.takes(offset, buf.len()));
         if self.aligned(buf) {
             return self.file.read_exact_at(buf, offset);
         }
-        let mut bounce = Bounce::new(buf.len(), self.mem_align);
-        self.file.read_exact_at(bounce.as_mut(), offset)?;
-        buf.copy_from_slice(bounce.as_mut());
-        Ok(())
+        let mut bounce = self.bounce(buf.len());
+        let read = self.file.read_exact_at(bounce.as_mut(), offset);
+        if read.is_ok() {
+            buf.copy_from_slice(bounce.as_mut());
+        }
+        self.give_back(bounce);
+        read
     }
 
     pub(crate) fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
@@ -70,9 +106,11 @@ impl DirectFd {
         if self.aligned(buf) {
             return self.file.write_all_at(buf, offset);
         }
-        let mut bounce = Bounce::new(buf.len(), self.mem_align);
+        let mut bounce = self.bounce(buf.len());
         bounce.as_mut().copy_from_slice(buf);
-        self.file.write_all_at(bounce.as_mut(), offset)
+        let written = self.file.write_all_at(bounce.as_mut(), offset);
+        self.give_back(bounce);
+        written
     }
 
     /// `bufs` back to back from `offset`: one pwritev per IOV_MAX slices when
@@ -85,8 +123,14 @@ impl DirectFd {
         }
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         debug_assert!(self.takes(offset, total));
-        let mut bounce = Bounce::new(total.min(BOUNCE_CHUNK), self.mem_align);
-        let chunk = bounce.as_mut();
+        let mut bounce = self.bounce(total.min(BOUNCE_CHUNK));
+        let written = self.copy_out(offset, bufs, bounce.as_mut());
+        self.give_back(bounce);
+        written
+    }
+
+    /// `bufs` from `offset` through `chunk`, one chunkful at a time.
+    fn copy_out(&self, offset: u64, bufs: &[&[u8]], chunk: &mut [u8]) -> io::Result<()> {
         let (mut filled, mut at) = (0usize, offset);
         for b in bufs {
             let mut rest = *b;
@@ -137,6 +181,7 @@ fn alignment(file: &File) -> io::Result<(usize, usize)> {
 
 /// A zeroed buffer of `len` bytes starting at a multiple of `align`, carved
 /// out of a slightly larger allocation (no unsafe allocation needed).
+#[derive(Debug)]
 pub(crate) struct Bounce {
     storage: Vec<u8>,
     start: usize,
@@ -148,6 +193,11 @@ impl Bounce {
         let storage = vec![0u8; len + align];
         let start = storage.as_ptr().align_offset(align);
         Bounce { storage, start, len }
+    }
+
+    /// The most `len` may be.
+    fn capacity(&self) -> usize {
+        self.storage.len() - self.start
     }
 
     pub(crate) fn as_mut(&mut self) -> &mut [u8] {

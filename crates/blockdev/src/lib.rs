@@ -81,6 +81,15 @@ pub trait BlockDevice: Send + Sync {
         self.write_at(offset, &bufs.concat(), class)
     }
 
+    /// Write whole blocks of file data back to back from `offset`, given
+    /// by reference count: a device that keeps data in memory for a while
+    /// (`DataWriteback`) keeps these, without a copy. The default is a
+    /// gathered write of them.
+    fn write_blocks_at(&self, offset: u64, blocks: &[Arc<[u8]>], class: IoClass) -> io::Result<()> {
+        let bufs: Vec<&[u8]> = blocks.iter().map(|b| &b[..]).collect();
+        self.write_gathered_at(offset, &bufs, class)
+    }
+
     /// A hint: completed writes in `[offset, offset + len)` may start on
     /// their way to the medium now, so that a later flush has less to wait
     /// for. Nothing becomes durable by it; the default does nothing.
@@ -115,6 +124,9 @@ impl<T: BlockDevice + ?Sized> BlockDevice for Arc<T> {
     }
     fn write_gathered_at(&self, offset: u64, bufs: &[&[u8]], class: IoClass) -> io::Result<()> {
         (**self).write_gathered_at(offset, bufs, class)
+    }
+    fn write_blocks_at(&self, offset: u64, blocks: &[Arc<[u8]>], class: IoClass) -> io::Result<()> {
+        (**self).write_blocks_at(offset, blocks, class)
     }
     fn start_writeback(&self, offset: u64, len: u64) {
         (**self).start_writeback(offset, len)

@@ -26,7 +26,9 @@ const DIRECT_BYTES: usize = 1 << 20;
 /// The longest request a write-out makes.
 const MAX_RUN_BYTES: usize = 4 << 20;
 
-type Blocks = BTreeMap<u64, Box<[u8]>>;
+/// Waiting blocks by block number, shared with whoever handed them over
+/// (`BlockDevice::write_blocks_at`), so that taking them copies nothing.
+type Blocks = BTreeMap<u64, Arc<[u8]>>;
 
 pub struct DataWriteback<D: BlockDevice + 'static> {
     shared: Arc<Shared<D>>,
@@ -118,8 +120,16 @@ impl<D: BlockDevice + 'static> DataWriteback<D> {
         self.shared.lock().waiting()
     }
 
-    /// Write `pieces` back to back from `offset` (one buffer, or a gathered write).
-    fn write_pieces(&self, offset: u64, pieces: &[&[u8]], class: IoClass) -> io::Result<()> {
+    /// Write `pieces` back to back from `offset` (one buffer, or a gathered
+    /// write); `owned`: the same bytes as whole blocks the caller shares,
+    /// which wait here as they are.
+    fn write_pieces(
+        &self,
+        offset: u64,
+        pieces: &[&[u8]],
+        owned: Option<&[Arc<[u8]>]>,
+        class: IoClass,
+    ) -> io::Result<()> {
         let len: usize = pieces.iter().map(|p| p.len()).sum();
         crate::check_request(self.size(), self.sector_size(), offset, len)?;
         let s = &self.shared;
@@ -132,9 +142,13 @@ impl<D: BlockDevice + 'static> DataWriteback<D> {
         };
         let mut g = s.lock();
         if s.buffers(offset, len, class) && pieces.iter().all(|p| (p.len() as u64).is_multiple_of(s.unit)) {
-            let blocks = pieces.iter().flat_map(|p| p.chunks_exact(s.unit as usize));
-            for (blk, chunk) in (offset / s.unit..).zip(blocks) {
-                g.pending.insert(blk, chunk.into());
+            let first = offset / s.unit;
+            match owned {
+                Some(blocks) => g.pending.extend((first..).zip(blocks.iter().cloned())),
+                None => {
+                    let chunks = pieces.iter().flat_map(|p| p.chunks_exact(s.unit as usize));
+                    g.pending.extend((first..).zip(chunks.map(Arc::from)));
+                }
             }
             return s.after_buffering(g);
         }
@@ -399,11 +413,17 @@ impl<D: BlockDevice + 'static> BlockDevice for DataWriteback<D> {
     }
 
     fn write_at(&self, offset: u64, buf: &[u8], class: IoClass) -> io::Result<()> {
-        self.write_pieces(offset, &[buf], class)
+        self.write_pieces(offset, &[buf], None, class)
     }
 
     fn write_gathered_at(&self, offset: u64, bufs: &[&[u8]], class: IoClass) -> io::Result<()> {
-        self.write_pieces(offset, bufs, class)
+        self.write_pieces(offset, bufs, None, class)
+    }
+
+    fn write_blocks_at(&self, offset: u64, blocks: &[Arc<[u8]>], class: IoClass) -> io::Result<()> {
+        let bufs: Vec<&[u8]> = blocks.iter().map(|b| &b[..]).collect();
+        let whole = blocks.iter().all(|b| b.len() as u64 == self.shared.unit);
+        self.write_pieces(offset, &bufs, whole.then_some(blocks), class)
     }
 
     fn flush(&self) -> io::Result<()> {
@@ -503,6 +523,26 @@ mod tests {
         assert_eq!(below.counts().get(IoClass::Data, true).requests, 2, "blocks 10-13 in one request");
         below.read_at(20 * BS as u64, &mut buf[..BS], IoClass::Data).unwrap();
         assert_eq!((buf[99], buf[100]), (4, 5));
+    }
+
+    #[test]
+    fn shared_blocks_wait_as_they_are_and_go_out_at_flush() {
+        let (below, wb) = stack(64);
+        let blocks: Vec<Arc<[u8]>> = [6u8, 7].iter().map(|&f| Arc::from(block(f))).collect();
+        wb.write_blocks_at(30 * BS as u64, &blocks, IoClass::Data).unwrap();
+        assert_eq!(Arc::strong_count(&blocks[0]), 2, "kept by reference, not copied");
+        assert_eq!(below.counts().get(IoClass::Data, true).requests, 0);
+        let mut buf = vec![0u8; 2 * BS];
+        wb.read_at(30 * BS as u64, &mut buf, IoClass::Data).unwrap();
+        assert_eq!((buf[0], buf[BS]), (6, 7));
+        wb.flush().unwrap();
+        assert_eq!(Arc::strong_count(&blocks[0]), 1, "let go once written");
+        below.read_at(30 * BS as u64, &mut buf, IoClass::Data).unwrap();
+        assert_eq!((buf[0], buf[BS]), (6, 7));
+        // Blocks of another size than the unit are written through, as bytes.
+        let small: [Arc<[u8]>; 1] = [Arc::from(&[8u8; 512][..])];
+        wb.write_blocks_at(40 * BS as u64, &small, IoClass::Data).unwrap();
+        assert_eq!(below.counts().get(IoClass::Data, true).requests, 2);
     }
 
     #[test]

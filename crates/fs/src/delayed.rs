@@ -10,17 +10,19 @@
 //!
 //! Readers overlay the blocks kept here on what the device holds
 //! ([`Delayed::overlay`]); each block is kept whole (zeros where nothing
-//! was written), as a page of the kernel's page cache.
+//! was written), as a page of the kernel's page cache, shared by reference
+//! count so that write-back hands it to the device without a copy.
 
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// One file's delayed data.
 pub(crate) struct DirtyFile {
     /// Logical block -> its contents (one block each).
-    pub(crate) blocks: BTreeMap<u64, Box<[u8]>>,
+    pub(crate) blocks: BTreeMap<u64, Arc<[u8]>>,
     /// The size readers see (i_size).
     pub(crate) size: u64,
     /// The size the on-disk inode records (i_disksize).
@@ -134,12 +136,15 @@ impl Delayed {
         if file.blocks.is_empty() {
             file.since = Instant::now();
         }
-        let mut new = false;
-        let block = file.blocks.entry(lblk).or_insert_with(|| {
-            new = true;
-            vec![0u8; bs].into_boxed_slice()
-        });
-        block[offset..offset + data.len()].copy_from_slice(data);
+        let new = !file.blocks.contains_key(&lblk);
+        if new && data.len() == bs {
+            // A whole block: one copy, no zeros first.
+            file.blocks.insert(lblk, Arc::from(data));
+        } else {
+            let block = file.blocks.entry(lblk).or_insert_with(|| Arc::from(vec![0u8; bs]));
+            // Shared only while write-back sends it out, under the file's data lock: unique here.
+            Arc::make_mut(block)[offset..offset + data.len()].copy_from_slice(data);
+        }
         if new {
             inner.blocks += 1;
         }
@@ -198,17 +203,18 @@ impl Delayed {
 
     /// The first waiting run of `ino` at or after logical block `from`:
     /// (first block, its blocks' contents), at most `max` blocks long.
-    pub(crate) fn run_from(&self, ino: u32, from: u64, max: u64) -> Option<(u64, Vec<Box<[u8]>>)> {
+    /// The blocks are shared, not copied.
+    pub(crate) fn run_from(&self, ino: u32, from: u64, max: u64) -> Option<(u64, Vec<Arc<[u8]>>)> {
         let inner = self.inner.lock();
         let f = inner.files.get(&ino)?;
         let mut it = f.blocks.range(from..);
         let (&start, first) = it.next()?;
-        let mut run = vec![first.clone()];
+        let mut run = vec![Arc::clone(first)];
         for (&l, b) in it {
             if l != start + run.len() as u64 || run.len() as u64 >= max {
                 break;
             }
-            run.push(b.clone());
+            run.push(Arc::clone(b));
         }
         Some((start, run))
     }
@@ -264,7 +270,7 @@ impl Delayed {
     /// truncate ends inside).
     pub(crate) fn zero_tail(&self, ino: u32, lblk: u64, from: usize) {
         if let Some(b) = self.change().files.get_mut(&ino).and_then(|f| f.blocks.get_mut(&lblk)) {
-            b[from..].fill(0);
+            Arc::make_mut(b)[from..].fill(0);
         }
     }
 

@@ -166,9 +166,8 @@ impl Volume {
                 let mut inode = self.inode(ino)?;
                 for (lblk, pblk, n, fresh) in self.ensure_mapped(ws, &mut inode, start, len)? {
                     let k = (lblk - start) as usize;
-                    let pieces: Vec<&[u8]> = run[k..k + n as usize].iter().map(|b| &b[..]).collect();
                     self.dev
-                        .write_gathered_at(pblk * bs, &pieces, IoClass::Data)
+                        .write_blocks_at(pblk * bs, &run[k..k + n as usize], IoClass::Data)
                         .map_err(|e| FsError::io(format!("writing delayed data at block {pblk}"), e))?;
                     if fresh {
                         self.mark_written(ws, &mut inode, lblk, n)?;

@@ -99,36 +99,17 @@ pub fn debugfs_system_data_len(img: &Path, path: &str) -> Option<usize> {
     rest.split(')').next()?.parse().ok()
 }
 
-/// Mount `img` with the kernel (loop), let `f` change the tree, unmount.
-/// False (with a message) when the kernel mount is not possible (not root,
-/// no loop devices), so callers can skip what needs it.
+/// Mount `img` with the kernel (loop), let `f` change the tree, unmount
+/// (retrying a busy unmount: see [`kernel_mounted`]). False (with a
+/// message) when this process may not mount, so callers can skip what
+/// needs it; a refusal of the image fails.
 pub fn with_kernel_mount(img: &Path, f: impl FnOnce(&Path)) -> bool {
+    if !is_root() {
+        skip("kernel part: not root");
+        return false;
+    }
     let mnt = tempfile::tempdir().unwrap();
-    let out = Command::new("mount").args(["-t", "ext4", "-o", "loop"]).arg(img).arg(mnt.path()).output();
-    match out {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => {
-            skip(&format!("kernel part: mount failed: {}", String::from_utf8_lossy(&o.stderr)));
-            return false;
-        }
-        Err(e) => {
-            skip(&format!("kernel part: mount: {e}"));
-            return false;
-        }
-    }
-    // Unmount even if `f` panics, or the image stays busy.
-    struct Umount<'a>(&'a Path);
-    impl Drop for Umount<'_> {
-        fn drop(&mut self) {
-            let ok = Command::new("umount").arg(self.0).status().map(|s| s.success()).unwrap_or(false);
-            if !ok {
-                eprintln!("umount {} failed", self.0.display());
-            }
-        }
-    }
-    let guard = Umount(mnt.path());
-    f(mnt.path());
-    drop(guard);
+    kernel_mounted(img, mnt.path(), f);
     true
 }
 
