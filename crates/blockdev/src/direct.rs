@@ -82,9 +82,15 @@ impl DirectFd {
 
     fn give_back(&self, b: Bounce) {
         let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
-        if b.capacity() == BOUNCE_CHUNK && spare.len() < SPARE_BOUNCES {
+        // (The capacity includes the slack left after aligning the start.)
+        if b.capacity() >= BOUNCE_CHUNK && spare.len() < SPARE_BOUNCES {
             spare.push(b);
         }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn spares(&self) -> usize {
+        self.spare.lock().unwrap().len()
     }
 
     pub(crate) fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {

@@ -235,6 +235,10 @@ mod tests {
         let mut back = vec![0u8; 8192 + 1];
         dev.read_at(4096, &mut back[1..], IoClass::Data).unwrap();
         assert_eq!(&back[1..], &storage[1..]);
+        let direct = dev.direct.as_ref().unwrap();
+        assert_eq!(direct.spares(), 1, "one bounce buffer, kept for the next request");
+        dev.read_at(4096, &mut back[1..], IoClass::Data).unwrap();
+        assert_eq!(direct.spares(), 1, "and used again");
         // A page-aligned buffer goes straight through.
         let mut page = crate::direct::Bounce::new(4096, 4096);
         page.as_mut().fill(0x5a);
