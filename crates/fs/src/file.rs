@@ -80,19 +80,60 @@ impl ReadCore {
             return Ok(out);
         }
         let bs = u64::from(self.block_size);
-        let first = offset / bs;
-        let last = (end - 1) / bs;
-        let nblocks = last - first + 1;
-        let mut buf = vec![0u8; (nblocks * bs) as usize];
+        let (first, last) = (offset / bs, (end - 1) / bs);
+        let mut buf = vec![0u8; ((last - first + 1) * bs) as usize];
+        self.read_blocks(inode, first, &mut buf)?;
+        let skip = (offset - first * bs) as usize;
+        buf.drain(..skip);
+        buf.truncate((end - offset) as usize);
+        Ok(buf)
+    }
+
+    /// [`Self::read`] into `buf` (a transport's reply buffer: a direct read
+    /// of the image lands in it, with no copy on the way): the bytes read,
+    /// up to `buf.len()`. None when the request does not start on a block or
+    /// its last block would not fit in `buf`, or the file keeps its data
+    /// inline: the caller uses [`Self::read`] then.
+    pub fn read_into(&self, inode: &Inode, offset: u64, buf: &mut [u8]) -> Result<Option<usize>> {
+        if inode.is_dir() {
+            return Err(FsError::IsDir);
+        }
+        let bs = u64::from(self.block_size);
+        if !offset.is_multiple_of(bs) {
+            return Ok(None);
+        }
+        let _map = self.data_lock(inode.ino).read();
+        let current = self.current(inode)?;
+        let inode = current.as_ref().unwrap_or(inode);
+        let file_size = inode.size();
+        if offset >= file_size || buf.is_empty() {
+            return Ok(Some(0));
+        }
+        if inode.has_flag(flags::INLINE_DATA) {
+            return Ok(None);
+        }
+        let end = file_size.min(offset.saturating_add(buf.len() as u64));
+        let blocks = (end - offset).div_ceil(bs);
+        let Some(dst) = buf.get_mut(..(blocks * bs) as usize) else { return Ok(None) };
+        self.read_blocks(inode, offset / bs, dst)?;
+        Ok(Some((end - offset) as usize))
+    }
+
+    /// Logical blocks `first..` of `inode` into `buf` (whole blocks): mapped
+    /// runs from the device, holes and unwritten blocks as zeros, then the
+    /// journal's newer copies and the data waiting for write-back on top.
+    fn read_blocks(&self, inode: &Inode, first: u64, buf: &mut [u8]) -> Result<()> {
+        let bs = u64::from(self.block_size);
+        let last = first + buf.len() as u64 / bs - 1;
         let mut l = first;
         while l <= last {
             let want = (last + 1 - l).min(MAX_RUN_BLOCKS);
             let m = self.map_block(inode, l, want)?;
             let len = m.len().min(want);
             debug_assert!(len > 0);
+            let off = ((l - first) * bs) as usize;
+            let dst = &mut buf[off..off + (len * bs) as usize];
             if let Mapping::Mapped { pblk, unwritten: false, .. } = m {
-                let off = ((l - first) * bs) as usize;
-                let dst = &mut buf[off..off + (len * bs) as usize];
                 self.dev
                     .read_at(pblk * bs, dst, IoClass::Data)
                     .map_err(|e| FsError::io(format!("reading data of inode {} at block {pblk}", inode.ino), e))?;
@@ -102,15 +143,14 @@ impl ReadCore {
                         self.overlay.apply(&*self.dev, pblk + i, &mut dst[o..o + bs as usize])?;
                     }
                 }
+            } else {
+                dst.fill(0);
             }
             l += len;
         }
         // Data written and not yet given blocks (holes on disk) is in memory.
-        self.delayed.overlay(inode.ino, first, &mut buf);
-        let skip = (offset - first * bs) as usize;
-        buf.drain(..skip);
-        buf.truncate((end - offset) as usize);
-        Ok(buf)
+        self.delayed.overlay(inode.ino, first, buf);
+        Ok(())
     }
 
     /// The whole contents of an inline-data inode: i_block, then system.data.

@@ -255,3 +255,37 @@ fn a_write_that_finds_write_back_failing_takes_nothing() {
     let a_inode = vol.inode(a).unwrap();
     assert_eq!(vol.read(&a_inode, 0, 2 << 20).unwrap(), pattern(1, 2 << 20));
 }
+
+/// `read_into` (a READ served into the transport's buffer) returns what
+/// `read` returns, over blocks on disk, a hole, delayed data and the end
+/// of the file inside a block, and declines what it cannot serve whole.
+#[test]
+fn read_into_a_callers_buffer_matches_read() {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    let img = common::make_image(work.path(), "read-into.img", 64, &["-b", "4096"], &empty);
+    let (_dev, vol) = open(&img, false);
+    let ino = vol.create(ROOT_INO, b"f", CreateKind::File, 0o644, 0, 0).unwrap().ino;
+    // Blocks 0-3 on disk, 4-5 a hole, 6-8 delayed, the end 100 bytes into block 9.
+    let on_disk = pattern(1, 4 * BS as usize);
+    vol.write(ino, 0, &on_disk).unwrap();
+    vol.sync().unwrap();
+    let delayed = pattern(2, 3 * BS as usize + 100);
+    vol.write(ino, 6 * BS, &delayed).unwrap();
+    let inode = vol.inode(ino).unwrap();
+    assert_eq!(inode.size(), 9 * BS + 100);
+    for (offset, len) in [(0, 4 * BS), (0, 16 * BS), (2 * BS, 5 * BS), (4 * BS, 2 * BS), (8 * BS, 2 * BS), (9 * BS, BS)] {
+        let want = vol.read(&inode, offset, len as usize).unwrap();
+        // Dirty on purpose: holes must come back as zeros, not as what was there.
+        let mut buf = vec![0xeeu8; len as usize];
+        let n = vol.read_into(&inode, offset, &mut buf).unwrap().expect("a block-aligned request");
+        assert_eq!(&buf[..n], &want[..], "at {offset} for {len}");
+    }
+    let mut buf = vec![0u8; 2 * BS as usize];
+    assert_eq!(vol.read_into(&inode, 10 * BS, &mut buf).unwrap(), Some(0), "past the end");
+    assert_eq!(vol.read_into(&inode, 100, &mut buf).unwrap(), None, "not on a block: read() serves it");
+    let mut short = vec![0u8; BS as usize + 10];
+    assert_eq!(vol.read_into(&inode, 0, &mut short).unwrap(), None, "the second block would not fit");
+    vol.shutdown().unwrap();
+}

@@ -62,6 +62,25 @@ impl fusewire::Handler for Ext4Fuse {
         self.serve_op(req, op, out)
     }
 
+    fn read_into(&self, req: &Request, offset: u64, buf: &mut [u8]) -> Option<Result<usize, Errno>> {
+        // A panic armed for this request is served through `handle`.
+        if self.inject.as_ref().is_some_and(|t| t.matches(req.opcode, req.nodeid, None)) {
+            return None;
+        }
+        let i = match self.inode(req.nodeid) {
+            Ok(i) => i,
+            Err(e) => return Some(Err(e)),
+        };
+        match self.vol.read_into(&i, offset, buf) {
+            Ok(None) => None,
+            Ok(Some(n)) => {
+                self.accessed(i.ino);
+                Some(Ok(n))
+            }
+            Err(e) => Some(Err(errno(&e))),
+        }
+    }
+
     fn panicked(&self, r: &PanicReport<'_>) {
         crate::report(panic_line(r, self.vol.failure()));
     }

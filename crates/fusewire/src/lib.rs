@@ -63,6 +63,16 @@ pub trait Handler: Send + Sync + 'static {
     /// entry) and return Ok, or return the error to send instead.
     fn handle(&self, req: &Request, op: Op<'_>, out: &mut Vec<u8>) -> Result<(), Errno>;
 
+    /// READ of `buf.len()` bytes at `offset` (at most the size asked for),
+    /// into `buf`, which the transport sends as it is: Some(the bytes read),
+    /// or None to have the request served through [`Handler::handle`]
+    /// instead (the default). The io_uring transport offers its payload
+    /// buffer, aligned to a page, so that a direct read of the backing store
+    /// lands where the kernel takes the reply from, with no copy.
+    fn read_into(&self, _req: &Request, _offset: u64, _buf: &mut [u8]) -> Option<Result<usize, Errno>> {
+        None
+    }
+
     /// The kernel dropped `nlookup` references to `nodeid` (FORGET and
     /// BATCH_FORGET; no reply). A file system that frees nothing on behalf
     /// of the kernel's references can ignore it.
@@ -145,6 +155,33 @@ pub(crate) fn serve<H: Handler + ?Sized>(
         Ok(reply) => reply,
         Err(note) => panicked(h, header, &note, out, counters),
     }
+}
+
+/// A READ served into `buf`, the transport's reply buffer, through
+/// [`Handler::read_into`]: Some((the out header's error, the reply's
+/// length)), or None when the handler takes the usual way ([`serve`]
+/// then). A panic is caught and answered EIO, as in [`serve`].
+pub(crate) fn serve_read_into<H: Handler + ?Sized>(
+    h: &H,
+    header: &abi::InHeader,
+    fixed: &[u8],
+    buf: &mut [u8],
+    counters: &Counters,
+) -> Option<(i32, usize)> {
+    let Ok(Op::Read { offset, size }) = request::parse(header.opcode, fixed, &[]) else { return None };
+    let req = Request::from(header);
+    let size = (size as usize).min(buf.len());
+    let served = match panics::catch(|| h.read_into(&req, offset, &mut buf[..size])) {
+        Ok(None) => return None,
+        Ok(Some(Ok(n))) => (0, n.min(size)),
+        Ok(Some(Err(e))) => (-e.0, 0),
+        Err(note) => {
+            counters.count(header.opcode);
+            return Some((panicked(h, header, &note, &mut Vec::new(), counters).unwrap_or(-libc::EIO), 0));
+        }
+    };
+    counters.count(header.opcode);
+    Some(served)
 }
 
 /// After a panic: count and report it, and answer EIO where a reply is due.
@@ -332,5 +369,46 @@ mod tests {
             let (r, _) = serve_one(&h, opcode, 1, &fixed, b"a\0b\0", &c);
             assert_eq!(r.is_some(), takes_reply(opcode), "opcode {opcode}");
         }
+    }
+
+    /// Serves READs into the caller's buffer: sevens, one byte short; node
+    /// FRAGILE panics, node 0 declines.
+    struct Reader(Fragile);
+
+    impl Handler for Reader {
+        fn capabilities(&self, _info: &InitInfo) -> u64 {
+            0
+        }
+        fn handle(&self, req: &Request, op: Op<'_>, out: &mut Vec<u8>) -> Result<(), Errno> {
+            self.0.handle(req, op, out)
+        }
+        fn read_into(&self, req: &Request, offset: u64, buf: &mut [u8]) -> Option<Result<usize, Errno>> {
+            assert_ne!(req.nodeid, FRAGILE, "node {} is fragile", req.nodeid);
+            if req.nodeid == 0 {
+                return None;
+            }
+            assert_eq!(offset, 4096);
+            buf.fill(7);
+            Some(Ok(buf.len() - 1))
+        }
+        fn panicked(&self, r: &PanicReport<'_>) {
+            self.0.panicked(r)
+        }
+    }
+
+    #[test]
+    fn a_read_is_served_into_the_transports_buffer_counted_and_caught() {
+        let (h, c) = (Reader(Fragile::default()), Counters::default());
+        let mut fixed = Vec::new();
+        abi::Out(&mut fixed).u64(0).u64(4096).u32(100).u32(0).u64(0).u32(0).u32(0);
+        let header = |nodeid| abi::InHeader { opcode: op::READ, unique: 5, nodeid, ..Default::default() };
+        let mut buf = vec![0u8; 4096];
+        assert_eq!(serve_read_into(&h, &header(3), &fixed, &mut buf, &c), Some((0, 99)), "no more than asked");
+        assert!(buf[..100].iter().all(|&b| b == 7) && buf[100] == 0, "only the size asked for is touched");
+        assert_eq!(serve_read_into(&h, &header(FRAGILE), &fixed, &mut buf, &c), Some((-libc::EIO, 0)));
+        assert_eq!(h.0.reports.lock().unwrap().len(), 1, "the panic is reported");
+        assert_eq!(serve_read_into(&h, &header(0), &fixed, &mut buf, &c), None, "declined: served as usual");
+        let getattr = abi::InHeader { opcode: op::GETATTR, ..header(3) };
+        assert_eq!(serve_read_into(&h, &getattr, &[0; 16], &mut buf, &c), None, "only READ");
     }
 }

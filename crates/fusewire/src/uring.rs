@@ -222,15 +222,28 @@ fn possible_cpus() -> io::Result<usize> {
     last.map(|n| n + 1).ok_or_else(|| io::Error::other(format!("cannot parse /sys/devices/system/cpu/possible: {s:?}")))
 }
 
+/// The payload buffer starts on a page: a READ served into it straight
+/// from an O_DIRECT image needs no bounce copy (`Handler::read_into`).
+const PAYLOAD_ALIGN: usize = 4096;
+
 struct Entry {
     /// u64s keep the header 8-byte aligned, as the kernel's structs are.
     header: Box<[u64; HEADER / 8]>,
-    payload: Vec<u8>,
+    /// The payload buffer is `storage[at..at + len]`, page-aligned.
+    storage: Vec<u8>,
+    at: usize,
+    len: usize,
     iov: Box<[libc::iovec; 2]>,
     live: bool,
 }
 
 impl Entry {
+    fn payload(&self) -> &[u8] {
+        &self.storage[self.at..self.at + self.len]
+    }
+    fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.storage[self.at..self.at + self.len]
+    }
     fn header_bytes(&self) -> &[u8] {
         // SAFETY: a u64 array viewed as its bytes.
         unsafe { std::slice::from_raw_parts(self.header.as_ptr().cast::<u8>(), HEADER) }
@@ -358,14 +371,19 @@ impl Queue {
             .ok();
         let mut q = Queue { qid, ring, fuse, ring_index, entries: Vec::with_capacity(depth) };
         for _ in 0..depth {
+            let storage = vec![0u8; payload + PAYLOAD_ALIGN];
+            let at = storage.as_ptr().align_offset(PAYLOAD_ALIGN);
             let mut e = Entry {
                 header: Box::new([0u64; HEADER / 8]),
-                payload: vec![0u8; payload],
+                storage,
+                at,
+                len: payload,
                 iov: Box::new([libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 2]),
                 live: true,
             };
             e.iov[0] = libc::iovec { iov_base: e.header.as_mut_ptr().cast(), iov_len: HEADER };
-            e.iov[1] = libc::iovec { iov_base: e.payload.as_mut_ptr().cast(), iov_len: e.payload.len() };
+            let p = e.payload_mut();
+            e.iov[1] = libc::iovec { iov_base: p.as_mut_ptr().cast(), iov_len: p.len() };
             q.entries.push(e);
         }
         for i in 0..depth {
@@ -461,20 +479,37 @@ impl Queue {
         let hb = e.header_bytes();
         let ring = Fields::new(&hb[ENT_IN_OUT..], 32).expect("fixed-size header");
         let commit_id = ring.u64(8);
-        let payload_len = (ring.u32(16) as usize).min(e.payload.len());
+        let payload_len = (ring.u32(16) as usize).min(e.len);
         let header = InHeader::parse(hb).unwrap_or_default();
-        let fixed = &hb[OP_IN..OP_IN + abi::fixed_size(header.opcode).min(OP_IN)];
-        // Requests without a reply (FORGET, INTERRUPT) come through /dev/fuse, never here.
-        let mut error = serve(h, &header, fixed, &e.payload[..payload_len], out, counters).unwrap_or(-libc::ENOSYS);
-        if out.len() > e.payload.len() {
-            log::error!("FUSE reply of {} bytes exceeds the ring's payload buffer", out.len());
-            out.clear();
-            error = -libc::EIO;
-        }
-        e.payload[..out.len()].copy_from_slice(out);
+        // A copy (on the stack): the payload buffer is borrowed mutably below.
+        let mut fixed = [0u8; OP_IN];
+        let fixed_len = abi::fixed_size(header.opcode).min(OP_IN);
+        fixed[..fixed_len].copy_from_slice(&hb[OP_IN..OP_IN + fixed_len]);
+        let fixed = &fixed[..fixed_len];
+        // A READ goes straight into the payload buffer where the handler can.
+        let direct = if header.opcode == abi::op::READ {
+            crate::serve_read_into(h, &header, fixed, e.payload_mut(), counters)
+        } else {
+            None
+        };
+        let (error, len) = match direct {
+            Some(served) => served,
+            None => {
+                // Requests without a reply (FORGET, INTERRUPT) come through /dev/fuse, never here.
+                let mut error =
+                    serve(h, &header, fixed, &e.payload()[..payload_len], out, counters).unwrap_or(-libc::ENOSYS);
+                if out.len() > e.len {
+                    log::error!("FUSE reply of {} bytes exceeds the ring's payload buffer", out.len());
+                    out.clear();
+                    error = -libc::EIO;
+                }
+                e.payload_mut()[..out.len()].copy_from_slice(out);
+                (error, out.len())
+            }
+        };
         let hb = e.header_bytes_mut();
-        hb[..OUT_HEADER].copy_from_slice(&out_header(OUT_HEADER + out.len(), error, header.unique));
-        hb[ENT_IN_OUT + 16..ENT_IN_OUT + 20].copy_from_slice(&(out.len() as u32).to_ne_bytes());
+        hb[..OUT_HEADER].copy_from_slice(&out_header(OUT_HEADER + len, error, header.unique));
+        hb[ENT_IN_OUT + 16..ENT_IN_OUT + 20].copy_from_slice(&(len as u32).to_ne_bytes());
         commit_id
     }
 }
