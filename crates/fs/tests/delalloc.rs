@@ -275,7 +275,8 @@ fn read_into_a_callers_buffer_matches_read() {
     vol.write(ino, 6 * BS, &delayed).unwrap();
     let inode = vol.inode(ino).unwrap();
     assert_eq!(inode.size(), 9 * BS + 100);
-    for (offset, len) in [(0, 4 * BS), (0, 16 * BS), (2 * BS, 5 * BS), (4 * BS, 2 * BS), (8 * BS, 2 * BS), (9 * BS, BS)] {
+    for (offset, len) in [(0, 4 * BS), (0, 16 * BS), (2 * BS, 5 * BS), (4 * BS, 2 * BS), (8 * BS, 2 * BS), (9 * BS, BS)]
+    {
         let want = vol.read(&inode, offset, len as usize).unwrap();
         // Dirty on purpose: holes must come back as zeros, not as what was there.
         let mut buf = vec![0xeeu8; len as usize];
