@@ -82,15 +82,19 @@ impl DirectFd {
 
     fn give_back(&self, b: Bounce) {
         let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
-        // (The capacity includes the slack left after aligning the start.)
-        if b.capacity() >= BOUNCE_CHUNK && spare.len() < SPARE_BOUNCES {
+        // Only chunk-sized ones (the capacity includes the slack left after
+        // aligning the start): a larger one, made for one big request, goes.
+        let chunk = BOUNCE_CHUNK..=BOUNCE_CHUNK + self.mem_align;
+        if chunk.contains(&b.capacity()) && spare.len() < SPARE_BOUNCES {
             spare.push(b);
         }
     }
 
+    /// How many spare bounce buffers are kept, and the largest one's capacity.
     #[cfg(test)]
-    pub(crate) fn spares(&self) -> usize {
-        self.spare.lock().unwrap().len()
+    pub(crate) fn spares(&self) -> (usize, usize) {
+        let spare = self.spare.lock().unwrap();
+        (spare.len(), spare.iter().map(Bounce::capacity).max().unwrap_or(0))
     }
 
     pub(crate) fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {

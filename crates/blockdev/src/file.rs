@@ -236,9 +236,9 @@ mod tests {
         dev.read_at(4096, &mut back[1..], IoClass::Data).unwrap();
         assert_eq!(&back[1..], &storage[1..]);
         let direct = dev.direct.as_ref().unwrap();
-        assert_eq!(direct.spares(), 1, "one bounce buffer, kept for the next request");
+        assert_eq!(direct.spares().0, 1, "one bounce buffer, kept for the next request");
         dev.read_at(4096, &mut back[1..], IoClass::Data).unwrap();
-        assert_eq!(direct.spares(), 1, "and used again");
+        assert_eq!(direct.spares().0, 1, "and used again");
         // A page-aligned buffer goes straight through.
         let mut page = crate::direct::Bounce::new(4096, 4096);
         page.as_mut().fill(0x5a);
@@ -246,6 +246,15 @@ mod tests {
         let mut got = vec![0u8; 4096];
         dev.read_at(65536, &mut got, IoClass::Data).unwrap();
         assert!(got.iter().all(|&b| b == 0x5a));
+    }
+
+    #[test]
+    fn a_bounce_buffer_made_for_one_big_request_is_not_kept() {
+        let (_tmp, dev) = direct_device(32 << 20);
+        let mut storage = vec![0u8; (16 << 20) + 1];
+        dev.read_at(0, &mut storage[1..], IoClass::Data).unwrap();
+        let (kept, largest) = dev.direct.as_ref().unwrap().spares();
+        assert!(kept == 0 || largest < 2 << 20, "a 16 MiB bounce buffer was kept ({largest} bytes)");
     }
 
     #[test]
