@@ -51,7 +51,8 @@ impl DirectFd {
         // Some file systems take O_DIRECT at open and refuse it at the first
         // request: read one granule now, so that `image_io=direct` fails at
         // mount and `auto` falls back, not the first read of a file.
-        if fd.file.metadata()?.len() >= offset_align as u64 || fd.file.metadata()?.file_type().is_block_device() {
+        let meta = fd.file.metadata()?;
+        if meta.len() >= offset_align as u64 || meta.file_type().is_block_device() {
             let mut probe = fd.bounce(offset_align);
             let read = fd.file.read_exact_at(probe.as_mut(), 0);
             fd.give_back(probe);

@@ -14,6 +14,7 @@
 //! count so that write-back hands it to the device without a copy.
 
 use parking_lot::{Mutex, MutexGuard};
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -136,15 +137,23 @@ impl Delayed {
         if file.blocks.is_empty() {
             file.since = Instant::now();
         }
-        let new = !file.blocks.contains_key(&lblk);
-        if new && data.len() == bs {
-            // A whole block: one copy, no zeros first.
-            file.blocks.insert(lblk, Arc::from(data));
-        } else {
-            let block = file.blocks.entry(lblk).or_insert_with(|| Arc::from(vec![0u8; bs]));
+        let range = offset..offset + data.len();
+        let new = match file.blocks.entry(lblk) {
+            // A whole new block: one copy, no zeros first.
+            Entry::Vacant(v) if data.len() == bs => {
+                v.insert(Arc::from(data));
+                true
+            }
+            Entry::Vacant(v) => {
+                Arc::make_mut(v.insert(Arc::from(vec![0u8; bs])))[range].copy_from_slice(data);
+                true
+            }
             // Shared only while write-back sends it out, under the file's data lock: unique here.
-            Arc::make_mut(block)[offset..offset + data.len()].copy_from_slice(data);
-        }
+            Entry::Occupied(o) => {
+                Arc::make_mut(o.into_mut())[range].copy_from_slice(data);
+                false
+            }
+        };
         if new {
             inner.blocks += 1;
         }

@@ -24,9 +24,10 @@ impl ReadCore {
     /// (preallocated) blocks count as holes, as the kernel's ext4 reports
     /// them once their pages are written back.
     pub fn seek(&self, inode: &Inode, offset: u64, what: Seek) -> Result<Option<u64>> {
-        let _map = self.data_lock(inode.ino).read();
-        let current = self.current(inode)?;
-        let inode = current.as_ref().unwrap_or(inode);
+        self.with_current(inode, |inode| self.seek_locked(inode, offset, what))
+    }
+
+    fn seek_locked(&self, inode: &Inode, offset: u64, what: Seek) -> Result<Option<u64>> {
         let size = inode.size();
         if offset >= size {
             return Ok(None);
@@ -48,14 +49,15 @@ impl ReadCore {
         Ok(if what == Seek::Hole { Some(size) } else { None })
     }
 
-    /// On a read-write volume, `inode` as it is now (the caller's copy may
-    /// predate a change of its map): None when the caller's copy is it.
-    /// Called under the inode's data lock.
-    fn current(&self, inode: &Inode) -> Result<Option<Inode>> {
+    /// `f` on `inode` as it is now, under its data lock: on a read-write
+    /// volume the caller's copy may predate a change of its map, so it is
+    /// read again; a read-only volume's cannot change.
+    fn with_current<T>(&self, inode: &Inode, f: impl FnOnce(&Inode) -> Result<T>) -> Result<T> {
+        let _map = self.data_lock(inode.ino).read();
         if !self.writable() {
-            return Ok(None);
+            return f(inode);
         }
-        Ok(Some(self.inode(inode.ino)?))
+        f(&self.inode(inode.ino)?)
     }
 
     /// Read up to `size` bytes at `offset` (fewer at end of file).
@@ -63,9 +65,10 @@ impl ReadCore {
         if inode.is_dir() {
             return Err(FsError::IsDir);
         }
-        let _map = self.data_lock(inode.ino).read();
-        let current = self.current(inode)?;
-        let inode = current.as_ref().unwrap_or(inode);
+        self.with_current(inode, |inode| self.read_locked(inode, offset, size))
+    }
+
+    fn read_locked(&self, inode: &Inode, offset: u64, size: usize) -> Result<Vec<u8>> {
         let file_size = inode.size();
         if offset >= file_size || size == 0 {
             return Ok(Vec::new());
@@ -98,13 +101,14 @@ impl ReadCore {
         if inode.is_dir() {
             return Err(FsError::IsDir);
         }
-        let bs = u64::from(self.block_size);
-        if !offset.is_multiple_of(bs) {
+        if !offset.is_multiple_of(u64::from(self.block_size)) {
             return Ok(None);
         }
-        let _map = self.data_lock(inode.ino).read();
-        let current = self.current(inode)?;
-        let inode = current.as_ref().unwrap_or(inode);
+        self.with_current(inode, |inode| self.read_into_locked(inode, offset, buf))
+    }
+
+    fn read_into_locked(&self, inode: &Inode, offset: u64, buf: &mut [u8]) -> Result<Option<usize>> {
+        let bs = u64::from(self.block_size);
         let file_size = inode.size();
         if offset >= file_size || buf.is_empty() {
             return Ok(Some(0));

@@ -171,17 +171,17 @@ pub(crate) fn serve_read_into<H: Handler + ?Sized>(
     let Ok(Op::Read { offset, size }) = request::parse(header.opcode, fixed, &[]) else { return None };
     let req = Request::from(header);
     let size = (size as usize).min(buf.len());
-    let served = match panics::catch(|| h.read_into(&req, offset, &mut buf[..size])) {
+    let outcome = match panics::catch(|| h.read_into(&req, offset, &mut buf[..size])) {
         Ok(None) => return None,
-        Ok(Some(Ok(n))) => (0, n.min(size)),
-        Ok(Some(Err(e))) => (-e.0, 0),
-        Err(note) => {
-            counters.count(header.opcode);
-            return Some((panicked(h, header, &note, &mut Vec::new(), counters).unwrap_or(-libc::EIO), 0));
-        }
+        Ok(Some(result)) => Ok(result),
+        Err(note) => Err(note),
     };
     counters.count(header.opcode);
-    Some(served)
+    Some(match outcome {
+        Ok(Ok(n)) => (0, n.min(size)),
+        Ok(Err(e)) => (-e.0, 0),
+        Err(note) => (panicked(h, header, &note, &mut Vec::new(), counters).unwrap_or(-libc::EIO), 0),
+    })
 }
 
 /// After a panic: count and report it, and answer EIO where a reply is due.
