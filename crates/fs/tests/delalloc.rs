@@ -289,4 +289,12 @@ fn read_into_a_callers_buffer_matches_read() {
     let mut short = vec![0u8; BS as usize + 10];
     assert_eq!(vol.read_into(&inode, 0, &mut short).unwrap(), None, "the second block would not fit");
     vol.shutdown().unwrap();
+    drop(vol);
+    common::e2fsck_clean_in(&img, false);
+    let mut whole = on_disk;
+    whole.resize(6 * BS as usize, 0);
+    whole.extend_from_slice(&delayed);
+    common::with_kernel_mount(&img, |mnt| {
+        assert_eq!(std::fs::read(mnt.join("f")).unwrap(), whole, "the kernel's read");
+    });
 }
