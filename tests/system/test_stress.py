@@ -112,3 +112,20 @@ def test_pjdfstest(rw_mount):
     assert failed == 0, f"pjdfstest: {failed} failed\n{p.stdout[-4000:]}"
     # The kernel's ext4 runs 8,827 subtests here; 29 rename-ctime checks run only on type "ext4".
     assert passed >= 8798, f"pjdfstest ran only {passed} subtests (a test file died early?)"
+
+
+def test_truncate_race(rw_mount):
+    """A writer truncating to random bytes and writing whole blocks, two
+    readers reading with O_DIRECT meanwhile (tests/system/truncate_race.py):
+    no reader sees a byte the file did not hold during its read, and the
+    final contents are the model's. Blocks torn between two states of the
+    read's window are the kernel's page-cache fallback for short direct reads
+    (fuse2fs shows them too) and are only counted."""
+    script = os.path.join(os.path.dirname(__file__), "truncate_race.py")
+    p = subprocess.run(["python3", script, os.path.join(rw_mount, "race"), "10"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.stdout.strip(), f"truncate_race.py printed nothing:\n{p.stderr[-3000:]}"
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["blocks_checked"] > 10000 and r["ops"] > 500, f"the race hardly ran: {r}"
+    assert r["stale"] == 0 and not r["final_wrong"], f"stale data after a truncate: {r}"
+    assert p.returncode == 0, p.stderr[-3000:]
