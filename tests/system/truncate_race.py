@@ -52,11 +52,8 @@ def compact(data):
     """What a reader keeps of a block: a block that is one state of the
     block its head names as (length, head, nonzero length), anything else
     whole (memory: millions of blocks are read)."""
-    head = struct.unpack_from("<QQ", data + bytes(16), 0)
-    nz = len(data.rstrip(b"\0"))
-    if data == pattern(*head)[:nz] + bytes(len(data) - nz):
-        return (len(data), head, nz)
-    return data
+    short = (len(data), struct.unpack_from("<QQ", data + bytes(16), 0), len(data.rstrip(b"\0")))
+    return short if expand(short) == data else data
 
 
 def expand(seen):
@@ -77,7 +74,6 @@ class Race:
         self.stop = threading.Event()
         self.created = threading.Event()
         self.seen = []
-        self.errors = []
 
     def write_op(self, fd, rnd, gen):
         """One pwrite of whole blocks: the blocks' new states."""
@@ -163,7 +159,8 @@ class Race:
         torn, stale = 0, []
         for b, lo_op, hi_op, seen in self.seen:
             data = expand(seen)
-            states = [render(st, b)[:len(data)] for st in self.window(b, lo_op, hi_op)]
+            window = self.window(b, lo_op, hi_op)
+            states = [render(st, b)[:len(data)] for st in window]
             if data in states:
                 continue
             if all(any(s[i] == data[i] for s in states) for i in range(len(data))):
@@ -172,7 +169,7 @@ class Race:
             gen, lblk = struct.unpack_from("<QQ", data + bytes(16), 0)
             stale.append({"block": b, "ops": [lo_op, hi_op], "head": [gen, lblk], "length": len(data),
                           "nonzero": len(data.rstrip(b"\0")), "whole": isinstance(seen, bytes),
-                          "states": [list(s) if s else s for s in self.window(b, lo_op, hi_op)]})
+                          "states": [list(s) if s else s for s in window]})
         return torn, stale
 
     def final_contents(self):
