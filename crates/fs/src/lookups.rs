@@ -72,7 +72,9 @@ impl Lookups {
     }
 
     /// Take `n` off; a FORGET of more than we counted (or of a number we
-    /// never handed out) just drops the entry.
+    /// never handed out) just drops the entry. A held freed number is
+    /// counted released before its shard lock is let go, so whoever sees it
+    /// no longer held sees the release too (`Volume::atomic` relies on it).
     pub(crate) fn sub(&self, ino: u32, n: u64) {
         let mut m = self.shard(ino).lock();
         if let Some(c) = m.get_mut(&ino) {

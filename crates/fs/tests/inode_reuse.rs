@@ -189,3 +189,76 @@ fn create_during(vol: Arc<Volume>, img: &Path, delay_ms: u64, release: impl FnOn
     common::e2fsck_clean(img);
     made.ino
 }
+
+/// A FORGET served while the create runs, after it found no free inode but
+/// before it decides whether to wait, must not be missed: the create then
+/// retries at once. (The CI machine hit that window once: `mkfifo` ENOSPC
+/// right after an unlink, in opfuzz's `inodes` profile.) The FORGET lands at
+/// a random moment around the create's run, thousands of times.
+#[test]
+fn a_forget_served_while_the_create_runs_is_not_missed() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    let (img, vol) = few_inodes(work.path(), &empty, &[]);
+    let vol = Arc::new(vol);
+    let made = fill_inodes(&vol, false);
+    // How long a create that finds no inode runs, to spread the FORGETs over.
+    let t = Instant::now();
+    let mut runs = 0u32;
+    while t.elapsed() < Duration::from_millis(20) {
+        assert!(matches!(vol.create(ROOT_INO, b"x", CreateKind::File, 0o644, 0, 0), Err(FsError::NoSpace)));
+        runs += 1;
+    }
+    let failing_create = t.elapsed() / runs;
+    // The forgetter spins on `go` (round, number, delay in ns) so that its
+    // FORGET and the create start together, without a thread start between.
+    let go = Arc::new((AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)));
+    let done = Arc::new(AtomicU64::new(0));
+    let rounds = 3000u64;
+    let forgetter = {
+        let (vol, go, done) = (Arc::clone(&vol), Arc::clone(&go), Arc::clone(&done));
+        std::thread::spawn(move || {
+            for round in 1..=rounds {
+                while go.0.load(Ordering::Acquire) != round {
+                    std::hint::spin_loop();
+                }
+                let (ino, delay) =
+                    (go.1.load(Ordering::Relaxed) as u32, Duration::from_nanos(go.2.load(Ordering::Relaxed)));
+                let t = Instant::now();
+                while t.elapsed() < delay {
+                    std::hint::spin_loop();
+                }
+                vol.forgotten(ino, 1);
+                done.store(round, Ordering::Release);
+            }
+        })
+    };
+    let (mut name, mut held) = (format!("f{}", made.len() - 1), *made.last().unwrap());
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for round in 1..=rounds {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let delay = failing_create.mul_f64((seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0);
+        vol.unlink(ROOT_INO, name.as_bytes()).unwrap();
+        go.1.store(u64::from(held), Ordering::Relaxed);
+        go.2.store(delay.as_nanos() as u64, Ordering::Relaxed);
+        go.0.store(round, Ordering::Release);
+        name = format!("g{round}");
+        let r = vol.create(ROOT_INO, name.as_bytes(), CreateKind::File, 0o644, 0, 0);
+        while done.load(Ordering::Acquire) != round {
+            std::hint::spin_loop();
+        }
+        let made = r.unwrap_or_else(|e| panic!("round {round}: FORGET {delay:?} after the create began: {e:?}"));
+        assert_eq!(made.ino, held, "the only number free");
+        vol.looked_up(made.ino);
+        held = made.ino;
+    }
+    forgetter.join().unwrap();
+    eprintln!("{rounds} rounds, a failing create takes {failing_create:?}");
+    let vol = Arc::try_unwrap(vol).ok().unwrap();
+    vol.shutdown().unwrap();
+    drop(vol);
+    common::e2fsck_clean(&img);
+}
