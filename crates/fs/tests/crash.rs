@@ -310,8 +310,28 @@ const VARIANTS: [(&str, &[&str], Mode); 4] = [
     ("1k-small-journal-lazy-migrating", &["-b", "1024", "-J", "size=1"], Mode::LazyMigrating),
 ];
 
+// One test per variant, so that the test harness runs them side by side.
 #[test]
-fn crash_at_any_point_recovers_a_state_the_workload_had() {
+fn crash_at_any_point_recovers_a_state_the_workload_had_1k_small_journal() {
+    crash_at_any_point_recovers_a_state_the_workload_had(0);
+}
+
+#[test]
+fn crash_at_any_point_recovers_a_state_the_workload_had_4k() {
+    crash_at_any_point_recovers_a_state_the_workload_had(1);
+}
+
+#[test]
+fn crash_at_any_point_recovers_a_state_the_workload_had_lazy() {
+    crash_at_any_point_recovers_a_state_the_workload_had(2);
+}
+
+#[test]
+fn crash_at_any_point_recovers_a_state_the_workload_had_lazy_migrating() {
+    crash_at_any_point_recovers_a_state_the_workload_had(3);
+}
+
+fn crash_at_any_point_recovers_a_state_the_workload_had(vi: usize) {
     let Some((work, empty)) = common::setup_empty() else { return };
     let kernel = common::is_root();
     if !kernel {
@@ -320,87 +340,81 @@ fn crash_at_any_point_recovers_a_state_the_workload_had() {
     let cuts: usize = std::env::var("EXT4LAZY_CRASH_CUTS").ok().and_then(|s| s.parse().ok()).unwrap_or(150);
     let mnt = work.path().join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
-    // EXT4LAZY_CRASH_VARIANT=NAME runs one variant (when chasing a failure).
-    let only = std::env::var("EXT4LAZY_CRASH_VARIANT").ok();
-    for (vi, &(variant, mkfs, mode)) in VARIANTS.iter().enumerate() {
-        if only.as_deref().is_some_and(|v| v != variant) {
-            continue;
-        }
-        let img = common::make_image(work.path(), &format!("{variant}.img"), 32, mkfs, &empty);
-        let base = std::fs::read(&img).unwrap();
-        let dev = Arc::new(FaultDevice::new(FileDevice::open(&img, true).unwrap()));
-        let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts(mode)).unwrap();
-        let (steps, err) = workload(&vol, &dev, 100 + vi as u64, 1000);
-        assert!(err.is_none(), "{variant}: {err:?}");
-        let ws = vol.write_stats().expect("read-write");
-        eprintln!("{variant}: {ws:?}");
-        // Cuts land in the middle of cleaning and of migration too.
-        match mode {
-            Mode::Ordered => {}
-            Mode::Lazy => assert!(ws.cleaner_blocks_moved > 0, "{variant}: {ws:?}"),
-            Mode::LazyMigrating => assert!(ws.blocks_migrated_home > 0, "{variant}: {ws:?}"),
-        }
-        drop(vol); // a crash: no unmount
-        let events = dev.events();
-        let flushes = events.iter().filter(|e| matches!(e, Event::Flush)).count();
-        let journal_bytes: usize = events
-            .iter()
-            .map(|e| if let Event::Write { data, class: IoClass::Journal, .. } = e { data.len() } else { 0 })
-            .sum();
-        eprintln!(
-            "{variant}: {} operations, {} writes ({journal_bytes} bytes to the journal), {flushes} flushes",
-            steps.len() - 1,
-            events.len() - flushes
-        );
-        if mkfs.contains(&"size=1") && mode == Mode::Ordered {
-            assert!(journal_bytes > 2 << 20, "the 1 MiB journal must wrap around (only {journal_bytes} bytes logged)");
-        }
-        let mut rng = Lcg(7 + vi as u64);
-        let mut by_policy = [0usize; 3];
-        for i in 0..cuts {
-            // Half the cuts just after a flush (the durable edge), half anywhere.
-            let cut = if i % 2 == 0 {
-                let f = events
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, e)| matches!(e, Event::Flush))
-                    .map(|(i, _)| i + 1)
-                    .nth(rng.below(flushes))
-                    .unwrap();
-                (f + rng.below(3)).min(events.len())
-            } else {
-                1 + rng.below(events.len())
-            };
-            let volatile = match i % 3 {
-                0 => Volatile::All,
-                1 => Volatile::None,
-                _ => Volatile::Shuffled { seed: i as u64 },
-            };
-            by_policy[i % 3] += 1;
-            let range = allowed(&steps, cut);
-            let mut bytes = base.clone();
-            crash_image(&mut bytes, &events, cut, volatile);
-            let what = format!("{variant} cut {cut}/{} ({volatile:?})", events.len());
-            // A new file for every image (and every recovery), never one a
-            // loop device may still hold.
-            let cut_img = work.path().join(format!("cut-{i}.img"));
-            if kernel {
-                std::fs::write(&cut_img, &bytes).unwrap();
-                check_state(&format!("{what}, kernel"), &kernel_tree(&cut_img, &mnt), &steps, range.clone());
-                common::e2fsck_clean(&cut_img);
-                std::fs::remove_file(&cut_img).unwrap();
-            }
-            let cut_img = work.path().join(format!("cut-{i}-ext4lazy.img"));
+    let (variant, mkfs, mode) = VARIANTS[vi];
+    let img = common::make_image(work.path(), &format!("{variant}.img"), 32, mkfs, &empty);
+    let base = std::fs::read(&img).unwrap();
+    let dev = Arc::new(FaultDevice::new(FileDevice::open(&img, true).unwrap()));
+    let vol = Volume::open(dev.clone() as Arc<dyn BlockDevice>, opts(mode)).unwrap();
+    let (steps, err) = workload(&vol, &dev, 100 + vi as u64, 1000);
+    assert!(err.is_none(), "{variant}: {err:?}");
+    let ws = vol.write_stats().expect("read-write");
+    eprintln!("{variant}: {ws:?}");
+    // Cuts land in the middle of cleaning and of migration too.
+    match mode {
+        Mode::Ordered => {}
+        Mode::Lazy => assert!(ws.cleaner_blocks_moved > 0, "{variant}: {ws:?}"),
+        Mode::LazyMigrating => assert!(ws.blocks_migrated_home > 0, "{variant}: {ws:?}"),
+    }
+    drop(vol); // a crash: no unmount
+    let events = dev.events();
+    let flushes = events.iter().filter(|e| matches!(e, Event::Flush)).count();
+    let journal_bytes: usize = events
+        .iter()
+        .map(|e| if let Event::Write { data, class: IoClass::Journal, .. } = e { data.len() } else { 0 })
+        .sum();
+    eprintln!(
+        "{variant}: {} operations, {} writes ({journal_bytes} bytes to the journal), {flushes} flushes",
+        steps.len() - 1,
+        events.len() - flushes
+    );
+    if mkfs.contains(&"size=1") && mode == Mode::Ordered {
+        assert!(journal_bytes > 2 << 20, "the 1 MiB journal must wrap around (only {journal_bytes} bytes logged)");
+    }
+    let mut rng = Lcg(7 + vi as u64);
+    let mut by_policy = [0usize; 3];
+    for i in 0..cuts {
+        // Half the cuts just after a flush (the durable edge), half anywhere.
+        let cut = if i % 2 == 0 {
+            let f = events
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| matches!(e, Event::Flush))
+                .map(|(i, _)| i + 1)
+                .nth(rng.below(flushes))
+                .unwrap();
+            (f + rng.below(3)).min(events.len())
+        } else {
+            1 + rng.below(events.len())
+        };
+        let volatile = match i % 3 {
+            0 => Volatile::All,
+            1 => Volatile::None,
+            _ => Volatile::Shuffled { seed: i as u64 },
+        };
+        by_policy[i % 3] += 1;
+        let range = allowed(&steps, cut);
+        let mut bytes = base.clone();
+        crash_image(&mut bytes, &events, cut, volatile);
+        let what = format!("{variant} cut {cut}/{} ({volatile:?})", events.len());
+        // A new file for every image (and every recovery), never one a
+        // loop device may still hold.
+        let cut_img = work.path().join(format!("cut-{i}.img"));
+        if kernel {
             std::fs::write(&cut_img, &bytes).unwrap();
-            check_state(&format!("{what}, ext4lazy"), &ext4lazy_tree(&cut_img, mode), &steps, range);
-            common::e2fsck_clean_after_replay(&cut_img);
+            check_state(&format!("{what}, kernel"), &kernel_tree(&cut_img, &mnt), &steps, range.clone());
+            common::e2fsck_clean(&cut_img);
             std::fs::remove_file(&cut_img).unwrap();
         }
-        eprintln!(
-            "{variant}: {cuts} crash images (all/none/shuffled {by_policy:?}) recovered by {}",
-            if kernel { "the kernel and ext4lazy" } else { "ext4lazy" }
-        );
+        let cut_img = work.path().join(format!("cut-{i}-ext4lazy.img"));
+        std::fs::write(&cut_img, &bytes).unwrap();
+        check_state(&format!("{what}, ext4lazy"), &ext4lazy_tree(&cut_img, mode), &steps, range);
+        common::e2fsck_clean_after_replay(&cut_img);
+        std::fs::remove_file(&cut_img).unwrap();
     }
+    eprintln!(
+        "{variant}: {cuts} crash images (all/none/shuffled {by_policy:?}) recovered by {}",
+        if kernel { "the kernel and ext4lazy" } else { "ext4lazy" }
+    );
 }
 
 #[test]
