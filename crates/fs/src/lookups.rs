@@ -92,10 +92,15 @@ impl Lookups {
     /// Inode `ino` was freed on disk: if the kernel still holds it, it stays
     /// unusable until forgotten.
     pub(crate) fn freed(&self, ino: u32) {
-        if self.holds(ino) {
+        // Under the shard lock, so that a FORGET cannot come between the
+        // test and the insert and leave the number listed but not held.
+        let shard = self.shard(ino).lock();
+        if shard.contains_key(&ino) {
             self.freed_held.lock().insert(ino, ());
+            drop(shard);
             self.unlinked_while_held();
         } else {
+            drop(shard);
             self.release();
         }
     }
