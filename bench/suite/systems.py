@@ -23,6 +23,8 @@ FLAG_OPTIONS = {
     # Ablation: the daemon's image I/O through the host's page cache (a second copy of every block it reads or
     # writes) instead of O_DIRECT, the path the kernel's file systems get from `losetup --direct-io=on`.
     "buffered": ["image_io=buffered"],
+    # Ablation: blocks allocated at write time, no delayed allocation (the kernel's `nodelalloc`).
+    "nodelalloc": ["delalloc_mb=0"],
     # StepAhead's full-path hints read only what the path needs (no read-ahead of a new directory).
     "exact": ["stepahead_paths=exact"],
     # Changes how the workload runs, not the mount: its programs run with LD_PRELOAD=libext4lazy_preload.so
