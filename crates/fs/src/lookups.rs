@@ -21,18 +21,25 @@ const SHARDS: usize = 16;
 
 pub(crate) struct Lookups {
     shards: Box<[Mutex<IntMap<u32, u64>>]>,
-    /// Numbers freed on disk while held: free in the bitmaps, yet not to be
-    /// handed out, so statfs must not count them free. Few (unlinked files
-    /// the kernel still caches); an entry goes with its last FORGET.
-    freed_held: Mutex<IntMap<u32, ()>>,
-    /// Inode numbers that became usable again (a freed number's last
-    /// lookup forgotten, or an inode freed while nobody held it), counted;
-    /// signalled at each.
-    releases: Mutex<u64>,
+    /// The freed-but-held numbers and the release count, under one lock so
+    /// that a reader sees a number leave the list and its release together.
+    freed: Mutex<Freed>,
+    /// Signalled at each release.
     released: Condvar,
     /// When a last name last went while the kernel still held the number
     /// (its FORGET, or the RELEASE of its handle, still to come).
     last_held_unlink: Mutex<Option<Instant>>,
+}
+
+#[derive(Default)]
+struct Freed {
+    /// Numbers freed on disk while held: free in the bitmaps, yet not to be
+    /// handed out, so statfs must not count them free. Few (unlinked files
+    /// the kernel still caches); an entry goes with its last FORGET.
+    held: IntMap<u32, ()>,
+    /// Inode numbers that became usable again (a freed number's last
+    /// lookup forgotten, or an inode freed while nobody held it), counted.
+    releases: u64,
 }
 
 /// How long a create on a volume whose only free inodes the kernel still
@@ -52,8 +59,7 @@ impl Default for Lookups {
     fn default() -> Self {
         Lookups {
             shards: (0..SHARDS).map(|_| Mutex::new(IntMap::default())).collect(),
-            freed_held: Mutex::new(IntMap::default()),
-            releases: Mutex::new(0),
+            freed: Mutex::new(Freed::default()),
             released: Condvar::new(),
             last_held_unlink: Mutex::new(None),
         }
@@ -72,9 +78,9 @@ impl Lookups {
     }
 
     /// Take `n` off; a FORGET of more than we counted (or of a number we
-    /// never handed out) just drops the entry. A held freed number is
-    /// counted released before its shard lock is let go, so whoever sees it
-    /// no longer held sees the release too (`Volume::atomic` relies on it).
+    /// never handed out) just drops the entry. A held freed number leaves
+    /// the freed list and is counted released in one step, before its shard
+    /// lock is let go (`Volume::atomic` relies on it).
     pub(crate) fn sub(&self, ino: u32, n: u64) {
         let mut m = self.shard(ino).lock();
         if let Some(c) = m.get_mut(&ino) {
@@ -82,8 +88,10 @@ impl Lookups {
                 *c -= n;
             } else {
                 m.remove(&ino);
-                if self.freed_held.lock().remove(&ino).is_some() {
-                    self.release();
+                let mut freed = self.freed.lock();
+                if freed.held.remove(&ino).is_some() {
+                    freed.releases += 1;
+                    self.released.notify_all();
                 }
             }
         }
@@ -96,7 +104,7 @@ impl Lookups {
         // test and the insert and leave the number listed but not held.
         let shard = self.shard(ino).lock();
         if shard.contains_key(&ino) {
-            self.freed_held.lock().insert(ino, ());
+            self.freed.lock().held.insert(ino, ());
             drop(shard);
             self.unlinked_while_held();
         } else {
@@ -106,19 +114,21 @@ impl Lookups {
     }
 
     fn release(&self) {
-        *self.releases.lock() += 1;
+        self.freed.lock().releases += 1;
         self.released.notify_all();
     }
 
     /// How many numbers became usable again so far (see [`Self::wait_release`]).
     pub(crate) fn releases(&self) -> u64 {
-        *self.releases.lock()
+        self.freed.lock().releases
     }
 
     /// The numbers freed on disk while held (some may be in use again if the
-    /// operation that freed one was undone: the caller checks the bitmap).
-    pub(crate) fn freed_held(&self) -> Vec<u32> {
-        self.freed_held.lock().keys().copied().collect()
+    /// operation that freed one was undone: the caller checks the bitmap),
+    /// and the release count, read together.
+    pub(crate) fn freed_held(&self) -> (Vec<u32>, u64) {
+        let freed = self.freed.lock();
+        (freed.held.keys().copied().collect(), freed.releases)
     }
 
     /// A last name went while something the kernel holds keeps the inode
@@ -138,9 +148,9 @@ impl Lookups {
         let now = Instant::now();
         let recent = self.last_held_unlink.lock().map(|t| t + FORGET_GRACE);
         let deadline = recent.map_or(now + FORGET_WAIT, |r| r.max(now + FORGET_WAIT).min(now + FORGET_GRACE));
-        let mut n = self.releases.lock();
-        while *n == seen {
-            if self.released.wait_until(&mut n, deadline).timed_out() {
+        let mut freed = self.freed.lock();
+        while freed.releases == seen {
+            if self.released.wait_until(&mut freed, deadline).timed_out() {
                 return;
             }
         }
@@ -152,5 +162,45 @@ impl Lookups {
 
     pub(crate) fn len(&self) -> usize {
         self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    /// What `Volume::atomic` relies on: a number seen listed as freed-but-held
+    /// after the count was read is, at any later read, either still listed or
+    /// counted released. One thread runs lookup, free, FORGET over and over;
+    /// another checks, as a create deciding whether to wait does.
+    #[test]
+    fn a_number_leaves_the_freed_list_only_counted_released() {
+        let lookups = Arc::new(Lookups::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let cycler = {
+            let (lookups, stop) = (Arc::clone(&lookups), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    lookups.add(7, 1);
+                    lookups.freed(7);
+                    lookups.sub(7, 1);
+                }
+            })
+        };
+        let (mut checked, t) = (0u64, Instant::now());
+        while t.elapsed() < Duration::from_millis(300) {
+            let seen = lookups.releases();
+            if !lookups.freed_held().0.contains(&7) {
+                continue;
+            }
+            let (listed, releases) = lookups.freed_held();
+            assert!(listed.contains(&7) || releases != seen, "gone from the list, yet no release counted");
+            checked += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+        cycler.join().unwrap();
+        assert!(checked > 100, "only {checked} checks");
     }
 }

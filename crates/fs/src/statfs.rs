@@ -52,7 +52,7 @@ impl Volume {
     /// Inodes free in the bitmaps that the allocator skips: the kernel still
     /// holds lookups of them (`lookups.rs`).
     fn free_but_held_inodes(&self) -> u64 {
-        self.free_but_held().len() as u64
+        self.free_but_held().0.len() as u64
     }
 
     /// Whether a new inode can be allocated now (a free one nobody holds).
@@ -60,15 +60,18 @@ impl Volume {
         self.free_counts().1 > self.free_but_held_inodes()
     }
 
-    /// The numbers behind [`Self::free_but_held_inodes`].
-    pub(crate) fn free_but_held(&self) -> Vec<u32> {
+    /// The numbers behind [`Self::free_but_held_inodes`], and the release
+    /// count read with them (`Lookups::freed_held`). A listed number is held
+    /// (it leaves the list with its last lookup), so only the bitmap is
+    /// checked: asking the lookups again could miss a FORGET in between.
+    pub(crate) fn free_but_held(&self) -> (Vec<u32>, u64) {
         let ipg = self.sb.f.inodes_per_group;
         let free_on_disk = |ino: u32| {
             let (g, idx) = ((ino - 1) / ipg, ((ino - 1) % ipg) as usize);
             self.inode_bitmap(g).is_ok_and(|bits| !ondisk::bitmap::test(&bits, idx))
         };
-        let lookups = &self.writer.lookups;
-        lookups.freed_held().into_iter().filter(|&ino| lookups.holds(ino) && free_on_disk(ino)).collect()
+        let (listed, releases) = self.writer.lookups.freed_held();
+        (listed.into_iter().filter(|&ino| free_on_disk(ino)).collect(), releases)
     }
 
     /// Free blocks and free inodes: the sums of the group descriptors (the

@@ -119,11 +119,11 @@ impl Volume {
                 // a free number the kernel still holds, or an unlinked inode kept
                 // (on the orphan list) while the kernel may have it open. Wait for
                 // one without the write lock, which the FORGET's thread may need.
-                // A FORGET served since the operation began counts too. Read
-                // the count after the held numbers: a FORGET that takes a
-                // number off that list has counted itself by then (`Lookups::sub`).
-                let held = !self.free_but_held().is_empty();
-                let may_come = held || self.writer.lookups.releases() != releases_seen || ws.sb.f.last_orphan != 0;
+                // A FORGET served since the operation began counts too: the
+                // list and the count are read together, and a FORGET takes a
+                // number off the list and counts it in one step (`Lookups::sub`).
+                let (held, releases) = self.free_but_held();
+                let may_come = !held.is_empty() || releases != releases_seen || ws.sb.f.last_orphan != 0;
                 if may_come {
                     waited_for_forget = true;
                     drop(ws);
