@@ -119,6 +119,18 @@ pub enum Volatile {
     Shuffled { seed: u64 },
 }
 
+impl Volatile {
+    /// The three policies in turn, for the `i`th crash cut of a series
+    /// (Shuffled seeded with `i`): every crash suite spreads its cuts so.
+    pub fn in_turn(i: usize) -> Volatile {
+        match i % 3 {
+            0 => Volatile::All,
+            1 => Volatile::None,
+            _ => Volatile::Shuffled { seed: i as u64 },
+        }
+    }
+}
+
 /// The index just past the last flush among `events[..cut]` (0 if none).
 pub fn durable_prefix(events: &[Event], cut: usize) -> usize {
     events[..cut].iter().rposition(|e| matches!(e, Event::Flush)).map_or(0, |i| i + 1)

@@ -90,8 +90,7 @@ impl Lookups {
                 m.remove(&ino);
                 let mut freed = self.freed.lock();
                 if freed.held.remove(&ino).is_some() {
-                    freed.releases += 1;
-                    self.released.notify_all();
+                    self.count_release(&mut freed);
                 }
             }
         }
@@ -114,7 +113,12 @@ impl Lookups {
     }
 
     fn release(&self) {
-        self.freed.lock().releases += 1;
+        self.count_release(&mut self.freed.lock());
+    }
+
+    /// One more number usable again (`freed` is the locked state).
+    fn count_release(&self, freed: &mut Freed) {
+        freed.releases += 1;
         self.released.notify_all();
     }
 

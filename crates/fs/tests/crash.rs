@@ -386,11 +386,7 @@ fn crash_at_any_point_recovers_a_state_the_workload_had(vi: usize) {
         } else {
             1 + rng.below(events.len())
         };
-        let volatile = match i % 3 {
-            0 => Volatile::All,
-            1 => Volatile::None,
-            _ => Volatile::Shuffled { seed: i as u64 },
-        };
+        let volatile = Volatile::in_turn(i);
         by_policy[i % 3] += 1;
         let range = allowed(&steps, cut);
         let mut bytes = base.clone();

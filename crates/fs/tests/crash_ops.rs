@@ -669,11 +669,7 @@ fn cut_profile(name: &str, lazy: bool, ops: usize, seed: u64, want: impl Fn(&Sha
         } else {
             1 + rng.below(events.len())
         };
-        let volatile = match i % 3 {
-            0 => Volatile::All,
-            1 => Volatile::None,
-            _ => Volatile::Shuffled { seed: i as u64 },
-        };
+        let volatile = Volatile::in_turn(i);
         let range = allowed(&steps, cut);
         let mut bytes = base.clone();
         crash_image(&mut bytes, &events, cut, volatile);

@@ -146,11 +146,7 @@ fn run(lazy: bool, seed: u64, ops: usize, cuts: usize) {
     let mnt = tempfile::tempdir().unwrap();
     for i in 0..cuts {
         let cut = start + 1 + (rng.below((events.len() - start) as u64) as usize);
-        let volatile = match i % 3 {
-            0 => Volatile::All,
-            1 => Volatile::None,
-            _ => Volatile::Shuffled { seed: i as u64 },
-        };
+        let volatile = Volatile::in_turn(i);
         let durable = durable_prefix(&events, cut);
         let mut bytes = base.clone();
         crash_image(&mut bytes, &events, cut, volatile);

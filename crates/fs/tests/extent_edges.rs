@@ -909,11 +909,7 @@ mod crash_deep {
             } else {
                 1 + rng.below(events.len() as u64) as usize
             };
-            let volatile = match i % 3 {
-                0 => Volatile::All,
-                1 => Volatile::None,
-                _ => Volatile::Shuffled { seed: i as u64 },
-            };
+            let volatile = Volatile::in_turn(i);
             let first = steps.iter().rposition(|s| s.1 && s.0 <= cut).unwrap_or(0);
             let last = steps.iter().position(|s| s.0 >= cut).unwrap_or(steps.len() - 1).max(first);
             let mut bytes = base.clone();
