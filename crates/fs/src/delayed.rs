@@ -16,7 +16,7 @@
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,60 +32,64 @@ pub(crate) struct DirtyFile {
     pub(crate) since: Instant,
 }
 
-#[derive(Default)]
-struct Inner {
-    files: HashMap<u32, DirtyFile>,
-    /// Blocks waiting, over all files: each is a block reserved on disk.
-    blocks: u64,
-}
+/// Files kept apart by inode number, each part under its own lock: every
+/// inode read asks for its file's size, and with one lock the request
+/// threads and write-back queued on it (untar measured 5% slower).
+const SHARDS: usize = 16;
+
+type Files = HashMap<u32, DirtyFile>;
 
 /// The delayed data of every file (empty on read-only volumes).
 pub(crate) struct Delayed {
-    inner: Mutex<Inner>,
-    /// Files tracked (set under `inner`'s lock at each change): lets every
-    /// inode read skip the lock while nothing waits.
+    shards: Box<[Mutex<Files>]>,
+    /// Blocks waiting, over all files: each is a block reserved on disk.
+    /// Changed under the lock of the shard whose file gains or loses them.
+    blocks: AtomicU64,
+    /// Files tracked, changed likewise: lets every inode read skip the
+    /// locks while nothing waits.
     tracked: AtomicUsize,
     block_size: usize,
 }
 
-/// `inner` locked; on drop, publishes how many files it tracks.
-struct Locked<'a> {
-    inner: MutexGuard<'a, Inner>,
-    tracked: &'a AtomicUsize,
-}
-
-impl std::ops::Deref for Locked<'_> {
-    type Target = Inner;
-    fn deref(&self) -> &Inner {
-        &self.inner
-    }
-}
-
-impl std::ops::DerefMut for Locked<'_> {
-    fn deref_mut(&mut self) -> &mut Inner {
-        &mut self.inner
-    }
-}
-
-impl Drop for Locked<'_> {
-    fn drop(&mut self) {
-        self.tracked.store(self.inner.files.len(), Ordering::Release);
-    }
-}
-
 impl Delayed {
     pub(crate) fn new(block_size: u32) -> Self {
-        Delayed { inner: Mutex::new(Inner::default()), tracked: AtomicUsize::new(0), block_size: block_size as usize }
+        Delayed {
+            shards: (0..SHARDS).map(|_| Mutex::new(Files::new())).collect(),
+            blocks: AtomicU64::new(0),
+            tracked: AtomicUsize::new(0),
+            block_size: block_size as usize,
+        }
     }
 
-    /// The store locked for a change.
-    fn change(&self) -> Locked<'_> {
-        Locked { inner: self.inner.lock(), tracked: &self.tracked }
+    /// The shard that holds `ino`, locked.
+    fn shard(&self, ino: u32) -> MutexGuard<'_, Files> {
+        self.shards[ino as usize % SHARDS].lock()
+    }
+
+    /// The shard that holds `ino`, locked, or None while no file waits.
+    fn shard_if_any(&self, ino: u32) -> Option<MutexGuard<'_, Files>> {
+        (self.tracked.load(Ordering::Acquire) > 0).then(|| self.shard(ino))
+    }
+
+    fn gained(&self, n: u64) {
+        self.blocks.fetch_add(n, Ordering::AcqRel);
+    }
+
+    fn lost(&self, n: u64) {
+        let before = self.blocks.fetch_sub(n, Ordering::AcqRel);
+        debug_assert!(before >= n, "delayed block count below zero: {before} - {n}");
+    }
+
+    /// Remove `ino`'s file from `files` (its shard, locked), if tracked.
+    fn remove(&self, files: &mut Files, ino: u32) -> Option<DirtyFile> {
+        let f = files.remove(&ino)?;
+        self.tracked.fetch_sub(1, Ordering::AcqRel);
+        Some(f)
     }
 
     /// Blocks waiting over all files (each has a block reserved for it).
     pub(crate) fn blocks(&self) -> u64 {
-        self.inner.lock().blocks
+        self.blocks.load(Ordering::Acquire)
     }
 
     /// Bytes waiting over all files.
@@ -95,29 +99,23 @@ impl Delayed {
 
     /// Whether `ino` has data waiting or a size the disk does not have yet.
     pub(crate) fn has(&self, ino: u32) -> bool {
-        self.inner.lock().files.contains_key(&ino)
+        self.shard_if_any(ino).is_some_and(|files| files.contains_key(&ino))
     }
 
     /// The size readers see for `ino`, when it differs from its inode's.
     pub(crate) fn size(&self, ino: u32) -> Option<u64> {
-        if self.tracked.load(Ordering::Acquire) == 0 {
-            return None; // every inode read asks: no lock when nothing waits
-        }
-        self.inner.lock().files.get(&ino).map(|f| f.size)
+        self.shard_if_any(ino)?.get(&ino).map(|f| f.size)
     }
 
     /// Blocks of `ino` waiting (they count in its st_blocks, as the
     /// kernel counts reserved delalloc blocks).
     pub(crate) fn file_blocks(&self, ino: u32) -> u64 {
-        if self.tracked.load(Ordering::Acquire) == 0 {
-            return 0;
-        }
-        self.inner.lock().files.get(&ino).map_or(0, |f| f.blocks.len() as u64)
+        self.shard_if_any(ino).and_then(|files| files.get(&ino).map(|f| f.blocks.len() as u64)).unwrap_or(0)
     }
 
     /// Whether logical block `lblk` of `ino` is waiting here.
     pub(crate) fn holds_block(&self, ino: u32, lblk: u64) -> bool {
-        self.inner.lock().files.get(&ino).is_some_and(|f| f.blocks.contains_key(&lblk))
+        self.shard_if_any(ino).is_some_and(|files| files.get(&ino).is_some_and(|f| f.blocks.contains_key(&lblk)))
     }
 
     /// Copy `data` into `ino` at byte `offset` of logical block `lblk`,
@@ -126,13 +124,11 @@ impl Delayed {
     /// Returns whether the block is new (one more block to reserve).
     pub(crate) fn put(&self, ino: u32, disk_size: u64, lblk: u64, offset: usize, data: &[u8]) -> bool {
         debug_assert!(offset + data.len() <= self.block_size);
-        let mut inner = self.change();
+        let mut files = self.shard(ino);
         let bs = self.block_size;
-        let file = inner.files.entry(ino).or_insert_with(|| DirtyFile {
-            blocks: BTreeMap::new(),
-            size: disk_size,
-            disk_size,
-            since: Instant::now(),
+        let file = files.entry(ino).or_insert_with(|| {
+            self.tracked.fetch_add(1, Ordering::AcqRel);
+            DirtyFile { blocks: BTreeMap::new(), size: disk_size, disk_size, since: Instant::now() }
         });
         if file.blocks.is_empty() {
             file.since = Instant::now();
@@ -155,18 +151,16 @@ impl Delayed {
             }
         };
         if new {
-            inner.blocks += 1;
+            self.gained(1);
         }
         new
     }
 
     /// Take back a block `put` just made (the write failed after it).
     pub(crate) fn unput(&self, ino: u32, lblk: u64) {
-        let mut inner = self.change();
-        if let Some(f) = inner.files.get_mut(&ino) {
-            if f.blocks.remove(&lblk).is_some() {
-                inner.blocks -= 1;
-            }
+        let mut files = self.shard(ino);
+        if files.get_mut(&ino).is_some_and(|f| f.blocks.remove(&lblk).is_some()) {
+            self.lost(1);
         }
     }
 
@@ -175,10 +169,10 @@ impl Delayed {
     /// of it once nothing waits (the file is forgotten then). Returns the
     /// size to record on disk; None for a file not tracked.
     pub(crate) fn sizes_at_write(&self, ino: u32, size: u64) -> Option<u64> {
-        let mut inner = self.change();
-        let f = inner.files.get_mut(&ino)?;
+        let mut files = self.shard_if_any(ino)?;
+        let f = files.get_mut(&ino)?;
         if f.blocks.is_empty() {
-            inner.files.remove(&ino);
+            self.remove(&mut files, ino);
             return Some(size);
         }
         f.size = size;
@@ -189,7 +183,7 @@ impl Delayed {
     /// The disk may record `disk_size` for `ino` (a truncate or an
     /// extension without data: nothing waits below it that matters).
     pub(crate) fn set_disk_size(&self, ino: u32, disk_size: u64) {
-        if let Some(f) = self.change().files.get_mut(&ino) {
+        if let Some(f) = self.shard(ino).get_mut(&ino) {
             f.disk_size = disk_size;
         }
     }
@@ -197,11 +191,8 @@ impl Delayed {
     /// Copy the blocks of `ino` waiting in logical blocks
     /// `first..first + buf.len() / block size` over `buf`.
     pub(crate) fn overlay(&self, ino: u32, first: u64, buf: &mut [u8]) {
-        if self.tracked.load(Ordering::Acquire) == 0 {
-            return;
-        }
-        let inner = self.inner.lock();
-        let Some(f) = inner.files.get(&ino) else { return };
+        let Some(files) = self.shard_if_any(ino) else { return };
+        let Some(f) = files.get(&ino) else { return };
         let bs = self.block_size;
         let n = (buf.len() / bs) as u64;
         for (&l, b) in f.blocks.range(first..first + n) {
@@ -214,8 +205,8 @@ impl Delayed {
     /// (first block, its blocks' contents), at most `max` blocks long.
     /// The blocks are shared, not copied.
     pub(crate) fn run_from(&self, ino: u32, from: u64, max: u64) -> Option<(u64, Vec<Arc<[u8]>>)> {
-        let inner = self.inner.lock();
-        let f = inner.files.get(&ino)?;
+        let files = self.shard(ino);
+        let f = files.get(&ino)?;
         let mut it = f.blocks.range(from..);
         let (&start, first) = it.next()?;
         let mut run = vec![Arc::clone(first)];
@@ -232,8 +223,8 @@ impl Delayed {
     /// disk (see [`Self::written`]), without changing anything; None for a
     /// file not tracked.
     pub(crate) fn disk_size_after(&self, ino: u32, start: u64, len: u64) -> Option<u64> {
-        let inner = self.inner.lock();
-        let f = inner.files.get(&ino)?;
+        let files = self.shard(ino);
+        let f = files.get(&ino)?;
         let end = start + len;
         let next = f.blocks.range(..start).next().or_else(|| f.blocks.range(end..).next()).map(|(&l, _)| l);
         Some(disk_size_reached(f, self.block_size as u64, end, next))
@@ -244,9 +235,9 @@ impl Delayed {
     /// Returns the new on-disk size, and whether the file is done (nothing
     /// waits and both sizes agree; it is forgotten).
     pub(crate) fn written(&self, ino: u32, start: u64, len: u64) -> Option<(u64, bool)> {
-        let mut inner = self.change();
+        let mut files = self.shard(ino);
         let bs = self.block_size as u64;
-        let f = inner.files.get_mut(&ino)?;
+        let f = files.get_mut(&ino)?;
         let before = f.blocks.len();
         let dropped: Vec<u64> = f.blocks.range(start..start + len).map(|(&l, _)| l).collect();
         for l in &dropped {
@@ -257,9 +248,9 @@ impl Delayed {
         f.disk_size = disk_size_reached(f, bs, start + len, f.blocks.keys().next().copied());
         let disk_size = f.disk_size;
         if done {
-            inner.files.remove(&ino);
+            self.remove(&mut files, ino);
         }
-        inner.blocks -= removed;
+        self.lost(removed);
         Some((disk_size, done))
     }
 
@@ -267,34 +258,35 @@ impl Delayed {
     /// or `from` 0 when the file is freed); returns how many were dropped.
     /// Partial data in the block holding the new end is the caller's to zero.
     pub(crate) fn drop_from(&self, ino: u32, from: u64) -> u64 {
-        let mut inner = self.change();
-        let Some(f) = inner.files.get_mut(&ino) else { return 0 };
-        let gone = f.blocks.split_off(&from);
-        let n = gone.len() as u64;
-        inner.blocks -= n;
+        let mut files = self.shard(ino);
+        let Some(f) = files.get_mut(&ino) else { return 0 };
+        let n = f.blocks.split_off(&from).len() as u64;
+        self.lost(n);
         n
     }
 
     /// Zero bytes `from..` of waiting block `lblk` of `ino` (the block a
     /// truncate ends inside).
     pub(crate) fn zero_tail(&self, ino: u32, lblk: u64, from: usize) {
-        if let Some(b) = self.change().files.get_mut(&ino).and_then(|f| f.blocks.get_mut(&lblk)) {
+        if let Some(b) = self.shard(ino).get_mut(&ino).and_then(|f| f.blocks.get_mut(&lblk)) {
             Arc::make_mut(b)[from..].fill(0);
         }
     }
 
     /// Forget `ino` (freed; its blocks dropped first); returns the blocks dropped.
     pub(crate) fn forget(&self, ino: u32) -> u64 {
-        let mut inner = self.change();
-        let n = inner.files.remove(&ino).map_or(0, |f| f.blocks.len() as u64);
-        inner.blocks -= n;
+        let Some(mut files) = self.shard_if_any(ino) else { return 0 };
+        let n = self.remove(&mut files, ino).map_or(0, |f| f.blocks.len() as u64);
+        self.lost(n);
         n
     }
 
     /// Files with data waiting, oldest first, with when their data began to wait.
     pub(crate) fn files_by_age(&self) -> Vec<(u32, Instant)> {
-        let inner = self.inner.lock();
-        let mut v: Vec<(u32, Instant)> = inner.files.iter().map(|(&i, f)| (i, f.since)).collect();
+        let mut v: Vec<(u32, Instant)> = Vec::new();
+        for shard in self.shards.iter() {
+            v.extend(shard.lock().iter().map(|(&i, f)| (i, f.since)));
+        }
         v.sort_by_key(|&(i, t)| (t, i));
         v
     }
