@@ -34,6 +34,10 @@ FLAG_OPTIONS = {
     "inline": [],
     # The kernel opens files without asking the daemon: no OPEN/RELEASE round trips (docs/ARCHITECTURE.md).
     "kernelopens": ["kernel_opens"],
+    # The transport's floor, not a file system: the daemon serves an in-memory tree that drops file data
+    # (crates/fuse/src/floor.rs), with ext4lazy's FUSE capabilities and transport, so the kernel sends it the same
+    # requests; its time is what the FUSE round trips cost before any file system work. The image is not touched.
+    "floor": ["floor"],
 }
 PRELOAD_LIB = "libext4lazy_preload.so"
 # flags that change how the volume is made instead (or as well): extra mkfs.ext4 arguments

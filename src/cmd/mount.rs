@@ -23,6 +23,13 @@ use std::time::Duration;
 
 const READY_FD_ENV: &str = "EXT4LAZY_READY_FD";
 
+/// How long the kernel may cache entries and attributes: every change goes
+/// through this mount, and the kernel updates or drops what it caches for
+/// the inodes an operation touches (we notify it of the one change it
+/// cannot see, atime), so long timeouts are safe read-write too, and save
+/// the revalidation LOOKUPs a short one costs.
+const MOUNT_TTL: Duration = Duration::from_secs(3600);
+
 pub fn run(option_args: &[String], image: &Path, mountpoint: &Path) -> Result<()> {
     let opts = MountOptions::parse(option_args)?;
     if let Ok(fd) = std::env::var(READY_FD_ENV) {
@@ -67,6 +74,9 @@ fn spawn_daemon(option_args: &[String], image: &Path, mountpoint: &Path) -> Resu
 
 /// Open, mount and serve until unmounted. Reports readiness or the first error on `ready`.
 fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option<File>) -> Result<()> {
+    if opts.floor {
+        return serve_floor(opts, image, mountpoint, ready);
+    }
     let session = match prepare(opts, image, mountpoint) {
         Ok(s) => s,
         Err(e) => {
@@ -148,6 +158,66 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
     }
     drop(lock);
     done
+}
+
+/// `-o floor`: serve the in-memory floor file system (fuse::FloorFs) on the
+/// mount point, through the same mount, transport and daemon life as the
+/// volume, holding the image's lock as a volume's daemon does (`umount`
+/// waits on it).
+fn serve_floor(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option<File>) -> Result<()> {
+    let counters = Arc::new(fusewire::Counters::default());
+    // The figures `ext4lazy bench` reads of every ext4lazy mount: no device
+    // I/O at all, and the requests served.
+    let stats = |c: &fusewire::Counters| {
+        serde_json::json!({ "floor": true, "io": io_json(&blockdev::IoCounts::default()), "fuse": fuse_json(c) })
+    };
+    let start = || -> Result<(fusewire::Session<fuse::FloorFs>, File)> {
+        let image = std::fs::canonicalize(image).with_context(|| format!("cannot open {}", image.display()))?;
+        let mnt = std::fs::canonicalize(mountpoint).with_context(|| format!("mount point {}", mountpoint.display()))?;
+        let lock = File::open(&image).with_context(|| format!("cannot open {}", image.display()))?;
+        lock_exclusive(&lock, &image)?;
+        let km = super::fusemount::KernelMount {
+            read_only: opts.read_only,
+            allow_other: opts.allow_other,
+            no_subtype: opts.no_subtype,
+            flags: opts.kernel_flags,
+        };
+        let fd = super::fusemount::mount(&image, &mnt, &km)?;
+        let fs = fuse::FloorFs::new(MOUNT_TTL, opts.kernel_opens || opts.read_only);
+        let uring = fusewire::UringConfig { enabled: opts.uring, priority: opts.uring_sched, ..Default::default() };
+        let config = fusewire::Config { threads: opts.threads, uring, counters: counters.clone(), ..Default::default() };
+        match fusewire::Session::new(fd, Arc::new(fs), config) {
+            Ok(s) => Ok((s, lock)),
+            Err(e) => {
+                let _ = super::umount::detach(&mnt);
+                Err(e).with_context(|| format!("FUSE handshake on {}", mnt.display()))
+            }
+        }
+    };
+    let (session, lock) = match start() {
+        Ok(s) => s,
+        Err(e) => {
+            if let Some(r) = ready.as_mut() {
+                let _ = write!(r, "{e:#}");
+            }
+            return Err(e);
+        }
+    };
+    let live = live_stats_path(mountpoint);
+    if let Some(mut r) = ready.take() {
+        detach(mountpoint)?;
+        let _ = write_json(&stats(&counters), &live);
+        let _ = r.write_all(b"OK");
+    }
+    let served = session.run().context("serving FUSE requests");
+    let _ = std::fs::remove_file(&live);
+    if let Some(path) = &opts.stats {
+        if let Err(e) = write_json(&stats(&counters), path) {
+            fuse::report(format_args!("cannot write the stats file {}: {e:#}", path.display()));
+        }
+    }
+    drop(lock);
+    served
 }
 
 /// Full-path hints (`-o stepahead`), listening before `mount` returns so that
@@ -386,14 +456,9 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
         ..Default::default()
     };
     let vol = Volume::open(dev, vopts).with_context(|| format!("{} is not a usable ext4 volume", image.display()))?;
-    // Every change goes through this mount, and the kernel updates or drops
-    // what it caches for the inodes an operation touches (we notify it of the
-    // one change it cannot see, atime): long timeouts are safe read-write too,
-    // and save the revalidation LOOKUPs a short one costs.
-    let ttl = Duration::from_secs(3600);
     let vol = Arc::new(vol);
-    let mut fs =
-        fuse::Ext4Fuse::new(vol.clone(), fuse::CachePolicy { ttl, atime: opts.atime, kernel_opens: opts.kernel_opens });
+    let policy = fuse::CachePolicy { ttl: MOUNT_TTL, atime: opts.atime, kernel_opens: opts.kernel_opens };
+    let mut fs = fuse::Ext4Fuse::new(vol.clone(), policy);
     if let Some(t) = &opts.inject_panic {
         fs = fs.with_panic_trigger(t.clone());
     }

@@ -56,6 +56,10 @@ pub struct MountOptions {
     /// Requests that panic on purpose (`inject_panic=OP[@INO|/NAME]`, for
     /// tests of the request boundary; see crates/fuse/src/inject.rs).
     pub inject_panic: Option<fuse::PanicTrigger>,
+    /// Serve an in-memory file system that drops file data instead of the
+    /// volume (`floor`, for measurement: what the FUSE round trips alone
+    /// cost; crates/fuse/src/floor.rs). The image is not read.
+    pub floor: bool,
 }
 
 /// How the daemon reaches its image file or block device.
@@ -101,6 +105,7 @@ impl Default for MountOptions {
             stepahead: None,
             kernel_opens: false,
             inject_panic: None,
+            floor: false,
         }
     }
 }
@@ -157,6 +162,7 @@ impl MountOptions {
                 "cold_age" => o.cold_age_s = Some(number(value)? as u64),
                 "nosubtype" => o.no_subtype = true,
                 "kernel_opens" if value.is_none() => o.kernel_opens = true,
+                "floor" if value.is_none() => o.floor = true,
                 "nokernel_opens" if value.is_none() => o.kernel_opens = false,
                 "stepahead" if value.is_none() => {
                     o.stepahead.get_or_insert_with(Default::default);
@@ -327,6 +333,9 @@ mod tests {
         assert!(!p("rw").unwrap().kernel_opens);
         assert!(p("rw,kernel_opens").unwrap().kernel_opens);
         assert!(!p("rw,kernel_opens,nokernel_opens").unwrap().kernel_opens);
+        assert!(!p("rw").unwrap().floor);
+        assert!(p("rw,floor").unwrap().floor);
+        assert!(p("floor=1").is_err(), "a flag takes no value");
         assert!(p("rw,kernel_opens=1").is_err());
     }
 

@@ -9,6 +9,7 @@
 
 mod attr;
 mod caller;
+mod floor;
 mod inject;
 mod ioctl;
 mod serve;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use attr::to_file_attr;
+pub use floor::FloorFs;
 pub use inject::{PanicTrigger, TriggerError};
 
 /// How the kernel may cache what we tell it.

@@ -7,34 +7,41 @@ use fusewire::{reply, DirBuf, Errno, InitInfo, Op, PanicReport, Request};
 use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
 
+/// The FUSE capabilities ext4lazy asks for (also the floor's, `floor.rs`,
+/// so that the kernel sends both the same requests). `no_open`: the kernel
+/// opens files itself (read-only volumes, `kernel_opens`).
+pub(crate) fn capabilities(no_open: bool) -> u64 {
+    // readdirplus lets `ls -l` get every attribute with the listing.
+    // Round trips dominate a cold traversal: directories need no OPENDIR /
+    // RELEASEDIR (we keep no per-handle state for them); on a read-only
+    // volume files need no OPEN / RELEASE either (read-write mounts count
+    // open handles, for unlinked-but-open files). Symlink targets are cached;
+    // lookups and readdirs in one directory may run in parallel.
+    let mut caps = init::DO_READDIRPLUS
+        | init::READDIRPLUS_AUTO
+        | init::NO_OPENDIR_SUPPORT
+        | init::CACHE_SYMLINKS
+        | init::PARALLEL_DIROPS;
+    // POSIX ACLs: the kernel checks permissions with the ACLs we store;
+    // we keep the mode in step with them and inherit default ACLs, for
+    // which creates must arrive without the umask applied (we apply it
+    // when the directory has no default ACL).
+    caps |= init::POSIX_ACL | init::DONT_MASK;
+    // We clear set-user-ID, set-group-ID and file capabilities on write,
+    // truncate and chown ourselves (Volume::drop_privileges), so the
+    // kernel need not re-read the mode before every chown nor ask for
+    // security.capability on direct writes: about 2 round trips per file
+    // of an untar (321,578 -> 275,559 requests).
+    caps |= init::HANDLE_KILLPRIV_V2;
+    if no_open {
+        caps |= init::NO_OPEN_SUPPORT;
+    }
+    caps
+}
+
 impl fusewire::Handler for Ext4Fuse {
     fn capabilities(&self, _info: &InitInfo) -> u64 {
-        // readdirplus lets `ls -l` get every attribute with the listing.
-        // Round trips dominate a cold traversal: directories need no OPENDIR /
-        // RELEASEDIR (we keep no per-handle state for them); on a read-only
-        // volume files need no OPEN / RELEASE either (read-write mounts count
-        // open handles, for unlinked-but-open files). Symlink targets are cached;
-        // lookups and readdirs in one directory may run in parallel.
-        let mut caps = init::DO_READDIRPLUS
-            | init::READDIRPLUS_AUTO
-            | init::NO_OPENDIR_SUPPORT
-            | init::CACHE_SYMLINKS
-            | init::PARALLEL_DIROPS;
-        // POSIX ACLs: the kernel checks permissions with the ACLs we store;
-        // we keep the mode in step with them and inherit default ACLs, for
-        // which creates must arrive without the umask applied (we apply it
-        // when the directory has no default ACL).
-        caps |= init::POSIX_ACL | init::DONT_MASK;
-        // We clear set-user-ID, set-group-ID and file capabilities on write,
-        // truncate and chown ourselves (Volume::drop_privileges), so the
-        // kernel need not re-read the mode before every chown nor ask for
-        // security.capability on direct writes: about 2 round trips per file
-        // of an untar (321,578 -> 275,559 requests).
-        caps |= init::HANDLE_KILLPRIV_V2;
-        if self.vol.is_read_only() || self.policy.kernel_opens {
-            caps |= init::NO_OPEN_SUPPORT;
-        }
-        caps
+        capabilities(self.vol.is_read_only() || self.policy.kernel_opens)
     }
 
     fn forget(&self, nodeid: u64, nlookup: u64) {

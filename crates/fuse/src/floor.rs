@@ -1,0 +1,284 @@
+//! The transport's floor: a file system that keeps its tree in memory and
+//! drops file data, served through the same FUSE transport, with the same
+//! capabilities and cache policy as [`crate::Ext4Fuse`], so that the kernel
+//! sends it the same requests. Whatever a workload costs on it is what the
+//! FUSE round trips cost before any file system work (`-o floor`, for
+//! measurement only: docs/results/writepath.md).
+
+use crate::serve::{capabilities, write_only_handle};
+use fusewire::abi::FOPEN_KEEP_CACHE;
+use fusewire::{reply, Attr, DirBuf, Entry, Errno, InitInfo, Op, Request, SetAttrIn, SetTime};
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+const ROOT: u64 = 1;
+
+struct Node {
+    attr: Attr,
+    /// Name -> node id (directories).
+    children: BTreeMap<OsString, u64>,
+    /// Symbolic link target.
+    target: Vec<u8>,
+}
+
+struct Tree {
+    nodes: HashMap<u64, Node>,
+    next: u64,
+}
+
+/// The in-memory file system (see the module comment).
+pub struct FloorFs {
+    tree: Mutex<Tree>,
+    ttl: Duration,
+    kernel_opens: bool,
+}
+
+fn now() -> (i64, u32) {
+    let d = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    (d.as_secs() as i64, d.subsec_nanos())
+}
+
+fn node(ino: u64, mode: u32, uid: u32, gid: u32) -> Node {
+    let t = now();
+    let nlink = if mode & libc::S_IFMT == libc::S_IFDIR { 2 } else { 1 };
+    let attr = Attr { ino, mode, nlink, uid, gid, blksize: 4096, atime: t, mtime: t, ctime: t, ..Default::default() };
+    Node { attr, children: BTreeMap::new(), target: Vec::new() }
+}
+
+fn time(t: SetTime) -> (i64, u32) {
+    match t {
+        SetTime::Now => now(),
+        SetTime::At { sec, nsec } => (sec, nsec),
+    }
+}
+
+impl FloorFs {
+    pub fn new(ttl: Duration, kernel_opens: bool) -> Self {
+        let mut nodes = HashMap::new();
+        nodes.insert(ROOT, node(ROOT, libc::S_IFDIR | 0o755, 0, 0));
+        FloorFs { tree: Mutex::new(Tree { nodes, next: ROOT + 1 }), ttl, kernel_opens }
+    }
+
+    fn entry(&self, attr: Attr) -> Entry {
+        Entry { attr, generation: 0, ttl: self.ttl }
+    }
+
+    /// Make `name` in `parent`: a new node of `mode` (or `link`, an existing one).
+    fn make(&self, req: &Request, name: &OsStr, mode: u32, target: &[u8], link: Option<u64>) -> Result<Attr, Errno> {
+        let mut t = self.tree.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = t.nodes.get(&req.nodeid).ok_or(Errno::ENOENT)?;
+        if dir.children.contains_key(name) {
+            return Err(Errno(libc::EEXIST));
+        }
+        let ino = match link {
+            Some(ino) => {
+                let n = t.nodes.get_mut(&ino).ok_or(Errno::ENOENT)?;
+                n.attr.nlink += 1;
+                ino
+            }
+            None => {
+                let ino = t.next;
+                t.next += 1;
+                let mut n = node(ino, mode, req.uid, req.gid);
+                n.target = target.to_vec();
+                n.attr.size = target.len() as u64;
+                t.nodes.insert(ino, n);
+                ino
+            }
+        };
+        let dir = t.nodes.get_mut(&req.nodeid).ok_or(Errno::ENOENT)?;
+        dir.children.insert(name.to_owned(), ino);
+        if mode & libc::S_IFMT == libc::S_IFDIR {
+            dir.attr.nlink += 1;
+        }
+        Ok(t.nodes[&ino].attr)
+    }
+
+    fn remove(&self, req: &Request, name: &OsStr) -> Result<(), Errno> {
+        let mut t = self.tree.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = t.nodes.get_mut(&req.nodeid).ok_or(Errno::ENOENT)?;
+        let ino = dir.children.remove(name).ok_or(Errno::ENOENT)?;
+        let gone = t.nodes.get_mut(&ino).map(|n| {
+            n.attr.nlink = n.attr.nlink.saturating_sub(1);
+            n.attr.nlink == 0 || n.attr.mode & libc::S_IFMT == libc::S_IFDIR
+        });
+        if gone == Some(true) {
+            t.nodes.remove(&ino);
+        }
+        Ok(())
+    }
+
+    fn setattr(&self, ino: u64, s: &SetAttrIn) -> Result<Attr, Errno> {
+        let mut t = self.tree.lock().unwrap_or_else(|e| e.into_inner());
+        let a = &mut t.nodes.get_mut(&ino).ok_or(Errno::ENOENT)?.attr;
+        if let Some(m) = s.mode {
+            a.mode = (a.mode & libc::S_IFMT) | (m & 0o7777);
+        }
+        a.uid = s.uid.unwrap_or(a.uid);
+        a.gid = s.gid.unwrap_or(a.gid);
+        a.size = s.size.unwrap_or(a.size);
+        if let Some(at) = s.atime {
+            a.atime = time(at);
+        }
+        if let Some(mt) = s.mtime {
+            a.mtime = time(mt);
+        }
+        a.ctime = s.ctime.unwrap_or_else(now);
+        Ok(*a)
+    }
+
+    fn attr(&self, ino: u64) -> Result<Attr, Errno> {
+        let t = self.tree.lock().unwrap_or_else(|e| e.into_inner());
+        t.nodes.get(&ino).map(|n| n.attr).ok_or(Errno::ENOENT)
+    }
+
+    fn readdir(&self, ino: u64, offset: u64, mut buf: DirBuf<'_>, plus: bool) -> Result<(), Errno> {
+        let t = self.tree.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = t.nodes.get(&ino).ok_or(Errno::ENOENT)?;
+        for (i, (name, child)) in dir.children.iter().enumerate().skip(offset as usize) {
+            let attr = t.nodes.get(child).map(|n| n.attr).unwrap_or_default();
+            let dtype = (attr.mode & libc::S_IFMT) >> 12;
+            let next = i as u64 + 1;
+            let fits = if plus {
+                buf.add_plus(&self.entry(attr), next, dtype, name.as_bytes())
+            } else {
+                buf.add(*child, next, dtype, name.as_bytes())
+            };
+            if !fits {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fusewire::Handler for FloorFs {
+    fn capabilities(&self, _info: &InitInfo) -> u64 {
+        capabilities(self.kernel_opens)
+    }
+
+    fn handle(&self, req: &Request, op: Op<'_>, out: &mut Vec<u8>) -> Result<(), Errno> {
+        let ino = req.nodeid;
+        match op {
+            Op::Lookup { name } => {
+                let attr = {
+                    let t = self.tree.lock().unwrap_or_else(|e| e.into_inner());
+                    let child = t.nodes.get(&ino).and_then(|d| d.children.get(name)).ok_or(Errno::ENOENT)?;
+                    t.nodes[child].attr
+                };
+                reply::entry(out, &self.entry(attr));
+            }
+            Op::GetAttr { .. } => reply::attr_out(out, self.ttl, &self.attr(ino)?),
+            Op::SetAttr(s) => reply::attr_out(out, self.ttl, &self.setattr(ino, &s)?),
+            Op::ReadLink => {
+                let t = self.tree.lock().unwrap_or_else(|e| e.into_inner());
+                out.extend_from_slice(&t.nodes.get(&ino).ok_or(Errno::ENOENT)?.target);
+            }
+            Op::Symlink { name, target } => {
+                reply::entry(out, &self.entry(self.make(req, name, libc::S_IFLNK | 0o777, target, None)?))
+            }
+            Op::Mknod { name, mode, umask, .. } => {
+                reply::entry(out, &self.entry(self.make(req, name, mode & !umask, &[], None)?))
+            }
+            Op::Mkdir { name, mode, umask } => {
+                let mode = libc::S_IFDIR | (mode & !umask & 0o7777);
+                reply::entry(out, &self.entry(self.make(req, name, mode, &[], None)?))
+            }
+            Op::Create { name, mode, umask, flags } => {
+                let attr = self.make(req, name, mode & !umask, &[], None)?;
+                reply::create(out, &self.entry(attr), 0, write_only_handle(flags));
+            }
+            Op::Link { ino: target, newname } => {
+                let mode = self.attr(target)?.mode;
+                reply::entry(out, &self.entry(self.make(req, newname, mode, &[], Some(target))?))
+            }
+            Op::Unlink { name } | Op::Rmdir { name } => self.remove(req, name)?,
+            Op::Rename { name, newdir, newname, .. } => {
+                let mut t = self.tree.lock().unwrap_or_else(|e| e.into_inner());
+                let child = t.nodes.get_mut(&ino).and_then(|d| d.children.remove(name)).ok_or(Errno::ENOENT)?;
+                t.nodes.get_mut(&newdir).ok_or(Errno::ENOENT)?.children.insert(newname.to_owned(), child);
+            }
+            Op::Open { flags, .. } => {
+                if self.kernel_opens {
+                    return Err(Errno::ENOSYS); // as Ext4Fuse: no OPEN/RELEASE from now on
+                }
+                reply::open(out, 0, FOPEN_KEEP_CACHE | write_only_handle(flags));
+            }
+            Op::Read { offset, size } => {
+                let len = self.attr(ino)?.size.saturating_sub(offset).min(u64::from(size));
+                out.resize(len as usize, 0);
+            }
+            Op::Write { offset, data, .. } => {
+                let mut t = self.tree.lock().unwrap_or_else(|e| e.into_inner());
+                let a = &mut t.nodes.get_mut(&ino).ok_or(Errno::ENOENT)?.attr;
+                a.size = a.size.max(offset + data.len() as u64);
+                a.mtime = now();
+                reply::written(out, data.len() as u32);
+            }
+            Op::Statfs => {
+                let s = fusewire::Statfs {
+                    blocks: 1 << 30,
+                    bfree: 1 << 30,
+                    bavail: 1 << 30,
+                    files: 1 << 30,
+                    ffree: 1 << 30,
+                    bsize: 4096,
+                    namelen: 255,
+                    frsize: 4096,
+                };
+                reply::statfs(out, &s);
+            }
+            // As Ext4Fuse: FLUSH, OPENDIR and RELEASEDIR answered ENOSYS stop coming.
+            Op::Flush | Op::OpenDir | Op::ReleaseDir => return Err(Errno::ENOSYS),
+            Op::Release | Op::Fsync { .. } | Op::FsyncDir { .. } | Op::Access { .. } | Op::SetXattr { .. } => {}
+            Op::GetXattr { .. } | Op::RemoveXattr { .. } => return Err(Errno(libc::ENODATA)),
+            Op::ListXattr { size } => {
+                if size == 0 {
+                    reply::xattr_size(out, 0);
+                }
+            }
+            Op::ReadDir { offset, size } => self.readdir(ino, offset, DirBuf::new(out, size), false)?,
+            Op::ReadDirPlus { offset, size } => self.readdir(ino, offset, DirBuf::new(out, size), true)?,
+            _ => return Err(Errno::ENOSYS),
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fusewire::Handler;
+
+    fn req(opcode: u32, nodeid: u64) -> Request {
+        Request { opcode, unique: 1, nodeid, uid: 0, gid: 0, pid: 1 }
+    }
+
+    #[test]
+    fn a_made_tree_is_found_and_removed() {
+        use fusewire::abi::op;
+        let fs = FloorFs::new(Duration::from_secs(1), false);
+        let mut out = Vec::new();
+        let mk = Op::Mkdir { name: OsStr::new("d"), mode: 0o755, umask: 0 };
+        fs.handle(&req(op::MKDIR, ROOT), mk, &mut out).unwrap();
+        let d = u64::from_le_bytes(out[..8].try_into().unwrap());
+        out.clear();
+        let cr = Op::Create { name: OsStr::new("f"), mode: libc::S_IFREG | 0o644, umask: 0, flags: libc::O_WRONLY };
+        fs.handle(&req(op::CREATE, d), cr, &mut out).unwrap();
+        let f = u64::from_le_bytes(out[..8].try_into().unwrap());
+        out.clear();
+        let w = Op::Write { offset: 10, data: b"abc", write_flags: 0 };
+        fs.handle(&req(op::WRITE, f), w, &mut out).unwrap();
+        assert_eq!(fs.attr(f).unwrap().size, 13);
+        out.clear();
+        fs.handle(&req(op::LOOKUP, d), Op::Lookup { name: OsStr::new("f") }, &mut out).unwrap();
+        assert_eq!(u64::from_le_bytes(out[..8].try_into().unwrap()), f);
+        fs.handle(&req(op::UNLINK, d), Op::Unlink { name: OsStr::new("f") }, &mut out).unwrap();
+        let gone = fs.handle(&req(op::LOOKUP, d), Op::Lookup { name: OsStr::new("f") }, &mut Vec::new());
+        assert_eq!(gone, Err(Errno::ENOENT));
+        assert!(fs.attr(f).is_err(), "its last link gone: dropped");
+    }
+}
