@@ -168,9 +168,7 @@ fn serve_floor(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: 
     let counters = Arc::new(fusewire::Counters::default());
     // The figures `ext4lazy bench` reads of every ext4lazy mount: no device
     // I/O at all, and the requests served.
-    let stats = |c: &fusewire::Counters| {
-        serde_json::json!({ "floor": true, "io": io_json(&blockdev::IoCounts::default()), "fuse": fuse_json(c) })
-    };
+    let stats = |c: &fusewire::Counters| serde_json::json!({ "floor": true, "io": io_json(&blockdev::IoCounts::default()), "fuse": fuse_json(c) });
     let start = || -> Result<(fusewire::Session<fuse::FloorFs>, File)> {
         let image = std::fs::canonicalize(image).with_context(|| format!("cannot open {}", image.display()))?;
         let mnt = std::fs::canonicalize(mountpoint).with_context(|| format!("mount point {}", mountpoint.display()))?;
@@ -185,7 +183,8 @@ fn serve_floor(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: 
         let fd = super::fusemount::mount(&image, &mnt, &km)?;
         let fs = fuse::FloorFs::new(MOUNT_TTL, opts.kernel_opens || opts.read_only);
         let uring = fusewire::UringConfig { enabled: opts.uring, priority: opts.uring_sched, ..Default::default() };
-        let config = fusewire::Config { threads: opts.threads, uring, counters: counters.clone(), ..Default::default() };
+        let config =
+            fusewire::Config { threads: opts.threads, uring, counters: counters.clone(), ..Default::default() };
         match fusewire::Session::new(fd, Arc::new(fs), config) {
             Ok(s) => Ok((s, lock)),
             Err(e) => {

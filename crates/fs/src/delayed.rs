@@ -219,6 +219,20 @@ impl Delayed {
         Some((start, run))
     }
 
+    /// All of `ino`'s waiting data, when it is one run of at most `max`
+    /// blocks: (first block, the blocks, shared). None for a file with more,
+    /// or in pieces, or none.
+    pub(crate) fn small_file(&self, ino: u32, max: usize) -> Option<(u64, Vec<Arc<[u8]>>)> {
+        let files = self.shard(ino);
+        let f = files.get(&ino)?;
+        let (&first, _) = f.blocks.first_key_value()?;
+        let (&last, _) = f.blocks.last_key_value()?;
+        if f.blocks.len() > max || last - first + 1 != f.blocks.len() as u64 {
+            return None;
+        }
+        Some((first, f.blocks.values().cloned().collect()))
+    }
+
     /// The on-disk size once blocks `start..start + len` of `ino` are on
     /// disk (see [`Self::written`]), without changing anything; None for a
     /// file not tracked.

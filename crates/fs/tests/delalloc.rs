@@ -99,6 +99,93 @@ fn small_writes_in_any_order_become_one_extent_at_write_back() {
     }
 }
 
+/// Write-back sends small files out several to an operation (and long or
+/// scattered ones on their own) while other threads write, sync and tick:
+/// every file reads back whole from memory and from the disk, in one extent
+/// each, e2fsck passes and the kernel reads the same.
+#[test]
+fn small_files_go_out_together_while_others_write() {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    for lazy in [false, true] {
+        let img = common::make_image(work.path(), "batch.img", 128, &["-b", "4096"], &empty);
+        let (_dev, vol) = open(&img, lazy);
+        // Sizes from a byte to 70 blocks (over a batch's 64), and some
+        // files written with a hole (in pieces: not one run).
+        let size = |i: usize| [1, 4095, 4096, 5000, 64 * 4096, 70 * 4096, 12_345][i % 7];
+        let holed = |i: usize| i % 11 == 0;
+        let files = 300;
+        std::thread::scope(|s| {
+            for t in 0..3usize {
+                let vol = &vol;
+                s.spawn(move || {
+                    for i in (t..files).step_by(3) {
+                        let name = format!("f{i}");
+                        let ino = vol.create(ROOT_INO, name.as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino;
+                        let data = pattern(i as u8, size(i));
+                        let at = if holed(i) { 3 * BS } else { 0 };
+                        vol.write(ino, at, &data).unwrap();
+                        if holed(i) {
+                            vol.write(ino, 0, b"head").unwrap();
+                        }
+                    }
+                });
+            }
+            s.spawn(|| {
+                for _ in 0..20 {
+                    vol.sync().unwrap();
+                    vol.background_tick().unwrap();
+                }
+            });
+        });
+        let want = |i: usize| {
+            let data = pattern(i as u8, size(i));
+            if !holed(i) {
+                return data;
+            }
+            let mut v = vec![0u8; 3 * BS as usize];
+            v[..4].copy_from_slice(b"head");
+            v.extend_from_slice(&data);
+            v
+        };
+        let check = |vol: &Volume, from: &str| {
+            for i in 0..files {
+                let inode = vol.inode(lookup(vol, &format!("f{i}"))).unwrap();
+                let w = want(i);
+                assert_eq!(inode.size(), w.len() as u64, "lazy={lazy} f{i} from {from}: size");
+                assert!(vol.read(&inode, 0, w.len() + 10).unwrap() == w, "lazy={lazy} f{i} from {from}: data");
+            }
+        };
+        check(&vol, "memory and disk");
+        vol.sync().unwrap();
+        check(&vol, "the disk");
+        for i in (0..files).filter(|&i| !holed(i)) {
+            let inode = vol.inode(lookup(&vol, &format!("f{i}"))).unwrap();
+            let blocks = (size(i) as u64).div_ceil(BS);
+            let m = vol.map_block(&inode, 0, blocks).unwrap();
+            assert!(
+                matches!(m, fs::Mapping::Mapped { len, unwritten: false, .. } if len == blocks),
+                "lazy={lazy} f{i}: one extent of {blocks} blocks, found {m:?}"
+            );
+        }
+        vol.shutdown().unwrap();
+        drop(vol);
+        common::e2fsck_clean_in(&img, lazy);
+        let ok = common::with_kernel_mount(&img, |mnt| {
+            for i in 0..files {
+                assert!(
+                    std::fs::read(mnt.join(format!("f{i}"))).unwrap() == want(i),
+                    "lazy={lazy} f{i}: the kernel's read"
+                );
+            }
+        });
+        if !ok {
+            return;
+        }
+    }
+}
+
 #[test]
 fn a_file_deleted_before_write_back_costs_no_data_io() {
     let Some((work, empty)) = common::setup_empty() else {

@@ -23,13 +23,21 @@
 
 use super::iflags::{refuse_if, regular_file, wants_sync};
 use super::ops::touch;
+use super::WriteState;
 use crate::bmap::Mapping;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use blockdev::IoClass;
 use ondisk::inode::{flags, Inode};
 use ondisk::superblock::feature;
+use parking_lot::RwLock;
+use std::sync::Arc;
 use std::time::Instant;
+
+/// At most this many files, and about this many blocks, go out in one
+/// write-back operation (a small file is at most this many blocks).
+const BATCH_FILES: usize = 32;
+const BATCH_BLOCKS: usize = 64;
 
 impl Volume {
     /// Whether writes into holes of `inode` wait in memory: on when
@@ -152,35 +160,107 @@ impl Volume {
 
     /// Send all of `ino`'s waiting data out. Called under its data lock.
     pub(crate) fn writeback_locked(&self, ino: u32) -> Result<()> {
-        let bs = u64::from(self.block_size());
         let most = self.writer.piece_blocks.clamp(1, 1 << 15);
         let mut from = 0;
         while let Some((start, run)) = self.delayed.run_from(ino, from, most) {
             let len = run.len() as u64;
-            let mapped = self.atomic(|ws| {
-                // Freed meanwhile (its last name and handle gone): dropped, nothing to map.
-                if !self.delayed.holds_block(ino, start) {
-                    return Ok(false);
-                }
-                ws.claiming_delayed = true;
-                let mut inode = self.inode(ino)?;
-                for (lblk, pblk, n, fresh) in self.ensure_mapped(ws, &mut inode, start, len)? {
-                    let k = (lblk - start) as usize;
-                    self.dev
-                        .write_blocks_at(pblk * bs, &run[k..k + n as usize], IoClass::Data)
-                        .map_err(|e| FsError::io(format!("writing delayed data at block {pblk}"), e))?;
-                    if fresh {
-                        self.mark_written(ws, &mut inode, lblk, n)?;
-                    }
-                }
-                let disk_size = self.delayed.disk_size_after(ino, start, len).unwrap_or(inode.size());
-                self.write_inode_as(ws, &inode, disk_size)?;
-                Ok(true)
-            })?;
-            if mapped {
+            if self.atomic(|ws| self.map_delayed_run(ws, ino, start, &run))? {
                 self.delayed.written(ino, start, len);
             }
             from = start + len;
+        }
+        Ok(())
+    }
+
+    /// Inside an operation: give `run`, the waiting blocks of `ino` from
+    /// logical block `start`, their blocks, send them to the device, and
+    /// map them; the inode records the size the written data reaches.
+    /// False when the file was freed meanwhile (its data dropped).
+    fn map_delayed_run(&self, ws: &mut WriteState, ino: u32, start: u64, run: &[Arc<[u8]>]) -> Result<bool> {
+        // Freed meanwhile (its last name and handle gone): dropped, nothing to map.
+        if !self.delayed.holds_block(ino, start) {
+            return Ok(false);
+        }
+        ws.claiming_delayed = true;
+        let bs = u64::from(self.block_size());
+        let len = run.len() as u64;
+        let mut inode = self.inode(ino)?;
+        for (lblk, pblk, n, fresh) in self.ensure_mapped(ws, &mut inode, start, len)? {
+            let k = (lblk - start) as usize;
+            self.dev
+                .write_blocks_at(pblk * bs, &run[k..k + n as usize], IoClass::Data)
+                .map_err(|e| FsError::io(format!("writing delayed data at block {pblk}"), e))?;
+            if fresh {
+                self.mark_written(ws, &mut inode, lblk, n)?;
+            }
+        }
+        let disk_size = self.delayed.disk_size_after(ino, start, len).unwrap_or(inode.size());
+        self.write_inode_as(ws, &inode, disk_size)?;
+        Ok(true)
+    }
+
+    /// Send out the data of `files`, in order. Small files (all their data
+    /// one short run) go out several to an operation: each operation takes
+    /// the write lock, which the request threads wait for, and an untar's
+    /// write-back is one small file after another. A file whose data lock
+    /// is busy, or whose data is long or in pieces, goes out on its own.
+    fn writeback_inos(&self, files: &[u32]) -> Result<()> {
+        let mut rest = files;
+        while let Some((&first, _)) = rest.split_first() {
+            let mut locks: Vec<&RwLock<()>> = Vec::new();
+            let mut guards = Vec::new();
+            let mut batch: Vec<(u32, u64, Vec<Arc<[u8]>>)> = Vec::new();
+            let mut blocks = 0;
+            let mut taken = 0;
+            for &ino in rest {
+                if batch.len() >= BATCH_FILES || blocks >= BATCH_BLOCKS {
+                    break;
+                }
+                let lock = self.data_lock(ino);
+                if !locks.iter().any(|l| std::ptr::eq(*l, lock)) {
+                    // Only the first lock is waited for: holding one, never wait for another.
+                    let guard = if ino == first { Some(lock.write()) } else { lock.try_write() };
+                    let Some(guard) = guard else { break };
+                    locks.push(lock);
+                    guards.push(guard);
+                }
+                taken += 1;
+                match self.delayed.small_file(ino, BATCH_BLOCKS) {
+                    Some((start, run)) => {
+                        blocks += run.len();
+                        batch.push((ino, start, run));
+                    }
+                    // Long or in pieces (or gone: nothing to do then).
+                    None => self.writeback_locked(ino)?,
+                }
+            }
+            rest = &rest[taken.max(1)..];
+            if batch.is_empty() {
+                continue;
+            }
+            let mapped = self.atomic(|ws| {
+                let mut mapped = Vec::with_capacity(batch.len());
+                for (ino, start, run) in &batch {
+                    mapped.push(self.map_delayed_run(ws, *ino, *start, run)?);
+                }
+                Ok(mapped)
+            });
+            match mapped {
+                Ok(mapped) => {
+                    for ((ino, start, run), m) in batch.iter().zip(mapped) {
+                        if m {
+                            self.delayed.written(*ino, *start, run.len() as u64);
+                        }
+                    }
+                }
+                // Undone whole: each file again on its own, which says which one fails.
+                Err(_) => {
+                    for (ino, _, _) in &batch {
+                        self.writeback_locked(*ino)?;
+                    }
+                }
+            }
+            drop(guards);
         }
         Ok(())
     }
@@ -229,24 +309,31 @@ impl Volume {
     /// Send out the data of every file that was waiting when called
     /// (oldest first) whose data began to wait before `cutoff` (None: all).
     pub(crate) fn writeback_files(&self, cutoff: Option<Instant>) -> Result<()> {
-        for (ino, since) in self.delayed.files_by_age() {
-            if cutoff.is_some_and(|c| since >= c) {
-                break;
-            }
-            self.writeback_file(ino)?;
-        }
-        Ok(())
+        let files: Vec<u32> = self
+            .delayed
+            .files_by_age()
+            .into_iter()
+            .take_while(|&(_, since)| cutoff.is_none_or(|c| since < c))
+            .map(|(ino, _)| ino)
+            .collect();
+        self.writeback_inos(&files)
     }
 
     /// Write back, oldest files first, until no more than `target` bytes wait.
     pub(crate) fn writeback_down_to(&self, target: u64) -> Result<()> {
-        for (ino, _) in self.delayed.files_by_age() {
-            if self.delayed.bytes() <= target {
+        let files = self.delayed.files_by_age();
+        let bs = u64::from(self.block_size());
+        // The oldest files whose blocks bring the total down to `target`.
+        let mut over = self.delayed.bytes().saturating_sub(target);
+        let mut oldest = Vec::new();
+        for (ino, _) in files {
+            if over == 0 {
                 break;
             }
-            self.writeback_file(ino)?;
+            over = over.saturating_sub(self.delayed.file_blocks(ino).max(1) * bs);
+            oldest.push(ino);
         }
-        Ok(())
+        self.writeback_inos(&oldest)
     }
 
     /// Before a write (no data lock held): a writer that finds the whole
