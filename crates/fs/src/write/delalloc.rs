@@ -39,6 +39,9 @@ use std::time::Instant;
 const BATCH_FILES: usize = 32;
 const BATCH_BLOCKS: usize = 64;
 
+/// A small file's waiting data: (inode, first logical block, its blocks).
+type SmallFile = (u32, u64, Vec<Arc<[u8]>>);
+
 impl Volume {
     /// Whether writes into holes of `inode` wait in memory: on when
     /// `delalloc_mb=` is, for extent-mapped regular files without inline
@@ -209,7 +212,7 @@ impl Volume {
         while let Some((&first, _)) = rest.split_first() {
             let mut locks: Vec<&RwLock<()>> = Vec::new();
             let mut guards = Vec::new();
-            let mut batch: Vec<(u32, u64, Vec<Arc<[u8]>>)> = Vec::new();
+            let mut batch: Vec<SmallFile> = Vec::new();
             let mut blocks = 0;
             let mut taken = 0;
             for &ino in rest {
