@@ -114,7 +114,7 @@ fn small_files_go_out_together_while_others_write() {
         // Sizes from a byte to 70 blocks (over a batch's 64), and some
         // files written with a hole (in pieces: not one run).
         let size = |i: usize| [1, 4095, 4096, 5000, 64 * 4096, 70 * 4096, 12_345][i % 7];
-        let holed = |i: usize| i % 11 == 0;
+        let holed = |i: usize| i.is_multiple_of(11);
         let files = 300;
         std::thread::scope(|s| {
             for t in 0..3usize {
