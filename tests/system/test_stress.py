@@ -71,7 +71,9 @@ def rw_mount(request, adapter_id, adapter, workdir):
     if transport == "dev" or not uring_on():
         assert fuse["requests_uring"] == 0, fuse
     else:
-        assert fuse["requests_uring"] > 10 * fuse["requests_dev"], f"requests did not go over io_uring: {fuse}"
+        # FORGETs come on the /dev/fuse workers (docs/ARCHITECTURE.md); a short run has as many as its other requests.
+        forgets = sum(fuse["requests_by_op"].get(op, 0) for op in ("FORGET", "BATCH_FORGET"))
+        assert fuse["requests_uring"] > 10 * (fuse["requests_dev"] - forgets), f"requests did not go over io_uring: {fuse}"
     if variant == "kernel_opens":
         # The kernel stops sending OPEN at the first ENOSYS; opens already in
         # flight by then get one too: at most one per concurrent caller
@@ -102,16 +104,28 @@ def test_fsstress(rw_mount):
     assert p.returncode == 0, f"fsstress failed:\n{p.stdout[-3000:]}{p.stderr[-2000:]}"
 
 
-def test_pjdfstest(rw_mount):
+# pjdfstest in full in each journal mode; with kernel_opens only the tests of
+# what it changes (who opens files, and so truncation at open), since the
+# rest of the suite runs the same requests; the /dev/fuse transport serves
+# the same requests as io_uring, which fsx, fsstress and the truncate race
+# cover. (Four full runs took 14 of CI's 60 minutes.)
+PJDFSTEST_SUBSETS = {"ordered": [], "lazy": [], "ordered-kernel_opens": ["tests/open", "tests/truncate", "tests/ftruncate"]}
+
+
+@pytest.mark.parametrize("rw_mount", list(PJDFSTEST_SUBSETS), indirect=True)
+def test_pjdfstest(rw_mount, request):
     need("/opt/pjdfstest/pjdfstest", "pjdfstest.sh")
-    p = subprocess.run(["bash", os.path.join(SHARED, "pjdfstest.sh"), "run", rw_mount],
+    subset = PJDFSTEST_SUBSETS[request.node.callspec.params["rw_mount"]]
+    p = subprocess.run(["bash", os.path.join(SHARED, "pjdfstest.sh"), "run", rw_mount, *subset],
                        capture_output=True, text=True, timeout=1800)
     m = re.search(r"^(\d+) passed, (\d+) failed$", p.stdout, re.M)
     assert m, f"pjdfstest did not report:\n{p.stdout[-3000:]}{p.stderr[-2000:]}"
     passed, failed = int(m.group(1)), int(m.group(2))
     assert failed == 0, f"pjdfstest: {failed} failed\n{p.stdout[-4000:]}"
     # The kernel's ext4 runs 8,827 subtests here; 29 rename-ctime checks run only on type "ext4".
-    assert passed >= 8798, f"pjdfstest ran only {passed} subtests (a test file died early?)"
+    # The kernel_opens subset (open, truncate, ftruncate): 510 subtests on the kernel's ext4.
+    least = 510 if subset else 8798
+    assert passed >= least, f"pjdfstest ran only {passed} subtests (a test file died early?)"
 
 
 def test_truncate_race(rw_mount):
