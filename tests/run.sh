@@ -41,7 +41,8 @@ if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ]; then
     echo "tests/run.sh: system tests need root and /dev/fuse; they fail (EXT4LAZY_REQUIRE_ORACLES=0 skips them)" >&2
 fi
 
-eval "python3 -m pytest -q -rfEsx tests/system ${PYTEST_ARGS:-}"
+# --durations: where CI's time goes, in every log.
+eval "python3 -m pytest -q -rfEsx --durations=25 tests/system ${PYTEST_ARGS:-}"
 py_rc=$?
 if [ "$cargo_rc" != 0 ]; then exit "$cargo_rc"; fi
 exit "$py_rc"
