@@ -74,6 +74,7 @@ fn spawn_daemon(option_args: &[String], image: &Path, mountpoint: &Path) -> Resu
 
 /// Open, mount and serve until unmounted. Reports readiness or the first error on `ready`.
 fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option<File>) -> Result<()> {
+    super::memory::tune_malloc(super::memory::budget().unwrap_or(u64::MAX));
     if opts.floor {
         return serve_floor(opts, image, mountpoint, ready);
     }
