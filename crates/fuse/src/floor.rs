@@ -94,7 +94,7 @@ impl FloorFs {
         if mode & libc::S_IFMT == libc::S_IFDIR {
             dir.attr.nlink += 1;
         }
-        Ok(t.nodes[&ino].attr)
+        t.nodes.get(&ino).map(|n| n.attr).ok_or(Errno::ENOENT)
     }
 
     fn remove(&self, req: &Request, name: &OsStr) -> Result<(), Errno> {
@@ -167,7 +167,7 @@ impl fusewire::Handler for FloorFs {
                 let attr = {
                     let t = self.tree.lock().unwrap_or_else(|e| e.into_inner());
                     let child = t.nodes.get(&ino).and_then(|d| d.children.get(name)).ok_or(Errno::ENOENT)?;
-                    t.nodes[child].attr
+                    t.nodes.get(child).map(|n| n.attr).ok_or(Errno::ENOENT)?
                 };
                 reply::entry(out, &self.entry(attr));
             }
