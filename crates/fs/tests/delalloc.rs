@@ -186,6 +186,82 @@ fn small_files_go_out_together_while_others_write() {
     }
 }
 
+/// A batch of small files costs no more journal than one piece of a long
+/// write-back: on a 1,024-block journal, with free space left one block per
+/// group and a running transaction of 124 changed inodes, two files of 63
+/// and 64 KiB (1 KiB blocks) written back together must fit. A batch of up
+/// to 64 blocks per file asked for 273 journal blocks of 256, and the
+/// commit's failure turned the volume read-only (found by review).
+#[test]
+fn a_batch_of_small_files_fits_a_small_journal() {
+    use fs::{Falloc, SetAttr};
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    const KB: u64 = 1024;
+    let mkfs = ["-b", "1024", "-g", "256", "-J", "size=1", "-N", "4096"];
+    let img = common::make_image(work.path(), "small-journal.img", 128, &mkfs, &empty);
+    let (_dev, vol) = open(&img, false);
+    let mk = |n: &str| vol.create(ROOT_INO, n.as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino;
+    let (a, b) = (mk("a"), mk("b"));
+    let others: Vec<u32> = (0..500).map(|i| mk(&format!("o{i}"))).collect();
+    // Fill the volume, then free one block in each group (and whole groups
+    // from 420 on, the kernel's reserve): new data lands in many groups.
+    let fill = mk("fill");
+    vol.sync().unwrap();
+    let mut end = 0u64;
+    for chunk in [8192u64, 1024, 64, 1] {
+        while vol.fallocate(fill, end * KB, chunk * KB, Falloc::Allocate, false).is_ok() {
+            end += chunk;
+            vol.sync().unwrap();
+        }
+    }
+    let inode = vol.inode(fill).unwrap();
+    let mut punch = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut l = 0;
+    while l < end {
+        match vol.map_block(&inode, l, end - l).unwrap() {
+            fs::Mapping::Mapped { pblk, len, .. } => {
+                for i in 0..len {
+                    let g = (pblk + i) / 256;
+                    if g >= 420 || (g > 0 && seen.insert(g)) {
+                        punch.push(l + i);
+                    }
+                }
+                l += len;
+            }
+            fs::Mapping::Hole { len } => l += len.max(1),
+        }
+    }
+    for (n, run) in punch.chunk_by(|x, y| y == &(x + 1)).enumerate() {
+        vol.fallocate(fill, run[0] * KB, run.len() as u64 * KB, Falloc::PunchHole, false).unwrap();
+        if n % 64 == 63 {
+            vol.sync().unwrap();
+        }
+    }
+    vol.sync().unwrap();
+    vol.write(a, 0, &pattern(1, 63 * KB as usize)).unwrap();
+    vol.write(b, 0, &pattern(2, 64 * KB as usize)).unwrap();
+    // A running transaction near its commit limit: inodes in 124 different
+    // inode-table blocks (4 inodes to a block here).
+    let table_block = |ino: u32| (ino - 1) / 4;
+    let mut blocks = vec![table_block(a), table_block(b)];
+    for &o in &others {
+        if blocks.len() < 126 && !blocks.contains(&table_block(o)) {
+            blocks.push(table_block(o));
+            vol.setattr(o, &SetAttr { mode: Some(0o600), ..Default::default() }).unwrap();
+        }
+    }
+    vol.sync().unwrap();
+    assert!(vol.failure().is_none(), "the volume failed: {:?}", vol.failure());
+    assert_eq!(vol.read(&vol.inode(a).unwrap(), 0, 70_000).unwrap(), pattern(1, 63 * KB as usize));
+    assert_eq!(vol.read(&vol.inode(b).unwrap(), 0, 70_000).unwrap(), pattern(2, 64 * KB as usize));
+    vol.shutdown().unwrap();
+    drop(vol);
+    common::e2fsck_clean(&img);
+}
+
 #[test]
 fn a_file_deleted_before_write_back_costs_no_data_io() {
     let Some((work, empty)) = common::setup_empty() else {

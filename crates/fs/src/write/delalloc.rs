@@ -34,8 +34,8 @@ use parking_lot::RwLock;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// At most this many files, and about this many blocks, go out in one
-/// write-back operation (a small file is at most this many blocks).
+/// At most this many files, and this many blocks, go out in one write-back
+/// operation (fewer blocks with a small journal: `writeback_inos`).
 const BATCH_FILES: usize = 32;
 const BATCH_BLOCKS: usize = 64;
 
@@ -205,9 +205,17 @@ impl Volume {
     /// Send out the data of `files`, in order. Small files (all their data
     /// one short run) go out several to an operation: each operation takes
     /// the write lock, which the request threads wait for, and an untar's
-    /// write-back is one small file after another. A file whose data lock
-    /// is busy, or whose data is long or in pieces, goes out on its own.
+    /// write-back is one small file after another. A file whose data is long
+    /// or in pieces goes out on its own, holding only its own data lock; a
+    /// batch ends at a file whose data lock is busy.
     fn writeback_inos(&self, files: &[u32]) -> Result<()> {
+        // A batch costs at most what one piece of a long write-back may
+        // (`Writer::piece_blocks`, sized so that a piece fits in the journal
+        // beside a running transaction at its commit limit): each of its
+        // blocks may take a bitmap and a descriptor, each file an inode-table
+        // block and an extent leaf; so half a piece, and never more than
+        // BATCH_BLOCKS.
+        let cap = usize::try_from(self.writer.piece_blocks / 2).unwrap_or(usize::MAX).clamp(1, BATCH_BLOCKS);
         let mut rest = files;
         while let Some((&first, _)) = rest.split_first() {
             let mut locks: Vec<&RwLock<()>> = Vec::new();
@@ -216,7 +224,7 @@ impl Volume {
             let mut blocks = 0;
             let mut taken = 0;
             for &ino in rest {
-                if batch.len() >= BATCH_FILES || blocks >= BATCH_BLOCKS {
+                if batch.len() >= BATCH_FILES || blocks >= cap {
                     break;
                 }
                 let lock = self.data_lock(ino);
@@ -227,15 +235,24 @@ impl Volume {
                     locks.push(lock);
                     guards.push(guard);
                 }
-                taken += 1;
-                match self.delayed.small_file(ino, BATCH_BLOCKS) {
-                    Some((start, run)) => {
+                match self.delayed.small_file(ino, cap) {
+                    Some((start, run)) if batch.is_empty() || blocks + run.len() <= cap => {
                         blocks += run.len();
                         batch.push((ino, start, run));
                     }
-                    // Long or in pieces (or gone: nothing to do then).
-                    None => self.writeback_locked(ino)?,
+                    // Over the batch's budget: the first of the next batch.
+                    Some(_) => break,
+                    // Long or in pieces (or gone: nothing to do then): on its
+                    // own. An empty batch means this is its first file, whose
+                    // lock is the only one held.
+                    None if batch.is_empty() => {
+                        self.writeback_locked(ino)?;
+                        taken += 1;
+                        break;
+                    }
+                    None => break,
                 }
+                taken += 1;
             }
             rest = &rest[taken.max(1)..];
             if batch.is_empty() {
@@ -256,6 +273,8 @@ impl Volume {
                         }
                     }
                 }
+                // A device error turned the volume read-only: say so, not EROFS.
+                Err(e) if self.failure().is_some() => return Err(e),
                 // Undone whole: each file again on its own, which says which one fails.
                 Err(_) => {
                     for (ino, _, _) in &batch {
