@@ -24,10 +24,13 @@ pub fn budget() -> Option<u64> {
 /// threads and freed on write-back's: with glibc's defaults each arena's
 /// heap grows (mprotect, fresh zeroed pages) and is trimmed back over and
 /// over. A profile of an untar put 11% of the daemon's samples in that
-/// churn, and keeping up to a sixteenth of the budget free (at most
-/// 64 MiB) made the untar about 10% faster (docs/results/writepath.md).
-/// Setting these ends glibc's dynamic mmap threshold, so that one is set
-/// too: large buffers come from the heap and are reused, not mapped anew.
+/// churn, and letting each arena keep 64 MiB free made the untar about 5%
+/// faster (docs/results/writepath.md). glibc applies the thresholds to every
+/// arena, and a daemon has up to one per thread: so each arena may keep a
+/// 256th of the budget (a daemon of 16 arenas a sixteenth in all), and the
+/// caps are reached only on machines of 16 GiB and more. Setting these ends
+/// glibc's dynamic mmap threshold, so that one is set too: large buffers
+/// come from the heap and are reused, not mapped anew.
 pub fn tune_malloc(budget: u64) {
     const MIB: u64 = 1 << 20;
     let (trim, pad, mmap) = malloc_thresholds(budget);
@@ -41,13 +44,14 @@ pub fn tune_malloc(budget: u64) {
     debug_assert!(u64::try_from(mmap).unwrap_or(0) <= 32 * MIB);
 }
 
-/// (trim threshold, top pad, mmap threshold) for `budget`: a sixteenth, a
-/// sixty-fourth and a thirty-second of it, within glibc's limits.
+/// (trim threshold, top pad, mmap threshold) for `budget`: a 256th, a
+/// 1024th and a 512th of it, within glibc's limits and never below its
+/// defaults.
 fn malloc_thresholds(budget: u64) -> (i32, i32, i32) {
     const MIB: u64 = 1 << 20;
     let part = |div: u64, lo: u64, hi: u64| (budget / div).clamp(lo, hi) as i32;
     // glibc refuses an mmap threshold above 32 MiB (HEAP_MAX_SIZE / 2).
-    (part(16, MIB, 64 * MIB), part(64, 128 << 10, 16 * MIB), part(32, 128 << 10, 32 * MIB))
+    (part(256, 128 << 10, 64 * MIB), part(1024, 128 << 10, 16 * MIB), part(512, 128 << 10, 32 * MIB))
 }
 
 /// MemTotal from /proc/meminfo, in bytes.
@@ -104,8 +108,8 @@ mod tests {
     fn malloc_thresholds_follow_the_budget_within_glibcs_limits() {
         const MIB: i32 = 1 << 20;
         assert_eq!(malloc_thresholds(24 << 30), (64 * MIB, 16 * MIB, 32 * MIB), "a large machine: the caps");
-        assert_eq!(malloc_thresholds(256 << 20), (16 * MIB, 4 * MIB, 8 * MIB), "a 256 MiB cgroup");
-        assert_eq!(malloc_thresholds(1 << 20), (MIB, 128 << 10, 128 << 10), "never below glibc's defaults' order");
+        assert_eq!(malloc_thresholds(256 << 20), (MIB, 256 << 10, 512 << 10), "a 256 MiB cgroup");
+        assert_eq!(malloc_thresholds(1 << 20), (128 << 10, 128 << 10, 128 << 10), "never below glibc's defaults");
     }
     use std::collections::HashMap;
 

@@ -3,7 +3,10 @@
 //! capabilities and cache policy as [`crate::Ext4Fuse`], so that the kernel
 //! sends it the same requests. Whatever a workload costs on it is what the
 //! FUSE round trips cost before any file system work (`-o floor`, for
-//! measurement only: docs/results/writepath.md).
+//! measurement only: docs/results/writepath.md). It answers lseek,
+//! fallocate and O_TMPFILE with ENOSYS, which the kernel then stops sending,
+//! and never invalidates attributes for atime as ext4lazy does: a floor for
+//! workloads without those (untar, CreateFiles, MakeDirs are).
 
 use crate::serve::{capabilities, write_only_handle};
 use fusewire::abi::FOPEN_KEEP_CACHE;
