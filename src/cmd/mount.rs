@@ -78,15 +78,7 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
     if opts.floor {
         return serve_floor(opts, image, mountpoint, ready);
     }
-    let session = match prepare(opts, image, mountpoint) {
-        Ok(s) => s,
-        Err(e) => {
-            if let Some(r) = ready.as_mut() {
-                let _ = write!(r, "{e:#}");
-            }
-            return Err(e);
-        }
-    };
+    let session = reported(prepare(opts, image, mountpoint), &mut ready)?;
     let live = live_stats_path(mountpoint);
     let hints = if let Some(mut r) = ready.take() {
         detach(mountpoint)?;
@@ -171,38 +163,11 @@ fn serve_floor(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: 
     // I/O at all, and the requests served.
     let stats = |c: &fusewire::Counters| serde_json::json!({ "floor": true, "io": io_json(&blockdev::IoCounts::default()), "fuse": fuse_json(c) });
     let start = || -> Result<(fusewire::Session<fuse::FloorFs>, File)> {
-        let image = std::fs::canonicalize(image).with_context(|| format!("cannot open {}", image.display()))?;
-        let mnt = std::fs::canonicalize(mountpoint).with_context(|| format!("mount point {}", mountpoint.display()))?;
-        let lock = File::open(&image).with_context(|| format!("cannot open {}", image.display()))?;
-        lock_exclusive(&lock, &image)?;
-        let km = super::fusemount::KernelMount {
-            read_only: opts.read_only,
-            allow_other: opts.allow_other,
-            no_subtype: opts.no_subtype,
-            flags: opts.kernel_flags,
-        };
-        let fd = super::fusemount::mount(&image, &mnt, &km)?;
+        let (image, mnt, lock) = claim(image, mountpoint)?;
         let fs = fuse::FloorFs::new(MOUNT_TTL, opts.kernel_opens || opts.read_only);
-        let uring = fusewire::UringConfig { enabled: opts.uring, priority: opts.uring_sched, ..Default::default() };
-        let config =
-            fusewire::Config { threads: opts.threads, uring, counters: counters.clone(), ..Default::default() };
-        match fusewire::Session::new(fd, Arc::new(fs), config) {
-            Ok(s) => Ok((s, lock)),
-            Err(e) => {
-                let _ = super::umount::detach(&mnt);
-                Err(e).with_context(|| format!("FUSE handshake on {}", mnt.display()))
-            }
-        }
+        Ok((mount_session(opts, &image, &mnt, fs, counters.clone())?, lock))
     };
-    let (session, lock) = match start() {
-        Ok(s) => s,
-        Err(e) => {
-            if let Some(r) = ready.as_mut() {
-                let _ = write!(r, "{e:#}");
-            }
-            return Err(e);
-        }
-    };
+    let (session, lock) = reported(start(), &mut ready)?;
     let live = live_stats_path(mountpoint);
     if let Some(mut r) = ready.take() {
         detach(mountpoint)?;
@@ -415,16 +380,7 @@ fn open_image(image: &Path, opts: &MountOptions) -> Result<FileDevice> {
 }
 
 fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepared> {
-    let image = std::fs::canonicalize(image).with_context(|| format!("cannot open {}", image.display()))?;
-    let mnt = std::fs::canonicalize(mountpoint).with_context(|| format!("mount point {}", mountpoint.display()))?;
-    if !mnt.is_dir() {
-        bail!("mount point {} is not a directory", mnt.display());
-    }
-    if let Some(at) = super::umount::mounted_at(&image)? {
-        bail!("{} is already mounted on {}", image.display(), at.display());
-    }
-    let lock = File::open(&image).with_context(|| format!("cannot open {}", image.display()))?;
-    lock_exclusive(&lock, &image)?;
+    let (image, mnt, lock) = claim(image, mountpoint)?;
     let (base, model): (Arc<dyn blockdev::BlockDevice>, _) = match &opts.device {
         None => (Arc::new(open_image(&image, opts)?), None),
         Some(name) => {
@@ -463,35 +419,69 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
         fs = fs.with_panic_trigger(t.clone());
     }
     let notifier_slot = fs.notifier_slot();
+    let session = mount_session(opts, &image, &mnt, fs, devices.fuse.clone())?;
+    let _ = notifier_slot.set(session.notifier());
+    Ok(Prepared { session, vol, devices, lock })
+}
+
+/// `r`, its error also told to the parent waiting on `ready` (`spawn_daemon`).
+fn reported<T>(r: Result<T>, ready: &mut Option<File>) -> Result<T> {
+    if let (Err(e), Some(w)) = (&r, ready.as_mut()) {
+        let _ = write!(w, "{e:#}");
+    }
+    r
+}
+
+/// The image and the mount point, canonical and checked, with the image's
+/// lock taken (held for the daemon's life).
+fn claim(image: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBuf, File)> {
+    let image = std::fs::canonicalize(image).with_context(|| format!("cannot open {}", image.display()))?;
+    let mnt = std::fs::canonicalize(mountpoint).with_context(|| format!("mount point {}", mountpoint.display()))?;
+    if !mnt.is_dir() {
+        bail!("mount point {} is not a directory", mnt.display());
+    }
+    if let Some(at) = super::umount::mounted_at(&image)? {
+        bail!("{} is already mounted on {}", image.display(), at.display());
+    }
+    let lock = File::open(&image).with_context(|| format!("cannot open {}", image.display()))?;
+    lock_exclusive(&lock, &image)?;
+    Ok((image, mnt, lock))
+}
+
+/// Mount `handler` on `mnt` through FUSE as `opts` says (kernel mount, the
+/// transport, read-ahead), counting its requests in `counters`. The
+/// handshake (FUSE INIT) happens here: once it returns, the kernel has our
+/// INIT reply (requests are served from `run`, later). Without allow_other
+/// the kernel itself admits only the mount's owner.
+fn mount_session<H: fusewire::Handler>(
+    opts: &MountOptions,
+    image: &Path,
+    mnt: &Path,
+    handler: H,
+    counters: Arc<fusewire::Counters>,
+) -> Result<fusewire::Session<H>> {
     let km = super::fusemount::KernelMount {
         read_only: opts.read_only,
         allow_other: opts.allow_other,
         no_subtype: opts.no_subtype,
         flags: opts.kernel_flags,
     };
-    let fd = super::fusemount::mount(&image, &mnt, &km)?;
+    let fd = super::fusemount::mount(image, mnt, &km)?;
     let uring = fusewire::UringConfig { enabled: opts.uring, priority: opts.uring_sched, ..Default::default() };
-    let config =
-        fusewire::Config { threads: opts.threads, uring, counters: devices.fuse.clone(), ..Default::default() };
-    // The handshake (FUSE INIT) happens here: once it returns, the kernel
-    // has our INIT reply (requests are served from `run`, later). Without allow_other the kernel itself admits only the
-    // mount's owner.
-    let session = match fusewire::Session::new(fd, Arc::new(fs), config) {
-        Ok(s) => {
-            let _ = notifier_slot.set(s.notifier());
-            s
-        }
+    let config = fusewire::Config { threads: opts.threads, uring, counters, ..Default::default() };
+    let session = match fusewire::Session::new(fd, Arc::new(handler), config) {
+        Ok(s) => s,
         Err(e) => {
-            let _ = super::umount::detach(&mnt);
+            let _ = super::umount::detach(mnt);
             return Err(e).with_context(|| format!("FUSE handshake on {}", mnt.display()));
         }
     };
     if opts.readahead_kb > 0 {
-        if let Err(e) = raise_readahead(&mnt, opts.readahead_kb) {
+        if let Err(e) = raise_readahead(mnt, opts.readahead_kb) {
             fuse::report(format_args!("{}: file read-ahead left at the kernel's default: {e:#}", mnt.display()));
         }
     }
-    Ok(Prepared { session, vol, devices, lock })
+    Ok(session)
 }
 
 /// Let the kernel read ahead `kb` KiB of a file read in sequence, in one
