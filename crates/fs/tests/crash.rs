@@ -396,13 +396,13 @@ fn crash_at_any_point_recovers_a_state_the_workload_had(vi: usize) {
         // loop device may still hold.
         let cut_img = work.path().join(format!("cut-{i}.img"));
         if kernel {
-            std::fs::write(&cut_img, &bytes).unwrap();
+            common::write_image(&cut_img, &bytes);
             check_state(&format!("{what}, kernel"), &kernel_tree(&cut_img, &mnt), &steps, range.clone());
             common::e2fsck_clean(&cut_img);
             std::fs::remove_file(&cut_img).unwrap();
         }
         let cut_img = work.path().join(format!("cut-{i}-ext4lazy.img"));
-        std::fs::write(&cut_img, &bytes).unwrap();
+        common::write_image(&cut_img, &bytes);
         check_state(&format!("{what}, ext4lazy"), &ext4lazy_tree(&cut_img, mode), &steps, range);
         common::e2fsck_clean_after_replay(&cut_img);
         std::fs::remove_file(&cut_img).unwrap();
@@ -462,7 +462,7 @@ fn a_freed_block_survives_until_its_free_commits() {
     let pristine = std::fs::read(&pristine_img).unwrap();
     for lazy in [false, true] {
         for (stop, extra) in [(40u64, 30), (100, 80)] {
-            std::fs::write(&pristine_img, &pristine).unwrap();
+            common::write_image(&pristine_img, &pristine);
             let dev = Arc::new(FaultDevice::new(FileDevice::open(&pristine_img, true).unwrap()));
             let hour = Duration::from_secs(3600);
             // No cleaner: a full lazy log migrates home, the path under test.
@@ -501,7 +501,7 @@ fn a_freed_block_survives_until_its_free_commits() {
                 for v in [Volatile::None, Volatile::All] {
                     let mut bytes = pristine.clone();
                     crash_image(&mut bytes, &events, cut, v);
-                    std::fs::write(&cut_img, &bytes).unwrap();
+                    common::write_image(&cut_img, &bytes);
                     let vol =
                         Volume::open(Arc::new(FileDevice::open(&cut_img, false).unwrap()), VolumeOptions::default())
                             .unwrap();
@@ -605,7 +605,7 @@ fn lazy_cleaning_moves_only_committed_blocks() {
     for &cut in cuts.iter().step_by(step) {
         let mut bytes = base.clone();
         crash_image(&mut bytes, &events, cut, Volatile::None);
-        std::fs::write(&cut_img, &bytes).unwrap();
+        common::write_image(&cut_img, &bytes);
         common::e2fsck_clean_after_replay(&cut_img);
     }
 }

@@ -157,7 +157,7 @@ fn run(lazy: bool, seed: u64, ops: usize, cuts: usize) {
             }
         };
         let k_img = work.path().join("cut-kernel.img");
-        std::fs::write(&k_img, &bytes).unwrap();
+        common::write_image(&k_img, &bytes);
         common::kernel_mounted(&k_img, mnt.path(), |m: &Path| {
             for f in 0..FILES {
                 check(&format!("kernel f{f}"), std::fs::read(m.join(format!("f{f}"))).unwrap(), f);
@@ -165,7 +165,7 @@ fn run(lazy: bool, seed: u64, ops: usize, cuts: usize) {
         });
         common::e2fsck_clean(&k_img);
         let l_img = work.path().join("cut-ext4lazy.img");
-        std::fs::write(&l_img, &bytes).unwrap();
+        common::write_image(&l_img, &bytes);
         {
             let vol = Volume::open(Arc::new(FileDevice::open(&l_img, true).unwrap()), opts(lazy)).unwrap();
             for (f, &ino) in inos.iter().enumerate() {

@@ -928,14 +928,14 @@ mod crash_deep {
             };
             // The kernel.
             let kimg = work.path().join(format!("k{i}.img"));
-            std::fs::write(&kimg, &bytes).unwrap();
+            common::write_image(&kimg, &bytes);
             let got = common::kernel_mounted(&kimg, &mnt, |m| read_state(|n| std::fs::read(m.join(n)).unwrap()));
             check("kernel", got);
             common::e2fsck_clean(&kimg);
             std::fs::remove_file(&kimg).unwrap();
             // ext4lazy.
             let limg = work.path().join(format!("l{i}.img"));
-            std::fs::write(&limg, &bytes).unwrap();
+            common::write_image(&limg, &bytes);
             let v = Volume::open(Arc::new(FileDevice::open(&limg, true).unwrap()), opts(lazy)).unwrap();
             let got = read_state(|n| {
                 let ino = v.lookup(&v.inode(ROOT_INO).unwrap(), n.as_bytes()).unwrap().unwrap().0;
