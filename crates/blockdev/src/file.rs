@@ -240,7 +240,7 @@ mod tests {
         dev.read_at(4096, &mut back[1..], IoClass::Data).unwrap();
         assert_eq!(direct.spares().0, 1, "and used again");
         // A page-aligned buffer goes straight through.
-        let mut page = crate::direct::Bounce::new(4096, 4096);
+        let mut page = crate::direct::AlignedBuf::new(4096, 4096);
         page.as_mut().fill(0x5a);
         dev.write_at(65536, page.as_mut(), IoClass::Data).unwrap();
         let mut got = vec![0u8; 4096];
@@ -255,6 +255,21 @@ mod tests {
         dev.read_at(0, &mut storage[1..], IoClass::Data).unwrap();
         let (kept, largest) = dev.direct.as_ref().unwrap().spares();
         assert!(kept == 0 || largest < 2 << 20, "a 16 MiB bounce buffer was kept ({largest} bytes)");
+    }
+
+    #[test]
+    fn a_big_unaligned_write_goes_through_the_spare_chunks() {
+        let (_tmp, dev) = direct_device(8 << 20);
+        let mut storage = vec![0u8; (5 << 20) + 4096 + 1];
+        let odd = &mut storage[1..];
+        odd.iter_mut().enumerate().for_each(|(i, b)| *b = (i % 251) as u8);
+        let odd = &odd[..5 << 20];
+        dev.write_at(4096, odd, IoClass::Journal).unwrap();
+        let mut back = vec![0u8; 5 << 20];
+        dev.read_at(4096, &mut back, IoClass::Journal).unwrap();
+        assert!(back == odd, "the bytes written are read back");
+        let (kept, largest) = dev.direct.as_ref().unwrap().spares();
+        assert!(kept == 1 && largest < 2 << 20, "one chunk-sized copy, reused ({kept} of {largest} bytes)");
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod file;
 mod writeback;
 
 pub use counting::{CountingDevice, IoCount, IoCounts};
+pub use direct::{AlignedBuf, DIRECT_ALIGN};
 pub use fault::FaultDevice;
 pub use file::FileDevice;
 pub use writeback::DataWriteback;

@@ -17,7 +17,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use blockdev::BlockDevice;
+use blockdev::{AlignedBuf, BlockDevice, DIRECT_ALIGN};
 use ondisk::jbd2::descriptor::{FLAG_ESCAPE, FLAG_LAST_TAG, FLAG_SAME_UUID};
 use ondisk::jbd2::{
     commit as commit_block, crc32_be, data_block_checksum, Checksum, CommitBlock, DescriptorBlock, Tag,
@@ -135,20 +135,31 @@ impl<D: BlockDevice> Journal<D> {
         }
 
         let revoked: Vec<u64> = txn.revoked().collect();
-        let mut staged: Vec<u8> = Vec::with_capacity((needed as usize - 1) * bs);
-        write_revoke_blocks(&layout, seq, &revoked, &mut staged)?;
+        let per_descriptor = tags_per_descriptor(&layout);
+        let mut out = self.stage_for(needed - 1, per_descriptor);
+        let mut revoke_blocks = Vec::new();
+        write_revoke_blocks(&layout, seq, &revoked, &mut revoke_blocks)?;
+        for block in revoke_blocks.chunks(bs) {
+            self.room_for(&mut out, start, bs)?;
+            out.buf.as_mut()[out.filled..out.filled + bs].copy_from_slice(block);
+            out.filled += bs;
+        }
 
         let mut crc32_sum = !0u32;
         let mut logged = Vec::with_capacity(txn.len());
         let all: Vec<(u64, &[u8])> = txn.blocks().collect();
-        for group in all.chunks(tags_per_descriptor(&layout)) {
-            let desc_at = staged.len();
-            staged.resize(desc_at + bs, 0);
+        for group in all.chunks(per_descriptor) {
+            // A descriptor and its copies are staged together: its tags
+            // carry the copies' checksums.
+            self.room_for(&mut out, start, (group.len() + 1) * bs)?;
+            let desc_at = out.filled;
+            let staged = out.buf.as_mut();
+            staged[desc_at..desc_at + bs].fill(0);
+            let mut at = desc_at + bs;
             let mut tags = Vec::with_capacity(group.len());
             for (i, (block, data)) in group.iter().enumerate() {
-                let at = staged.len();
-                staged.extend_from_slice(data);
                 let copy = &mut staged[at..at + bs];
+                copy.copy_from_slice(data);
                 let escaped = copy[..4] == MAGIC.to_be_bytes();
                 if escaped {
                     copy[..4].fill(0);
@@ -166,20 +177,19 @@ impl<D: BlockDevice> Journal<D> {
                     Checksum::None | Checksum::V1 => 0,
                 };
                 tags.push(Tag { block: *block, flags, checksum, uuid: (i == 0).then_some(self.sb.uuid) });
-                let index = (at / bs) as u64;
+                let index = out.written + (at / bs) as u64;
                 logged.push(LoggedBlock { block: *block, jblock: self.advance(start, index), escaped });
+                at += bs;
             }
             DescriptorBlock { sequence: seq, tags }.write_to(&mut staged[desc_at..desc_at + bs], &layout)?;
             if layout.checksum == Checksum::V1 {
-                crc32_sum = crc32_be(crc32_sum, &staged[desc_at..]);
+                crc32_sum = crc32_be(crc32_sum, &staged[desc_at..at]);
             }
+            out.filled = at;
         }
-        debug_assert_eq!(staged.len() as u64, (needed - 1) * bs as u64);
-
-        // Everything but the commit block, split where the log wraps.
-        let to_end = ((self.last - start) as usize * bs).min(staged.len());
-        write_jblocks(&self.dev, &self.map, start, &staged[..to_end])?;
-        write_jblocks(&self.dev, &self.map, self.first, &staged[to_end..])?;
+        self.stream_out(&mut out, start)?;
+        debug_assert_eq!(out.written, needed - 1);
+        self.stage = Some(out.buf);
         self.dev.flush().map_err(Error::Flush)?;
 
         let (sec, nsec) = self.commit_time();
@@ -245,5 +255,62 @@ impl<D: BlockDevice> Journal<D> {
         } else {
             (now.as_secs(), now.subsec_nanos())
         }
+    }
+}
+
+/// A transaction on its way to the log: staged in a bounded, aligned buffer
+/// and written a chunk at a time. A commit at unmount can be tens of MiB: a
+/// buffer its size cost a page fault per page, and on a direct-I/O device an
+/// unaligned one a second copy.
+pub(crate) struct Staging {
+    buf: AlignedBuf,
+    /// Bytes staged in `buf`.
+    filled: usize,
+    /// Blocks of the transaction already written before `buf`'s.
+    written: u64,
+}
+
+/// Bytes staged before a write, unless one descriptor's group is larger.
+const STAGE_BYTES: usize = 4 << 20;
+
+impl<D: BlockDevice> Journal<D> {
+    /// The staging buffer for `blocks` journal blocks: the one kept from the
+    /// last commit when it is large enough.
+    fn stage_for(&mut self, blocks: u64, per_descriptor: usize) -> Staging {
+        let bs = self.layout.block_bytes();
+        let group = (per_descriptor + 1) * bs;
+        let want = (blocks as usize * bs).min(STAGE_BYTES.max(group));
+        let buf = match self.stage.take() {
+            Some(mut b) if b.capacity() >= want => {
+                b.set_len(want);
+                b
+            }
+            _ => AlignedBuf::new(want, DIRECT_ALIGN),
+        };
+        Staging { buf, filled: 0, written: 0 }
+    }
+
+    /// Make room for `bytes` more in `out`, writing what it holds first if
+    /// they do not fit.
+    fn room_for(&self, out: &mut Staging, start: u64, bytes: usize) -> Result<(), Error> {
+        debug_assert!(bytes <= out.buf.as_slice().len(), "a group must fit the staging buffer");
+        if out.filled + bytes > out.buf.as_slice().len() {
+            self.stream_out(out, start)?;
+        }
+        Ok(())
+    }
+
+    /// Write what `out` holds at its place in the transaction starting at
+    /// `start`, split where the log wraps.
+    fn stream_out(&self, out: &mut Staging, start: u64) -> Result<(), Error> {
+        let bs = self.layout.block_bytes();
+        let staged = &out.buf.as_slice()[..out.filled];
+        let at = self.advance(start, out.written);
+        let to_end = ((self.last - at) as usize * bs).min(staged.len());
+        write_jblocks(&self.dev, &self.map, at, &staged[..to_end])?;
+        write_jblocks(&self.dev, &self.map, self.first, &staged[to_end..])?;
+        out.written += (out.filled / bs) as u64;
+        out.filled = 0;
+        Ok(())
     }
 }

@@ -193,6 +193,9 @@ pub struct Journal<D: BlockDevice> {
     /// Commit time of the last commit; commit times never go backwards
     /// (recovery uses them to tell stale blocks from corruption).
     pub(crate) last_commit_sec: u64,
+    /// The staging buffer of the last commit, kept for the next (at most
+    /// 4 MiB, or one descriptor's group).
+    pub(crate) stage: Option<blockdev::AlignedBuf>,
 }
 
 impl<D: BlockDevice> Journal<D> {
@@ -255,6 +258,7 @@ impl<D: BlockDevice> Journal<D> {
             last_commit_sec: 0,
             sb_block: block,
             sb,
+            stage: None,
         })
     }
 
