@@ -3,12 +3,13 @@
 //! newest contents, and the blocks they freed from metadata use (revoked).
 //!
 //! jbd2 pins buffers and copies them at commit ("frozen data"); here the
-//! transaction owns a copy of each block's newest contents, which is simpler
-//! and makes the commit independent of later changes in the buffer cache.
+//! transaction holds each block's newest contents as an immutable shared
+//! buffer (the caller's, or a copy), which is simpler and makes the commit
+//! independent of later changes in the buffer cache.
 //! Sequence numbers are assigned when the transaction is committed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use ondisk::jbd2::{Layout, RevokeBlock, HEADER_SIZE};
 
@@ -18,7 +19,7 @@ use crate::Error;
 #[derive(Clone, Debug)]
 pub struct Transaction {
     block_size: usize,
-    blocks: BTreeMap<u64, Box<[u8]>>,
+    blocks: BTreeMap<u64, Arc<[u8]>>,
     revoked: BTreeSet<u64>,
 }
 
@@ -32,19 +33,26 @@ impl Transaction {
     /// as `jbd2_journal_cancel_revoke` does: a revoke in T would also cancel
     /// T's own copy at replay.
     pub fn log(&mut self, block: u64, data: &[u8]) -> Result<(), Error> {
+        self.check_len(block, data)?;
+        self.log_shared(block, data.into())
+    }
+
+    /// [`Self::log`] without a copy: `data` is immutable, so the transaction
+    /// may share it (a commit at unmount logs tens of MiB).
+    pub fn log_shared(&mut self, block: u64, data: Arc<[u8]>) -> Result<(), Error> {
+        self.check_len(block, &data)?;
+        self.revoked.remove(&block);
+        self.blocks.insert(block, data);
+        Ok(())
+    }
+
+    fn check_len(&self, block: u64, data: &[u8]) -> Result<(), Error> {
         if data.len() != self.block_size {
             return Err(Error::Invalid(format!(
                 "block {block}: {} bytes, block size is {}",
                 data.len(),
                 self.block_size
             )));
-        }
-        self.revoked.remove(&block);
-        match self.blocks.get_mut(&block) {
-            Some(b) => b.copy_from_slice(data),
-            None => {
-                self.blocks.insert(block, data.into());
-            }
         }
         Ok(())
     }

@@ -77,7 +77,7 @@ pub(crate) fn journal_transaction<'a>(
 ) -> Result<journal::Transaction> {
     let mut t = journal::Transaction::new(block_size);
     for (blk, data) in blocks {
-        t.log(blk, data).map_err(journal_err)?;
+        t.log_shared(blk, data.clone()).map_err(journal_err)?;
     }
     for blk in revoked {
         t.revoke(blk);

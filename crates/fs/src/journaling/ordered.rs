@@ -80,15 +80,17 @@ impl Volume {
         if due.is_empty() {
             return Ok(());
         }
-        // `due` is sorted: neighbouring blocks (inode tables, bitmaps) go in one request.
-        let mut run: Vec<u8> = Vec::new();
+        // `due` is sorted: neighbouring blocks (inode tables, bitmaps) go in
+        // one request, gathered from the pinned buffers without a copy.
+        let max_run = MAX_WRITE_BACK_RUN / bs as usize;
+        let mut run: Vec<&[u8]> = Vec::with_capacity(max_run);
         for (i, blk) in due.iter().enumerate() {
-            run.extend_from_slice(&ws.unwritten[blk].data);
-            let ends = due.get(i + 1).is_none_or(|&next| next != blk + 1) || run.len() >= MAX_WRITE_BACK_RUN;
+            run.push(&ws.unwritten[blk].data);
+            let ends = due.get(i + 1).is_none_or(|&next| next != blk + 1) || run.len() >= max_run;
             if ends {
-                let first = blk + 1 - (run.len() as u64 / bs);
+                let first = blk + 1 - run.len() as u64;
                 self.dev
-                    .write_at(first * bs, &run, IoClass::Metadata)
+                    .write_gathered_at(first * bs, &run, IoClass::Metadata)
                     .map_err(|e| FsError::io(format!("writing blocks {first}..={blk} home"), e))?;
                 run.clear();
             }
