@@ -83,7 +83,13 @@ fn make_dirty_image(dir: &Path, case: &Case) -> std::path::PathBuf {
     args.push(img.to_str().unwrap());
     args.push(case.size);
     run("mkfs.ext4", &args);
-    let opts = if case.mount.is_empty() { "loop".to_string() } else { format!("loop,{}", case.mount) };
+    // noinit_itable: no background zeroing of inode tables, whose group
+    // descriptor updates can tear every copy of the live image.
+    let opts = if case.mount.is_empty() {
+        "loop,noinit_itable".to_string()
+    } else {
+        format!("loop,noinit_itable,{}", case.mount)
+    };
     run("mount", &["-o", &opts, img.to_str().unwrap(), mnt.to_str().unwrap()]);
     let copy = p(dir, "dirty");
     let result = std::panic::catch_unwind(|| {
