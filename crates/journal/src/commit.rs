@@ -189,7 +189,11 @@ impl<D: BlockDevice> Journal<D> {
         }
         self.stream_out(&mut out, start)?;
         debug_assert_eq!(out.written, needed - 1);
-        self.stage = Some(out.buf);
+        // Kept for the next commit unless one descriptor's group made it
+        // larger than the usual size (64 KiB blocks: hundreds of MiB).
+        if out.buf.capacity() <= STAGE_BYTES + DIRECT_ALIGN {
+            self.stage = Some(out.buf);
+        }
         self.dev.flush().map_err(Error::Flush)?;
 
         let (sec, nsec) = self.commit_time();

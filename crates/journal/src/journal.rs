@@ -194,7 +194,7 @@ pub struct Journal<D: BlockDevice> {
     /// (recovery uses them to tell stale blocks from corruption).
     pub(crate) last_commit_sec: u64,
     /// The staging buffer of the last commit, kept for the next (at most
-    /// 4 MiB, or one descriptor's group).
+    /// 4 MiB: a larger one, made for one large descriptor group, goes).
     pub(crate) stage: Option<blockdev::AlignedBuf>,
 }
 
