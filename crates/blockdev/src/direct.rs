@@ -30,7 +30,7 @@ pub const DIRECT_ALIGN: usize = FALLBACK_ALIGN;
 
 /// Bytes of one bounce copy for a gathered write of unaligned buffers.
 const BOUNCE_CHUNK: usize = 1 << 20;
-/// AlignedBuf buffers of `BOUNCE_CHUNK` bytes kept for later requests: a fresh
+/// Bounce buffers of `BOUNCE_CHUNK` bytes kept for later requests: a fresh
 /// one costs zeroing and a page fault per page (the daemon's third-largest
 /// cost under Postmark). One per thread that may copy at once is enough.
 const SPARE_BOUNCES: usize = 4;

@@ -33,20 +33,12 @@ impl Transaction {
     /// as `jbd2_journal_cancel_revoke` does: a revoke in T would also cancel
     /// T's own copy at replay.
     pub fn log(&mut self, block: u64, data: &[u8]) -> Result<(), Error> {
-        self.check_len(block, data)?;
         self.log_shared(block, data.into())
     }
 
     /// [`Self::log`] without a copy: `data` is immutable, so the transaction
     /// may share it (a commit at unmount logs tens of MiB).
     pub fn log_shared(&mut self, block: u64, data: Arc<[u8]>) -> Result<(), Error> {
-        self.check_len(block, &data)?;
-        self.revoked.remove(&block);
-        self.blocks.insert(block, data);
-        Ok(())
-    }
-
-    fn check_len(&self, block: u64, data: &[u8]) -> Result<(), Error> {
         if data.len() != self.block_size {
             return Err(Error::Invalid(format!(
                 "block {block}: {} bytes, block size is {}",
@@ -54,6 +46,8 @@ impl Transaction {
                 self.block_size
             )));
         }
+        self.revoked.remove(&block);
+        self.blocks.insert(block, data);
         Ok(())
     }
 
