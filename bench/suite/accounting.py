@@ -3,8 +3,11 @@
 Where each number comes from (docs/BENCH.md has the full story):
 - ext4lazy on `file`: its own counters (`-o stats=FILE`, "io"): every request the engine makes, tagged with
   the class it knows (journal / metadata / data), counted above the device.
-- ext4lazy on a model: the model's report in the same stats file ("device": what the drive served, by the
-  class ext4lazy gave each request); its own counters are kept beside as the check (they must be equal).
+- ext4lazy on a model (through the served model and a loop device, as the kernel's file systems): its own
+  counters, because its O_DIRECT requests carry no REQ_META flag for the server to classify by; the model's
+  report gives the drive's time, and the loop device's counters are the check of the totals.
+- ext4lazy `-inproc` on a model: the model's report in the same stats file ("device": what the drive served, by
+  the class ext4lazy gave each request); its own counters are kept beside as the check (they must be equal).
 - kernel file systems and fuse2fs on `file`: the loop device's `block_rq_issue` trace events (tracefs, a private
   instance), classified as the image server does: inside the journal's extents -> journal; else flagged REQ_META
   (`M`) by the kernel or inside the static metadata (superblocks, descriptors, bitmaps, inode tables) ->

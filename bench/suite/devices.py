@@ -5,9 +5,11 @@ Devices: `file` = an image file on this machine's disk; `cmr`, `smr-seagate`, `s
 - Kernel file systems and fuse2fs see a loop device (`losetup --direct-io=on`, so cold reads reach the device
   and no second page cache hides it) over the image file (`file`) or over the model server's DIR/disk.img
   (`ext4lazy emu serve`, which lives as long as the volume, so the drive's state carries over between phases).
-- ext4lazy opens the image file itself with O_DIRECT (`-o image_io=direct`: no host page cache, as the loop
-  device's `--direct-io=on`; the `-buffered` flag is the ablation); on a model it runs the model in-process
-  (`-o device=MODEL,speed=S`).
+- ext4lazy on `file` opens the image file itself with O_DIRECT (`-o image_io=direct`: no host page cache, as the
+  loop device's `--direct-io=on`; the `-buffered` flag is the ablation). On a model it takes the kernel's path:
+  the same served model and loop device, opened with O_DIRECT, so every system meets the same layers, queue
+  depth and reordering (issue #27). The `-inproc` flag runs the model inside the daemon instead
+  (`-o device=MODEL,speed=S`), only to measure what that path is worth.
 mkfs always writes the image file directly, before any model sees it: every run starts on a clean drive.
 """
 import json
@@ -81,13 +83,36 @@ class Volume:
         # `bench run --memory`: what the file-system daemon is started through (memcg.Record.wrap), so that it
         # is in the record's memory cgroup from its start; [] otherwise
         self.spawn_prefix = []
-        self.loop = self.served = self.fuse2fs = None
+        self.loop = self.serving = self.fuse2fs = None
         self.layout = None
         self.trace_csv = None
+        self.traces = False
 
     @property
     def model(self):
         return None if self.device == "file" else self.device
+
+    @property
+    def on_loop(self):
+        """Whether this volume sits behind a loop device (over the image, or over the served model): every
+        system but ext4lazy on `file` and ext4lazy `-inproc` on a model."""
+        if self.system.kind != "ext4lazy":
+            return True
+        return bool(self.model) and not self.system.inproc
+
+    @property
+    def source(self):
+        """What an ext4lazy daemon opens: the loop device on a loop device, else the image file."""
+        return self.loop if self.on_loop else self.image
+
+    def snapshot_path(self):
+        """Where ext4lazy keeps a lazy volume's jmap snapshot (src/cmd/mount.rs: jmap_snapshot_path): beside an
+        image file, under /var/lib/ext4lazy for a device."""
+        if not self.on_loop:
+            return self.image + ".jmap"
+        if not self.loop:
+            return None
+        return os.path.join("/var/lib/ext4lazy", self.loop.replace("/", "_").lstrip("_") + ".jmap")
 
     # ---- life cycle
     def create(self):
@@ -98,7 +123,8 @@ class Volume:
 
     def attach(self, traces=False):
         os.makedirs(self.mnt, exist_ok=True)
-        if self.system.kind == "ext4lazy":
+        self.traces = traces
+        if not self.on_loop:
             return
         target = self.image
         if self.model:
@@ -109,7 +135,7 @@ class Volume:
                 self.trace_csv = self.srv + ".trace.csv"
                 cmd += ["--trace", self.trace_csv]
             run(cmd + [self.srv], timeout=120)
-            self.served = True
+            self.serving = True
             target = os.path.join(self.srv, "disk.img")
         self.loop = run(["losetup", "-f", "--show", "--direct-io=on", target]).strip()
 
@@ -135,14 +161,15 @@ class Volume:
             if os.path.exists(self.stats):
                 os.unlink(self.stats)
             opts = ["rw", f"stats={self.stats}"]
-            if not self.model and knows_option(self.binary, "image_io="):
+            inproc = self.model and not self.on_loop
+            if not inproc and knows_option(self.binary, "image_io="):
                 opts.append("image_io=direct")    # before the system's options: its `-buffered` flag wins
             opts += s.options + self.extra_options
-            if self.model:
+            if inproc:
                 opts += [f"device={self.model}", f"speed={self.speed}"]
                 if traces_file:
                     opts.append(f"trace={traces_file}")
-            run(self.spawn_prefix + [self.binary, "mount", "-o", ",".join(opts), self.image, self.mnt], timeout=600)
+            run(self.spawn_prefix + [self.binary, "mount", "-o", ",".join(opts), self.source, self.mnt], timeout=600)
 
     def mount_dbfs(self, fuse):
         """dbfs-sqlite: the kernel ext4 at HOST and the database HOST/fs.db through FUSE at the mount point;
@@ -201,13 +228,17 @@ class Volume:
         """Make this (ext4lazy, unmounted) volume a copy of `other`'s, sparse, with a lazy volume's jmap
         snapshot beside it (IMAGE.jmap)."""
         if self.system.kind != "ext4lazy" or other.system.kind != "ext4lazy":
-            raise SetupError("only ext4lazy volumes are copied (kernel ones sit behind a loop device)")
+            raise SetupError("only ext4lazy volumes are copied (kernel ones are not read through a copy)")
+        # A served volume's model and loop device start afresh on the copy, as after any phase (each ends with
+        # the drive's cleaning waited for), and nothing of them caches the image's old contents.
+        self.detach()
         run(["cp", "--sparse=always", other.image, self.image], timeout=3600)
-        for ext in (".jmap",):
-            if os.path.exists(other.image + ext):
-                run(["cp", other.image + ext, self.image + ext])
-            elif os.path.exists(self.image + ext):
-                os.unlink(self.image + ext)
+        self.attach(self.traces)
+        theirs, ours = other.snapshot_path(), self.snapshot_path()
+        if theirs and os.path.exists(theirs):
+            run(["cp", theirs, ours])
+        elif ours and os.path.exists(ours):
+            os.unlink(ours)
         self.layout = layout(self.binary, self.image)
 
     def daemon_pid(self):
@@ -219,7 +250,7 @@ class Volume:
             return self.fuse2fs.pid
         if self.system.kind != "ext4lazy":
             return None
-        holders = [p for p in util.pids_holding(self.image) if p != os.getpid()]
+        holders = [p for p in util.pids_holding(self.source) if p != os.getpid()]
         return holders[0] if len(holders) == 1 else None
 
     def fuse_daemon_pid(self):
@@ -294,6 +325,17 @@ class Volume:
         out = run([self.binary, "emu", "wait-idle", self.srv], timeout=timeout + 60)
         return float(out.strip().splitlines()[-1].split()[0])
 
+    def detach(self):
+        """Never raises: the loop device and the model server go (the image stays)."""
+        if self.loop:
+            subprocess.run(["losetup", "-d", self.loop], capture_output=True)
+            self.loop = None
+        if self.serving:
+            if util.in_proc_mounts(self.srv):
+                subprocess.run(["fusermount3", "-u", self.srv], capture_output=True)
+                util.force_unmount(self.srv)
+            self.serving = None
+
     def teardown(self, remove=True):
         """Never raises: unmount, detach, stop the server, and (remove) delete the image."""
         try:
@@ -309,14 +351,11 @@ class Volume:
             self.fuse2fs.kill()
             self.fuse2fs.wait()
             self.fuse2fs = None
-        if self.loop:
-            subprocess.run(["losetup", "-d", self.loop], capture_output=True)
-            self.loop = None
-        if self.served:
-            if util.in_proc_mounts(self.srv):
-                subprocess.run(["fusermount3", "-u", self.srv], capture_output=True)
-                util.force_unmount(self.srv)
-            self.served = None
+        if remove and self.system.kind == "ext4lazy" and self.loop:
+            snap = self.snapshot_path()       # named after the loop device: the next volume on it must not see it
+            if snap and os.path.exists(snap):
+                os.unlink(snap)
+        self.detach()
         if remove:
             for p in (self.image, self.image + ".jmap", self.image + ".fsck", self.stats, self.image + ".fuse2fs.log",
                       self.srv + ".log", self.srv + ".trace.csv"):

@@ -262,7 +262,8 @@ class Memory:
                 + (f" ({swap})" if self.limit is not None else "")
                 + "; disk models (`ext4lazy emu serve`), loop devices and the bench itself outside; a kernel file "
                 "system's page cache is charged to the workload's processes that write and read it; ext4lazy on a "
-                "model runs the model inside its daemon, so there the model is inside too")
+                "model reaches it through the same server and loop device (only its `-inproc` ablation runs the "
+                "model inside its daemon, and so inside the cgroup)")
 
 
 class Record:

@@ -377,14 +377,14 @@ class Runner:
         drops0 = accounting.drop_caches_count()
         load = os.getloadavg()[0]
         kind, trace, rep0, stat0 = v.system.kind, None, None, None
-        if kind != "ext4lazy":
+        if v.on_loop:
             stat0 = accounting.loop_stat(v.loop)
             if self.model:
                 rep0 = v.model_report()
             else:
                 trace = accounting.BlockTrace(v.loop, v.layout)
         tracefile = None
-        if kind == "ext4lazy" and self.model and self.args.traces:
+        if kind == "ext4lazy" and self.model and not v.on_loop and self.args.traces:
             tracefile = os.path.join(self.work, f"{v.system.slug}.{w.name}.trace.csv")
         sampler = None
         # --memory: this record's memory cgroup (memcg.py), made before the mount so that the daemon starts in it
@@ -471,6 +471,9 @@ class Runner:
                 check = {"reference": "ext4lazy's own counters (-o stats: io)", "reference_by_class": own,
                          "equal_by_class": own == model}
                 offsets = accounting.model_trace_offsets(tracefile, 0.0, float("inf"))
+            elif self.model:
+                classes, source = own, (f"ext4lazy's own counters (-o stats: io); the drive's time from the served "
+                                        f"model (emu report, {self.model})")
             else:
                 classes, source = own, "ext4lazy's own counters (-o stats: io)"
                 check = {"reference": "none on a plain file: ext4lazy's counters are what reached the image"}
@@ -479,15 +482,19 @@ class Runner:
                                                            "cleaner_blocks_moved", "blocks_migrated_home")}
             if tracefile and os.path.exists(tracefile):
                 os.unlink(tracefile)
-        else:
+        if v.on_loop:
+            lost = 0
             if self.model:
                 cleaning = v.wait_idle()
                 rep1 = v.model_report()
-                classes, source = accounting.report_delta(rep0, rep1), f"model report (emu report, {self.model})"
-                extra["requests"] = accounting.request_delta(rep0, rep1)
+                served = accounting.report_delta(rep0, rep1)
+                if kind == "ext4lazy":
+                    extra["served_by_class"] = served     # the server's layout classes, beside ext4lazy's own
+                else:
+                    classes, source = served, f"model report (emu report, {self.model})"
+                    extra["requests"] = accounting.request_delta(rep0, rep1)
                 extra["model_time"] = accounting.model_time(rep1, rep0)
                 offsets = accounting.model_trace_offsets(v.trace_csv, rep0["now_s"], rep1["now_s"])
-                lost = 0
             else:
                 classes, lost = trace.stop()
                 offsets = trace.offsets

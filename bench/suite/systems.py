@@ -23,6 +23,10 @@ FLAG_OPTIONS = {
     # Ablation: the daemon's image I/O through the host's page cache (a second copy of every block it reads or
     # writes) instead of O_DIRECT, the path the kernel's file systems get from `losetup --direct-io=on`.
     "buffered": ["image_io=buffered"],
+    # On a model: the model inside ext4lazy's own daemon (`-o device=MODEL`), submitting whole batches to its queue,
+    # instead of the path every other system takes (a loop device over `ext4lazy emu serve`'s export). The old
+    # default, kept to measure what the path itself is worth (issue #27's null test); never a comparison row.
+    "inproc": [],
     # Ablation: blocks allocated at write time, no delayed allocation (the kernel's `nodelalloc`).
     "nodelalloc": ["delalloc_mb=0"],
     # StepAhead's full-path hints read only what the path needs (no read-ahead of a new directory).
@@ -54,9 +58,12 @@ HINT_QUEUE = 512
 
 
 class System:
-    def __init__(self, name, kind, fstype="ext4", journal=None, options=(), doc="", preload=False, mkfs_extra=()):
+    def __init__(self, name, kind, fstype="ext4", journal=None, options=(), doc="", preload=False, mkfs_extra=(),
+                 inproc=False):
         self.name, self.kind, self.fstype, self.journal, self.options, self.doc = (
             name, kind, fstype, journal, list(options), doc)
+        # ext4lazy `-inproc`: on a model, the model runs inside the daemon instead of behind the served loop device
+        self.inproc = inproc
         self.preload = preload
         self.mkfs_extra = list(mkfs_extra)
         # kind "dbfs": dbfs-sqlite's database on a kernel ext4 of the volume; direct: a read-only phase reads
@@ -156,7 +163,7 @@ def get(name):
             return System(name, "ext4lazy", journal="large", options=opts, mkfs_extra=mkfs,
                           doc=f"ext4lazy, journal={m.group(1)}" + "".join(f", {f}" for f in flags)
                               + (" (" + " ".join(mkfs) + ")" if mkfs else "") + " (large journal, as the baseline)",
-                          preload="preload" in flags)
+                          preload="preload" in flags, inproc="inproc" in flags)
     raise ValueError(f"unknown system {name!r}; systems: {', '.join(names())}")
 
 
@@ -191,7 +198,7 @@ def names():
     return list(FIXED) + [f"ext4lazy-{m}" for m in MODE_OPTIONS] + [
         f"ext4lazy-{m}-{f}" for m in MODE_OPTIONS for f in
         ("stepahead", "directdata", "stepahead-preload", "stepahead-exact-preload", "inline", "kernelopens",
-         "inline-kernelopens", "fusedev", "uringnormal")]
+         "inline-kernelopens", "fusedev", "uringnormal", "inproc")]
 
 
 def preload_library(binary):
