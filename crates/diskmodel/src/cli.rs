@@ -107,6 +107,17 @@ pub enum EmuCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Replay a measured trace (DiskSim validation format) one request at a
+    /// time in virtual time, and print each request's measured and modelled
+    /// service time as JSON (docs/DISKMODELS.md, validation of the read cache)
+    Replay {
+        #[arg(long, default_value = "cmr")]
+        model: String,
+        #[arg(long = "param", value_parser = param_arg)]
+        params: Vec<(String, String)>,
+        /// The trace: `R|W FLAG LBN BLOCKS SERVICE_US GAP_US` per line
+        trace: PathBuf,
+    },
     /// Serve a model as DIR/disk.img (FUSE); returns once it is served.
     /// Stop it with `fusermount3 -u DIR`.
     Serve {
@@ -235,6 +246,13 @@ pub fn run(cmd: EmuCommand) -> Result<()> {
             } else {
                 serve_background(log.as_deref(), &dir)
             }
+        }
+        EmuCommand::Replay { model, params, trace } => {
+            let text = std::fs::read_to_string(&trace).with_context(|| format!("reading {}", trace.display()))?;
+            let reqs = workload::parse_disksim_trace(&text).map_err(|e| anyhow!("{}: {e}", trace.display()))?;
+            let res = workload::replay(&model, &params, &reqs).map_err(|e| anyhow!(e))?;
+            println!("{}", serde_json::to_string(&res)?);
+            Ok(())
         }
         EmuCommand::WaitIdle { dir, timeout } => wait_idle(&dir, timeout),
         EmuCommand::Report { json, dir } => report(&dir, json),

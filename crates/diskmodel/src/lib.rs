@@ -21,6 +21,7 @@ pub mod model;
 pub mod params;
 pub mod pcache;
 pub mod queue;
+pub mod rcache;
 pub mod report;
 pub mod rng;
 pub mod serve;
@@ -265,6 +266,23 @@ fn preset_source(model: &str, field: &str) -> Option<&'static str> {
         ("smr-wd", "continuous_clean_ratio") => {
             "[calibrated] 0.5 s of cleaning per second of cache writes: the paper (section 2.1, 4.3.2) says WD drives clean constantly in small amounts; the ratio sets how much lower than the Seagate it runs before the cliff."
         }
+        ("smr-seagate", "read_cache_segments") => {
+            "[calibrated] 32: WD's DiskSim spec of a 4 TB SATA drive has 32 segments of 1.5 MiB; adaptive segmentation (Seagate's SAS manuals) makes the count a choice of the firmware."
+        }
+        ("smr-seagate", "read_cache_bytes") => {
+            "ST8000AS0002: 128 MB of DRAM (Seagate's Archive HDD data sheet); part of it holds the translation layer's state and write data, so [calibrated] half (Seagate's Constellation ES.1 manual: about 30,000 KB of 64 MB usable as cache)."
+        }
+        ("smr-seagate", "read_ahead_bytes") => {
+            "One segment (2 MiB): read-ahead until the segment is full, as DIXtrac measured on the IBM 18ES and the Barracuda (DiskSim 4.0 validation specs)."
+        }
+        ("smr-seagate" | "smr-wd", "cache_hit_overhead_s") => {
+            "0.162 ms: the read-hit overhead of WD's DiskSim spec of a 4 TB SATA drive, the nearest in time to this drive."
+        }
+        ("smr-seagate", "interface_rate") => "ST8000AS0002: SATA 6 Gb/s, 600 MB/s after 8b/10b coding.",
+        ("smr-wd", "read_cache_segments" | "read_cache_bytes" | "read_ahead_bytes") => {
+            "[calibrated] as the WD5000YS: the WD40NMZW's cache is not published (hdparm reports it as unknown on its sibling WD50NDZW)."
+        }
+        ("smr-wd", "interface_rate") => "[calibrated] 400 MB/s: the drive's USB 3.0 bridge (5 Gb/s signalling); nothing published.",
         ("smr-wd", "stream_threshold_bytes" | "stream_window_bytes" | "stream_retroactive" | "stream_resume_bytes" | "stream_runs") => {
             "[calibrated] as for the ST8000AS0002 (paper section 4.3.1 measured only the Seagate)."
         }

@@ -38,7 +38,8 @@ pub struct Req {
 }
 
 /// Figures a model keeps about its internal state (SMR models fill the cache
-/// and cleaning fields; the CMR leaves them zero).
+/// and cleaning fields; the CMR leaves them zero; the read cache's are
+/// every model's).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct ModelState {
     pub model: &'static str,
@@ -59,6 +60,11 @@ pub struct ModelState {
     /// Model time until which cleaning already started keeps the drive busy.
     pub busy_until_s: f64,
     pub streamed_bytes: u64,
+    /// Reads served from the drive's read cache alone, and their bytes.
+    pub read_cache_hits: u64,
+    pub read_cache_hit_bytes: u64,
+    /// Bytes the drive read ahead into its read cache.
+    pub read_ahead_bytes: u64,
     pub cached_bytes: u64,
     /// true while the cache holds data that cleaning has still to move home.
     pub cleaning_pending: bool,

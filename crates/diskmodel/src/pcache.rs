@@ -201,6 +201,19 @@ impl PCache {
     }
 
     /// Number of live cached fragments overlapping `[off, off+len)`.
+    /// The first byte in `[off, off + len)` that a cached fragment holds.
+    pub fn first_overlap(&self, off: u64, len: u64) -> Option<u64> {
+        let end = off.saturating_add(len);
+        let first = off / self.band_bytes;
+        let last = (end.saturating_sub(1)) / self.band_bytes;
+        (first..=last)
+            .filter_map(|band| self.bands.get(&band))
+            .flat_map(|seqs| seqs.iter().map(|&s| &self.log[(s - self.base_seq) as usize]))
+            .filter(|e| e.off < end && off < e.off + e.len)
+            .map(|e| e.off.max(off))
+            .min()
+    }
+
     pub fn overlapping(&self, off: u64, len: u64) -> usize {
         let end = off + len;
         let first = off / self.band_bytes;
@@ -253,6 +266,19 @@ mod tests {
         c.invalidate(0, 8192);
         assert!(c.is_empty());
         assert_eq!(c.used(), 0);
+    }
+
+    #[test]
+    fn first_overlap_finds_the_nearest_cached_byte_across_bands() {
+        let mut c = PCache::new(1 << 20, false, 8192);
+        c.append(12288, 4096); // band 1
+        c.append(20480, 4096); // band 2
+        assert_eq!(c.first_overlap(0, 8192), None);
+        assert_eq!(c.first_overlap(0, 32768), Some(12288));
+        assert_eq!(c.first_overlap(14336, 32768), Some(14336), "inside a fragment: where the range starts");
+        assert_eq!(c.first_overlap(16384, 32768), Some(20480));
+        c.clean_band(1);
+        assert_eq!(c.first_overlap(0, 32768), Some(20480), "cleaned fragments hold nothing");
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::mech::Mech;
 use crate::model::{Model, ModelState, Op, Req};
 use crate::params::{MechParams, SmrParams};
 use crate::pcache::PCache;
+use crate::rcache::ReadCache;
 
 /// Why a band was cleaned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +38,7 @@ struct Run {
 pub struct Smr {
     name: &'static str,
     mech: Mech,
+    rcache: ReadCache,
     p: SmrParams,
     cache: PCache,
     /// Byte address (in the mechanics' geometry) where the cache area starts.
@@ -59,6 +61,7 @@ impl Smr {
         let st = ModelState { model: name, cache_capacity_bytes: p.cache_bytes, ..Default::default() };
         Smr {
             name,
+            rcache: ReadCache::new(mech.p.read_cache()),
             mech,
             p,
             cache,
@@ -205,20 +208,35 @@ impl Smr {
         now
     }
 
-    fn read(&mut self, mut now: f64, req: &Req) -> f64 {
-        now += self.mech.access(now, req.offset, req.len);
-        let frags = self.cache.overlapping(req.offset, req.len);
-        if frags > 0 {
-            // each cached fragment: a trip to the cache and back
-            let band_pos = self.mech.head_position();
-            let cache_pos = self.mech.position(self.cache_base);
-            for _ in 0..frags {
-                now += self.mech.move_to(cache_pos) + self.mech.transfer_time(self.cache_base, 4096);
-                now += self.mech.move_to(band_pos);
-            }
-        }
-        now
+    /// A read through the drive's read cache; read-ahead stops at the first
+    /// persistent-cache fragment, since the band holds stale data there.
+    fn read(&mut self, now: f64, req: &Req) -> f64 {
+        let (cache, cache_base, ahead) = (&self.cache, self.cache_base, self.mech.p.read_ahead_bytes);
+        self.rcache.read(
+            now,
+            req.offset,
+            req.len,
+            &mut self.mech,
+            |m, now, from, len| media_read(m, cache, cache_base, now, from, len),
+            |end| cache.first_overlap(end, ahead).unwrap_or(u64::MAX),
+        )
     }
+}
+
+/// A read from the medium: the band, then a trip to the persistent cache and
+/// back for each cached fragment it overlaps.
+fn media_read(mech: &mut Mech, cache: &PCache, cache_base: u64, mut now: f64, offset: u64, len: u64) -> f64 {
+    now += mech.access(now, offset, len);
+    let frags = cache.overlapping(offset, len);
+    if frags > 0 {
+        let band_pos = mech.head_position();
+        let cache_pos = mech.position(cache_base);
+        for _ in 0..frags {
+            now += mech.move_to(cache_pos) + mech.transfer_time(cache_base, 4096);
+            now += mech.move_to(band_pos);
+        }
+    }
+    now
 }
 
 impl Model for Smr {
@@ -233,6 +251,7 @@ impl Model for Smr {
     fn positioning_estimate(&self, t: f64, req: &Req) -> f64 {
         match req.op {
             Op::Flush => 0.0,
+            Op::Read if self.rcache.would_hit(t, req.offset, req.len) => 0.0,
             Op::Read => self.mech.positioning_time(t, req.offset),
             // a write most likely goes to the cache head (or streams in place)
             Op::Write => {
@@ -246,7 +265,11 @@ impl Model for Smr {
         let start = t.max(self.busy_until).max(self.last_t);
         let end = match req.op {
             Op::Flush => start + self.mech.p.cmd_overhead_s,
-            Op::Write => self.write(start, req),
+            Op::Write => {
+                self.rcache.settle(start, true, &mut self.mech);
+                self.rcache.written(start, req.offset, req.len);
+                self.write(start, req)
+            }
             Op::Read => self.read(start, req),
         };
         debug_assert!(end >= start);
@@ -267,6 +290,7 @@ impl Model for Smr {
             let Some(band) = self.cache.victim(self.p.greedy_victim) else {
                 break;
             };
+            self.rcache.settle(start, true, &mut self.mech);
             let d = self.clean_one(band, CleanCause::Idle);
             self.busy_until = start + d;
             self.last_t = start;
@@ -288,6 +312,7 @@ impl Model for Smr {
         s.dirty_bands = self.cache.dirty_bands();
         s.last_host_done_s = self.last_host_done;
         s.busy_until_s = self.busy_until;
+        self.rcache.stats.report(&mut s);
         s.cleaning_pending = !self.cache.is_empty();
         s
     }
