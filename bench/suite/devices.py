@@ -219,7 +219,8 @@ class Volume:
                 raise SetupError(f"fuse2fs exited rc={self.fuse2fs.returncode}")
             self.fuse2fs = None
         else:
-            # returns once the daemon has written everything (and, on a model, waited for the drive's cleaning)
+            # returns once the daemon has written everything (and, -inproc on a model, waited for the drive's
+            # cleaning; on the served model the runner waits for it as for the kernel)
             run([self.binary, "umount", self.mnt], timeout=24 * 3600)
             if util.in_proc_mounts(self.mnt):
                 raise SetupError(f"ext4lazy umount left {self.mnt} mounted")
@@ -230,10 +231,15 @@ class Volume:
         if self.system.kind != "ext4lazy" or other.system.kind != "ext4lazy":
             raise SetupError("only ext4lazy volumes are copied (kernel ones are not read through a copy)")
         # A served volume's model and loop device start afresh on the copy, as after any phase (each ends with
-        # the drive's cleaning waited for), and nothing of them caches the image's old contents.
+        # the drive's cleaning waited for), and nothing of them caches the image's old contents. The snapshot
+        # is named after the loop device, which may change.
+        self.drop_snapshot()
         self.detach()
-        run(["cp", "--sparse=always", other.image, self.image], timeout=3600)
-        self.attach(self.traces)
+        try:
+            run(["cp", "--sparse=always", other.image, self.image], timeout=3600)
+        finally:
+            if self.on_loop:
+                self.attach(self.traces)
         theirs, ours = other.snapshot_path(), self.snapshot_path()
         if theirs and os.path.exists(theirs):
             run(["cp", theirs, ours])
@@ -244,8 +250,9 @@ class Volume:
     def daemon_pid(self):
         """The FUSE daemon serving this mounted volume (its CPU time is recorded), or None.  `ext4lazy mount`
         hands back no PID (it spawns the daemon detached and exits), so the daemon is found as what the
-        harness finds it as: the one process holding the image open, which it does, flocked, for its whole
-        life (no other process opens an ext4lazy image during a phase).  fuse2fs is the runner's own child."""
+        harness finds it as: the one process holding its image file or loop device open, which it does,
+        flocked, for its whole life (no other process opens them during a phase).  fuse2fs is the runner's
+        own child."""
         if self.system.kind == "fuse2fs" and self.fuse2fs is not None:
             return self.fuse2fs.pid
         if self.system.kind != "ext4lazy":
@@ -325,16 +332,31 @@ class Volume:
         out = run([self.binary, "emu", "wait-idle", self.srv], timeout=timeout + 60)
         return float(out.strip().splitlines()[-1].split()[0])
 
+    def drop_snapshot(self):
+        """A lazy volume's jmap snapshot on a loop device is named after the device (snapshot_path): it goes
+        with the volume's loop device, so that the next volume on that device never sees it."""
+        if self.system.kind == "ext4lazy" and self.on_loop and self.loop:
+            snap = self.snapshot_path()
+            if snap and os.path.exists(snap):
+                os.unlink(snap)
+
     def detach(self):
-        """Never raises: the loop device and the model server go (the image stays)."""
-        if self.loop:
-            subprocess.run(["losetup", "-d", self.loop], capture_output=True)
-            self.loop = None
-        if self.serving:
+        """Never raises: the loop devices over the image or the served model, and the model server, go (the
+        image stays). Also what an interrupted run left behind: loop devices found by their backing file, and
+        a server still mounted on this volume's directory."""
+        loops = {self.loop} if self.loop else set()
+        for backing in (self.image, os.path.join(self.srv, "disk.img")):
+            if os.path.exists(backing):
+                p = subprocess.run(["losetup", "-j", backing], capture_output=True, text=True)
+                loops |= {line.split(":", 1)[0] for line in p.stdout.splitlines() if line.startswith("/dev/loop")}
+        for loop in loops:
+            subprocess.run(["losetup", "-d", loop], capture_output=True)
+        self.loop = None
+        if self.serving or util.in_proc_mounts(self.srv):
+            subprocess.run(["fusermount3", "-u", self.srv], capture_output=True)
             if util.in_proc_mounts(self.srv):
-                subprocess.run(["fusermount3", "-u", self.srv], capture_output=True)
                 util.force_unmount(self.srv)
-            self.serving = None
+        self.serving = None
 
     def teardown(self, remove=True):
         """Never raises: unmount, detach, stop the server, and (remove) delete the image."""
@@ -351,10 +373,7 @@ class Volume:
             self.fuse2fs.kill()
             self.fuse2fs.wait()
             self.fuse2fs = None
-        if remove and self.system.kind == "ext4lazy" and self.loop:
-            snap = self.snapshot_path()       # named after the loop device: the next volume on it must not see it
-            if snap and os.path.exists(snap):
-                os.unlink(snap)
+        self.drop_snapshot()
         self.detach()
         if remove:
             for p in (self.image, self.image + ".jmap", self.image + ".fsck", self.stats, self.image + ".fuse2fs.log",

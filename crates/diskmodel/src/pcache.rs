@@ -200,7 +200,6 @@ impl PCache {
         self.advance_tail();
     }
 
-    /// Number of live cached fragments overlapping `[off, off+len)`.
     /// The first byte in `[off, off + len)` that a cached fragment holds.
     pub fn first_overlap(&self, off: u64, len: u64) -> Option<u64> {
         let end = off.saturating_add(len);
@@ -214,6 +213,7 @@ impl PCache {
             .min()
     }
 
+    /// Number of live cached fragments overlapping `[off, off+len)`.
     pub fn overlapping(&self, off: u64, len: u64) -> usize {
         let end = off + len;
         let first = off / self.band_bytes;

@@ -53,6 +53,9 @@ pub struct ReadCacheParams {
     pub interface_rate: f64,
     /// Writes go through the read segments (and stay there for read hits).
     pub write_shares_segments: bool,
+    /// Read-ahead may overwrite the requested sectors once the segment is
+    /// full (a circular segment); without, it stops there.
+    pub read_ahead_over_request: bool,
 }
 
 /// What the read cache has done, for reports.
@@ -159,7 +162,7 @@ impl ReadCache {
         }
         self.settle(t, true, mech);
         let done = media(mech, t, from, end - from);
-        self.filled(done, offset, len, mech.rate_at(end), bound(end));
+        self.filled(done, offset, from, end, mech.rate_at(end), bound(end));
         done
     }
 
@@ -183,23 +186,44 @@ impl ReadCache {
                 if end > a.from {
                     mech.set_head_after(end);
                 }
+                // It stopped reading on its own before this command came: the platter turned on
+                // under an idle head, so reading on from there is no continuation.
+                let finished_at = a.since + (a.limit - a.from) as f64 / a.rate;
+                if end >= a.limit && finished_at < t {
+                    mech.break_sequence();
+                }
             }
         }
     }
 
-    /// A read of `[offset, offset + len)` went to the medium and its transfer
-    /// ended at `done`: it fills a segment, and read-ahead goes on from its
-    /// end at `rate` up to `limit` (the model's bound: the drive's end, or
-    /// where the medium stops holding current data).
-    fn filled(&mut self, done: f64, offset: u64, len: u64, rate: f64, limit: u64) {
-        if !self.enabled() {
-            return;
-        }
+    /// A read of `[offset, end)` whose part from `from` went to the medium
+    /// ended at `done`: the segment that held `[offset, from)` grows by what
+    /// was read, or the read takes a segment of its own; read-ahead then goes
+    /// on from `end` at `rate` up to `limit` (the model's bound: the drive's
+    /// end, or where the medium stops holding current data). Where the drive
+    /// does not read ahead over requested data, it stops when the segment is
+    /// full.
+    fn filled(&mut self, done: f64, offset: u64, from: u64, end: u64, rate: f64, limit: u64) {
         self.ahead = None;
-        let i = self.take_segment(done, offset, len);
-        let limit = limit.min(offset + len + self.p.read_ahead_bytes);
-        if limit > offset + len && rate > 0.0 {
-            self.ahead = Some(ReadAhead { seg: i, from: offset + len, since: done, rate, limit });
+        let size = self.p.segment_bytes;
+        let own = (from > offset).then(|| self.segs.iter().position(|s| s.start <= offset && s.end == from)).flatten();
+        let i = match own {
+            Some(i) => {
+                let s = &mut self.segs[i];
+                s.end = end;
+                s.start = s.start.max(end.saturating_sub(size));
+                s.used = done;
+                i
+            }
+            None => self.take_segment(done, offset, end - offset),
+        };
+        let mut limit = limit.min(end.saturating_add(self.p.read_ahead_bytes));
+        if !self.p.read_ahead_over_request {
+            limit = limit.min(self.segs[i].start.saturating_add(size));
+        }
+        if rate > 0.0 {
+            // limit == end: nothing to read ahead, but settle still learns when the drive stopped
+            self.ahead = Some(ReadAhead { seg: i, from: end, since: done, rate, limit: limit.max(end) });
         }
     }
 
@@ -270,6 +294,7 @@ mod tests {
             hit_overhead_s: 0.1e-3,
             interface_rate: 300e6,
             write_shares_segments: false,
+            read_ahead_over_request: true,
         };
         (ReadCache::new(p), Mech::new(MechParams::wd5000ys()))
     }
@@ -324,6 +349,46 @@ mod tests {
         assert!((t - (done + 1e-3) - transfer).abs() < 1e-9, "{t} vs transfer {transfer}");
         // the first read-ahead is over: later idle time adds nothing to it
         assert_eq!(c.cached_until(done + 5.0, 4096 + ahead, 4096), 4096 + ahead + 4096);
+    }
+
+    #[test]
+    fn a_read_ahead_that_finished_long_ago_gives_no_free_continuation() {
+        let (mut c, mut m) = cache(4);
+        let (done, _) = read(&mut c, &mut m, 1.0, 0, 4096, 16384);
+        // the read-ahead filled 16 KiB within a millisecond; a second later the platter has turned on
+        let t = done + 1.0;
+        let (end, n) = read(&mut c, &mut m, t, 16384, 4096, 16384);
+        assert_eq!(n, 4096);
+        assert!(end - t > m.transfer_time(16384, 4096) + 1e-6, "it paid for positioning");
+        // while it is still reading ahead, reading on from where it got to costs the transfer only
+        let (mut c, mut m) = cache(4);
+        let (done, _) = read(&mut c, &mut m, 1.0, 0, 4096, u64::MAX);
+        let (end, n) = read(&mut c, &mut m, done + 1e-4, 4096, 64 << 10, u64::MAX);
+        assert!(n > 0 && (end - done - 1e-4 - m.transfer_time(4096, n)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_partial_hit_grows_its_own_segment() {
+        let (mut c, mut m) = cache(2);
+        read(&mut c, &mut m, 1.0, 1 << 30, 4096, (1 << 30) + 4096); // another stream's segment
+        let (done, _) = read(&mut c, &mut m, 2.0, 0, 4096, 8192);
+        read(&mut c, &mut m, done + 1.0, 4096, 8192, 12288); // 4 KiB cached, 4 KiB from the medium
+        assert!(c.would_hit(done + 2.0, 0, 12288), "one segment holds the whole stream");
+        assert!(c.would_hit(done + 2.0, 1 << 30, 4096), "the other stream's segment stayed");
+    }
+
+    #[test]
+    fn without_read_ahead_over_the_request_it_stops_when_the_segment_is_full() {
+        let (mut c, mut m) = cache(4);
+        c.p.read_ahead_over_request = false;
+        c.p.read_ahead_bytes = 4 << 20;
+        let (done, _) = read(&mut c, &mut m, 1.0, 0, 4096, u64::MAX);
+        assert!(c.would_hit(done + 1.0, 0, 1 << 20), "the requested sectors and the read-ahead, a segment's worth");
+        assert!(!c.would_hit(done + 1.0, 1 << 20, 4096));
+        c.p.read_ahead_over_request = true;
+        let (done, _) = read(&mut c, &mut m, 10.0, 64 << 20, 4096, u64::MAX);
+        assert!(!c.would_hit(done + 1.0, 64 << 20, 4096), "a circular segment overwrote them");
+        assert!(c.would_hit(done + 1.0, (64 << 20) + (4 << 20) + 4096 - 4096, 4096));
     }
 
     #[test]

@@ -212,13 +212,14 @@ impl Smr {
     /// persistent-cache fragment, since the band holds stale data there.
     fn read(&mut self, now: f64, req: &Req) -> f64 {
         let (cache, cache_base, ahead) = (&self.cache, self.cache_base, self.mech.p.read_ahead_bytes);
+        let capacity = self.mech.p.capacity_bytes;
         self.rcache.read(
             now,
             req.offset,
             req.len,
             &mut self.mech,
             |m, now, from, len| media_read(m, cache, cache_base, now, from, len),
-            |end| cache.first_overlap(end, ahead).unwrap_or(u64::MAX),
+            |end| cache.first_overlap(end, ahead).unwrap_or(capacity),
         )
     }
 }

@@ -416,7 +416,8 @@ pub fn parse_disksim_trace(text: &str) -> Result<Vec<TracedRequest>, String> {
             return Err(bad());
         }
         let offset = lbn.checked_mul(512).ok_or_else(bad)?;
-        out.push(TracedRequest { op, offset, len: blocks * 512, measured_s: service * 1e-6, gap_s: gap * 1e-6 });
+        let len = blocks.checked_mul(512).ok_or_else(bad)?;
+        out.push(TracedRequest { op, offset, len, measured_s: service * 1e-6, gap_s: gap * 1e-6 });
     }
     Ok(out)
 }
@@ -426,8 +427,9 @@ pub fn parse_disksim_trace(text: &str) -> Result<Vec<TracedRequest>, String> {
 pub struct ReplayResult {
     pub model: String,
     pub requests: usize,
-    /// Per request: `[op (0 read, 1 write), measured_ms, model_ms]`.
-    pub times_ms: Vec<[f64; 3]>,
+    /// Per request: `[op (0 read, 1 write), measured_ms, model_ms, hit (1 when
+    /// the model's read cache served it)]`.
+    pub times_ms: Vec<[f64; 4]>,
     pub state: ModelState,
 }
 
@@ -444,9 +446,11 @@ pub fn replay(model: &str, params: &[(String, String)], trace: &[TracedRequest])
         if r.offset.saturating_add(r.len) > cap {
             return Err(format!("a traced request at byte {} lies beyond the model's capacity {cap}", r.offset));
         }
+        let hits = sched.model.state().read_cache_hits;
         let done = one_request(&mut sched, t, Req { op: r.op, offset: r.offset, len: r.len, class: IoClass::Data });
         let op = if r.op == Op::Write { 1.0 } else { 0.0 };
-        times_ms.push([op, r.measured_s * 1e3, (done - t) * 1e3]);
+        let hit = if sched.model.state().read_cache_hits > hits { 1.0 } else { 0.0 };
+        times_ms.push([op, r.measured_s * 1e3, (done - t) * 1e3, hit]);
         t = done + r.gap_s;
     }
     Ok(ReplayResult { model: model.to_string(), requests: trace.len(), times_ms, state: sched.model.state() })
