@@ -488,17 +488,16 @@ class Runner:
                 cleaning = v.wait_idle()
                 rep1 = v.model_report()
                 served = accounting.report_delta(rep0, rep1)
+                extra["model_time"] = accounting.model_time(rep1, rep0)
                 if kind == "ext4lazy":
                     extra["served_by_class"] = served     # the server's layout classes, beside ext4lazy's own
-                    # requests as the drive saw them, as for every other row; the engine's own beside
+                    # the server classifies by layout alone: ext4lazy's requests carry no REQ_META flag
+                    extra["model_time"]["latency_classes"] = "the server's (layout only)"
+                    # requests as the drive saw them (below), as for every other row; the engine's own beside
                     extra["ext4lazy_requests"] = extra["requests"]
                 else:
                     classes, source = served, f"model report (emu report, {self.model})"
                 extra["requests"] = accounting.request_delta(rep0, rep1)
-                extra["model_time"] = accounting.model_time(rep1, rep0)
-                if kind == "ext4lazy":
-                    # the server classifies by layout alone: ext4lazy's requests carry no REQ_META flag
-                    extra["model_time"]["latency_classes"] = "the server's (layout only)"
                 offsets = accounting.model_trace_offsets(v.trace_csv, rep0["now_s"], rep1["now_s"])
             else:
                 classes, lost = trace.stop()

@@ -53,8 +53,7 @@ impl Model for Cmr {
                 |_| capacity,
             ),
             Op::Write => {
-                self.rcache.settle(t, true, &mut self.mech);
-                self.rcache.written(t, req.offset, req.len);
+                self.rcache.written(t, req.offset, req.len, &mut self.mech);
                 t + self.mech.access(t, req.offset, req.len)
             }
         };

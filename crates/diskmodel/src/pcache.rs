@@ -200,36 +200,25 @@ impl PCache {
         self.advance_tail();
     }
 
-    /// The first byte in `[off, off + len)` that a cached fragment holds.
-    pub fn first_overlap(&self, off: u64, len: u64) -> Option<u64> {
+    /// The live cached fragments overlapping `[off, off + len)`.
+    fn fragments_in(&self, off: u64, len: u64) -> impl Iterator<Item = &Entry> {
         let end = off.saturating_add(len);
         let first = off / self.band_bytes;
         let last = (end.saturating_sub(1)) / self.band_bytes;
         (first..=last)
             .filter_map(|band| self.bands.get(&band))
             .flat_map(|seqs| seqs.iter().map(|&s| &self.log[(s - self.base_seq) as usize]))
-            .filter(|e| e.off < end && off < e.off + e.len)
-            .map(|e| e.off.max(off))
-            .min()
+            .filter(move |e| e.off < end && off < e.off + e.len)
+    }
+
+    /// The first byte in `[off, off + len)` that a cached fragment holds.
+    pub fn first_overlap(&self, off: u64, len: u64) -> Option<u64> {
+        self.fragments_in(off, len).map(|e| e.off.max(off)).min()
     }
 
     /// Number of live cached fragments overlapping `[off, off+len)`.
     pub fn overlapping(&self, off: u64, len: u64) -> usize {
-        let end = off + len;
-        let first = off / self.band_bytes;
-        let last = (end.saturating_sub(1)) / self.band_bytes;
-        let mut n = 0;
-        for band in first..=last {
-            if let Some(seqs) = self.bands.get(&band) {
-                for &s in seqs {
-                    let e = &self.log[(s - self.base_seq) as usize];
-                    if e.off < end && off < e.off + e.len {
-                        n += 1;
-                    }
-                }
-            }
-        }
-        n
+        self.fragments_in(off, len).count()
     }
 }
 

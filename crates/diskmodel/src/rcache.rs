@@ -244,13 +244,14 @@ impl ReadCache {
         i
     }
 
-    /// A write of `[offset, offset + len)` started at `t` (any read-ahead
-    /// was settled before it): stale copies go, and where writes share the
-    /// segments the written sectors take one.
-    pub fn written(&mut self, t: f64, offset: u64, len: u64) {
+    /// A write of `[offset, offset + len)` starts at `t`: the read-ahead in
+    /// progress stops (the head is needed), stale copies go, and where writes
+    /// share the segments the written sectors take one.
+    pub fn written(&mut self, t: f64, offset: u64, len: u64, mech: &mut Mech) {
         if !self.enabled() {
             return;
         }
+        self.settle(t, true, mech);
         self.invalidate(offset, len);
         if self.p.write_shares_segments {
             self.take_segment(t, offset, len);
@@ -258,26 +259,11 @@ impl ReadCache {
     }
 
     /// Cached copies of `[offset, offset + len)` are stale: every segment
-    /// overlapping it goes (and a read-ahead into one of them stops).
+    /// overlapping it goes. Only after the read-ahead stopped (`written`).
     fn invalidate(&mut self, offset: u64, len: u64) {
+        debug_assert!(self.ahead.is_none(), "a read-ahead still runs into the segments");
         let end = offset.saturating_add(len);
-        let mut i = 0;
-        while i < self.segs.len() {
-            let s = self.segs[i];
-            let growing = self.ahead.is_some_and(|a| a.seg == i);
-            let s_end = if growing { self.ahead.map_or(s.end, |a| a.limit) } else { s.end };
-            if s.start < end && offset < s_end {
-                self.segs.swap_remove(i);
-                match self.ahead {
-                    Some(a) if a.seg == i => self.ahead = None,
-                    // swap_remove moved the last segment into slot i
-                    Some(ref mut a) if a.seg == self.segs.len() => a.seg = i,
-                    _ => {}
-                }
-            } else {
-                i += 1;
-            }
-        }
+        self.segs.retain(|s| !(s.start < end && offset < s.end));
     }
 }
 
@@ -416,10 +402,11 @@ mod tests {
         let (mut c, mut m) = cache(4);
         read(&mut c, &mut m, 1.0, 0, 4096, 0);
         let (done, _) = read(&mut c, &mut m, 1.0, 1 << 20, 4096, u64::MAX);
-        c.written(done, (1 << 20) + (256 << 10), 4096); // inside the second segment's read-ahead to come
+        // 10 ms later the second segment's read-ahead has brought in ~500 KB: the write lands inside it
+        c.written(done + 0.01, (1 << 20) + (256 << 10), 4096, &mut m);
         assert!(c.would_hit(done + 0.5, 0, 4096));
         assert!(!c.would_hit(done + 0.5, 1 << 20, 4096));
-        c.written(done, 0, 512);
+        c.written(done + 0.01, 0, 512, &mut m);
         assert!(!c.would_hit(done + 0.5, 0, 4096));
         assert!(!c.would_hit(done + 0.5, 0, 512), "written data is not kept unless writes share the segments");
     }
@@ -430,7 +417,7 @@ mod tests {
         c.p.write_shares_segments = true;
         read(&mut c, &mut m, 1.0, 0, 4096, 0);
         read(&mut c, &mut m, 2.0, 1 << 30, 4096, 0);
-        c.written(3.0, 2 << 30, 8192);
+        c.written(3.0, 2 << 30, 8192, &mut m);
         assert!(c.would_hit(4.0, 2 << 30, 8192), "the written sectors serve reads");
         assert!(!c.would_hit(4.0, 0, 4096), "the least recently used read segment made room");
         assert!(c.would_hit(4.0, 1 << 30, 4096));

@@ -267,8 +267,7 @@ impl Model for Smr {
         let end = match req.op {
             Op::Flush => start + self.mech.p.cmd_overhead_s,
             Op::Write => {
-                self.rcache.settle(start, true, &mut self.mech);
-                self.rcache.written(start, req.offset, req.len);
+                self.rcache.written(start, req.offset, req.len, &mut self.mech);
                 self.write(start, req)
             }
             Op::Read => self.read(start, req),

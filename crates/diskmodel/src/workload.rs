@@ -442,14 +442,16 @@ pub fn replay(model: &str, params: &[(String, String)], trace: &[TracedRequest])
     let mut sched = Scheduler::new(m, 1, 1.0);
     let mut t = 0.0;
     let mut times_ms = Vec::with_capacity(trace.len());
+    let mut hits = 0;
     for r in trace {
         if r.offset.saturating_add(r.len) > cap {
             return Err(format!("a traced request at byte {} lies beyond the model's capacity {cap}", r.offset));
         }
-        let hits = sched.model.state().read_cache_hits;
         let done = one_request(&mut sched, t, Req { op: r.op, offset: r.offset, len: r.len, class: IoClass::Data });
         let op = if r.op == Op::Write { 1.0 } else { 0.0 };
-        let hit = if sched.model.state().read_cache_hits > hits { 1.0 } else { 0.0 };
+        let hits_now = sched.model.state().read_cache_hits;
+        let hit = if hits_now > hits { 1.0 } else { 0.0 };
+        hits = hits_now;
         times_ms.push([op, r.measured_s * 1e3, (done - t) * 1e3, hit]);
         t = done + r.gap_s;
     }
