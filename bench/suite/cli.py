@@ -8,7 +8,7 @@ import sys
 
 from harness import util
 
-from . import devices, memcg, merge, report, systems
+from . import devices, memcg, merge, paper, report, systems
 from .merge import MergeError
 from .runner import Refused, Runner
 from .suites import all_suites
@@ -139,21 +139,75 @@ def cmd_run(argv):
     return 1 if failures else 0
 
 
+def run_plotter(module, out):
+    """The PNGs that `python3 -m MODULE OUT` draws, run in the system's interpreter, which has matplotlib."""
+    py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    # a module of this package: the repository root on its path, as __main__ sets it here
+    path = os.pathsep.join(filter(None, [util.REPO, os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path)
+    p = subprocess.run([py, "-m", module, out], capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        print(f"ext4lazy bench: plots failed: {p.stderr.strip()[-800:]}", file=sys.stderr)
+    return [line.strip() for line in p.stdout.splitlines() if line.strip().endswith(".png")]
+
+
 def write_report(out, plots=True):
-    pngs = []
-    if plots:
-        py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-        # a module of this package: the repository root on its path, as __main__ sets it here
-        path = os.pathsep.join(filter(None, [util.REPO, os.environ.get("PYTHONPATH")]))
-        env = dict(os.environ, PYTHONPATH=path)
-        p = subprocess.run([py, "-m", "bench.suite.plots", out], capture_output=True, text=True, env=env)
-        if p.returncode != 0:
-            print(f"ext4lazy bench: plots failed: {p.stderr.strip()[-800:]}", file=sys.stderr)
-        pngs = [line.strip() for line in p.stdout.splitlines() if line.strip().endswith(".png")]
+    pngs = run_plotter("bench.suite.plots", out) if plots else []
     path = report.write(out, pngs)
     print(f"ext4lazy bench: wrote {os.path.join(out, 'results.json')}, {path}"
           + (f" and {len(pngs)} plot(s)" if pngs else ""), file=sys.stderr)
     return path
+
+
+def parse_paper(argv):
+    ap = argparse.ArgumentParser(prog="ext4lazy bench paper", description="Run every experiment behind the papers' "
+                                 "figures (bench/suite/paper.py PLAN) into OUT/<experiment>, then write OUT/paper.md "
+                                 "and OUT/paper-*.png with the published numbers beside ours.")
+    ap.add_argument("--out", required=True, help="results directory (resumable, as for `bench run`)")
+    ap.add_argument("--repeat", type=int, default=5, help="rounds of every experiment (the paper: at least 5)")
+    ap.add_argument("--only", default=None, help="comma list of experiments (default: all; `--list` names them)")
+    ap.add_argument("--scale-factor", type=float, default=1.0, help="multiplies every experiment's scale")
+    ap.add_argument("--speed", type=float, default=1.0, help="disk-model speed factor (1 = the real drive)")
+    ap.add_argument("--report", action="store_true", help="only rewrite paper.md and the plots from OUT")
+    ap.add_argument("--list", action="store_true", help="print the plan's `bench run` commands and stop")
+    ap.add_argument("--no-plots", dest="plots", action="store_false")
+    return ap.parse_args(argv)
+
+
+def cmd_paper(argv):
+    args = parse_paper(argv)
+    try:
+        chosen = paper.plan(args.only.split(",") if args.only else None)
+    except ValueError as e:
+        print(f"ext4lazy bench paper: refused: {e}", file=sys.stderr)
+        return 2
+    if not (args.scale_factor > 0) or not (args.speed > 0) or args.repeat < 1:
+        print("ext4lazy bench paper: refused: --scale-factor and --speed must be positive, --repeat at least 1",
+              file=sys.stderr)
+        return 2
+    runs = [(e, paper.run_argv(e, args.out, args.repeat, args.scale_factor, args.speed)) for e in chosen]
+    if args.list:
+        for e, a in runs:
+            print(f"{e.name:22s} ext4lazy bench run {shlex.join(a)}")
+        return 0
+    failed = []
+    if not args.report:
+        for i, (e, a) in enumerate(runs, 1):
+            print(f"ext4lazy bench paper: experiment {i} of {len(runs)}: {e.name} ({', '.join(e.figures)})",
+                  file=sys.stderr)
+            rc = cmd_run(a + ([] if args.plots else ["--no-plots"]))
+            if rc == 130:
+                return rc
+            if rc != 0:
+                failed.append(e.name)
+    os.makedirs(args.out, exist_ok=True)
+    if args.plots:
+        run_plotter("bench.suite.paper", args.out)
+    path = paper.write(args.out)
+    print(f"ext4lazy bench paper: wrote {path}", file=sys.stderr)
+    if failed:
+        print(f"ext4lazy bench paper: failed or refused: {', '.join(failed)} (their reports say why)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def main(argv):
@@ -161,6 +215,7 @@ def main(argv):
         print("usage: ext4lazy bench list\n"
               "       ext4lazy bench run --suite SUITE --device DEVICE [--systems A,B,...] [--scale X] [--speed S] "
               "[--repeat N] [--memory MiB] --out DIR\n"
+              "       ext4lazy bench paper --out DIR [--repeat N] [--only A,B] [--report]  (every paper figure)\n"
               "       ext4lazy bench report DIR        (rewrite DIR/report.md and the plots)\n"
               "       ext4lazy bench merge OUT IN1 IN2 ... (results of runs made side by side, for one report)\n"
               "`ext4lazy bench run --help` lists every option; docs/BENCH.md explains them.")
@@ -169,6 +224,8 @@ def main(argv):
         return cmd_list(argv[1:])
     if argv[0] == "run":
         return cmd_run(argv[1:])
+    if argv[0] == "paper":
+        return cmd_paper(argv[1:])
     if argv[0] == "report" and len(argv) == 2:
         if not os.path.exists(os.path.join(argv[1], "results.json")):
             print(f"ext4lazy bench: no results.json in {argv[1]}", file=sys.stderr)

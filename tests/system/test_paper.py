@@ -1,0 +1,99 @@
+"""`ext4lazy bench paper` (issue #27 item 5): its plan is made of runs `bench run` accepts, and its report puts
+each of our numbers beside the published one with the right ratio.  The report is checked on a results tree
+built here, so the arithmetic is known; the runs themselves are the bench suites' (test_bench.py)."""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from bench.suite import cli, devices, paper, published, systems  # noqa: E402
+from bench.suite.suites import all_suites  # noqa: E402
+
+
+def test_every_experiment_is_a_run_the_bench_accepts():
+    suites = all_suites()
+    for e in paper.PLAN:
+        args = cli.parse_run(paper.run_argv(e, "/tmp/out", 5))
+        assert args.suite in suites and args.device in devices.DEVICES, e.name
+        assert args.repeat == 5 and args.out == f"/tmp/out/{e.name}"
+        for s in args.systems.split(","):
+            systems.get(s)
+    assert [e.name for e in paper.plan(["postmark-cmr", "arc-cmr"])] == ["postmark-cmr", "arc-cmr"]
+    try:
+        paper.plan(["nonesuch"])
+        raise AssertionError("an unknown experiment was accepted")
+    except ValueError:
+        pass
+
+
+def record(suite, device, system, workload, runtimes, scale, **fields):
+    reps = [{"rep": i, "runtime_s": t} for i, t in enumerate(runtimes)]
+    return {"suite": suite, "device": device, "system": system, "workload": workload, "scale": scale,
+            "runtime_s": sum(runtimes) / len(runtimes), "runs": len(runtimes), "repetitions": reps, "error": None,
+            **fields}
+
+
+def write_results(out, name, records):
+    os.makedirs(os.path.join(out, name))
+    with open(os.path.join(out, name, "results.json"), "w") as f:
+        json.dump(records, f)
+
+
+def results_tree(out):
+    micro = []
+    for w in ("MakeDirs", "CreateFiles", "ListDirs", "RemoveDirs"):
+        micro += [record("micro", "cmr", paper.BASELINE, w, [6.0, 6.0], 0.01,
+                         io_mib={"metadata_write": 40.0, "journal_write": 50.0, "metadata_read": 1.0}),
+                  record("micro", "cmr", paper.ORDERED, w, [3.0, 5.0], 0.01, io_mib={}),
+                  record("micro", "cmr", paper.LAZY, w, [2.0, 2.0], 0.01, io_mib={"metadata_write": 0.0})]
+    micro.append(record("micro", "cmr", paper.LAZY, "TarFiles", [1.0], 0.01, error="failed"))
+    write_results(out, "micro-cmr", micro)
+    for dev, tps in (("smr-seagate", (100.0, 400.0)), ("smr-wd", (200.0, 100.0))):
+        write_results(out, f"postmark-{dev}", [
+            record("postmark", dev, paper.BASELINE, "Postmark", [10.0], 0.02, extra={"postmark": {"tps": tps[0]}},
+                   io_mib={"data_write": 20.0}),
+            record("postmark", dev, paper.ORDERED, "Postmark", [8.0], 0.02, extra={"postmark": {"tps": tps[0]}}),
+            record("postmark", dev, paper.LAZY, "Postmark", [4.0], 0.02, extra={"postmark": {"tps": tps[1]}})])
+
+
+def find(rows, figure, what):
+    got = [r for r in rows if r.figure == figure and r.what.startswith(what)]
+    assert len(got) == 1, (figure, what, [r.what for r in rows if r.figure == figure])
+    return got[0]
+
+
+def test_the_report_puts_ours_beside_the_papers(tmp_path):
+    out = str(tmp_path)
+    results_tree(out)
+    rows, runs = paper.rows_of(out)
+    assert set(runs) == {"micro-cmr", "postmark-smr-seagate", "postmark-smr-wd"}
+    for r in rows:
+        published.get(r.key)        # every row cites an entry that exists
+
+    # speed-ups: ratio of the means, the spread from the rounds, both measures of the idea
+    r = find(rows, "Figure 7", "MakeDirs: ext4lazy ordered / lazy")
+    assert r.ours == 2.0 and r.spread == (1.5, 2.5) and r.paper == 2
+    assert paper.ratio_text(r) == "1.00"
+    r = find(rows, "Figure 7", "CreateFiles: kernel ext4 baseline / ext4lazy lazy")
+    assert r.ours == 3.0 and r.paper == (1.5, 2) and paper.ratio_text(r) == "1.50-2.00"
+    # a failed record is not a number
+    assert find(rows, "Figure 7", "TarFiles: ext4lazy ordered / lazy").ours is None
+
+    # full-scale volumes: ours divided by our scale
+    r = find(rows, "Table 2", "MakeDirs, metadata write: kernel-ext4-baseline")
+    assert r.ours == 4000.0 and r.paper == 4631
+
+    # Figure 13: the paper's value for each modelled disk; Figure 14: transactions per second across disks
+    assert find(rows, "Figure 13", "Postmark: kernel ext4 baseline / ext4lazy lazy (ST8000AS0002").paper == 5.4
+    assert find(rows, "Figure 13", "Postmark: ext4lazy ordered / lazy (WD40NMZW").ours == 2.0
+    assert find(rows, "Figure 14", f"transactions/s, {paper.BASELINE}").ours == 2.0
+    assert find(rows, "Figure 14", f"transactions/s, {paper.LAZY}").ours == 4.0
+
+    # scale-dependent seconds carry no ratio
+    r = find(rows, "Figure 12", "Postmark: runtime")
+    assert r.ours == 4.0 and not r.ratio and paper.ratio_text(r) == "—"
+
+    text = open(paper.write(out)).read()
+    assert "| MakeDirs: ext4lazy ordered / lazy | 2.00 | 2.00 (1.50-2.50) | x | 1.00 |" in text
+    assert "| micro-cmr | micro | cmr | 0.01 | 2 | Figure 7, Table 2 |" in text
+    assert "| stepahead-cmr | stepahead | cmr | — | not run |" in text
