@@ -189,21 +189,52 @@ class BlockTrace:
         return self.bytes, lost
 
 
-class Sampler:
-    """Throughput over time: calls read_totals() -> (bytes read, bytes written) every `every` seconds."""
+def dirty_bytes():
+    """Dirty of /proc/meminfo: page cache waiting for writeback, machine-wide (the paper's Figure 6 (b))."""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("Dirty:"):
+                return int(line.split()[1]) * 1024
+    raise ValueError("no Dirty line in /proc/meminfo")
 
-    def __init__(self, read_totals, every=1.0):
-        self.read_totals, self.every = read_totals, every
+
+def cpu_jiffies():
+    """(busy, total) jiffies of all CPUs from /proc/stat (idle and iowait are not busy)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    total = sum(v[:8])                     # guest time is already inside user and nice
+    return total - v[3] - v[4], total
+
+
+def busy_ms(dev):
+    """Milliseconds the block device had a request in flight (io_ticks): its utilisation, as iostat's %util."""
+    with open(f"/sys/block/{os.path.basename(dev)}/stat") as f:
+        return int(f.read().split()[9])
+
+
+class Sampler:
+    """Series over time, one row every `every` seconds: [t_s, device read MiB/s, device write MiB/s, Dirty MiB,
+    CPU busy %, device busy %].  read_totals() -> (bytes read, bytes written); `device`: the block device whose
+    busy time is the disk's utilisation (None where the file system has none, the last column is then None).
+    The paper's Figures 9 and 12 are the throughput columns, Figure 6 (b) the dirty one, Figure 10 the last two."""
+    COLUMNS = ["t_s", "read_mib_s", "write_mib_s", "dirty_mib", "cpu_busy_pct", "device_busy_pct"]
+
+    def __init__(self, read_totals, every=1.0, device=None):
+        self.read_totals, self.every, self.device = read_totals, every, device
         self.series, self.stop_flag = [], threading.Event()
         self.t0 = time.monotonic()
+        self.last_t = self.t0
         self.last = self._safe()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
+    def _read(self):
+        return (self.read_totals(), cpu_jiffies(), busy_ms(self.device) if self.device else None)
+
     def _safe(self):
         try:
-            return self.read_totals()
-        except (OSError, ValueError, KeyError):
+            return self._read()
+        except (OSError, ValueError, KeyError, IndexError):
             return None
 
     def _loop(self):
@@ -213,11 +244,19 @@ class Sampler:
     def _sample(self):
         now, cur = time.monotonic(), self._safe()
         if cur is not None and self.last is not None:
-            dt = max(1e-6, now - (self.t0 + (self.series[-1][0] if self.series else 0)))
-            r, w = (cur[0] - self.last[0]) / MiB / dt, (cur[1] - self.last[1]) / MiB / dt
-            self.series.append([round(now - self.t0, 2), round(max(0, r), 3), round(max(0, w), 3)])
+            dt = max(1e-6, now - self.last_t)
+            (r0, w0), (b0, t0), d0 = self.last
+            (r1, w1), (b1, t1), d1 = cur
+            try:
+                dirty = round(dirty_bytes() / MiB, 1)
+            except (OSError, ValueError):
+                dirty = None
+            cpu = round(100 * (b1 - b0) / (t1 - t0), 1) if t1 > t0 else None
+            disk = round(min(100.0, 100 * (d1 - d0) / 1000 / dt), 1) if d0 is not None and d1 is not None else None
+            self.series.append([round(now - self.t0, 2), round(max(0, (r1 - r0) / MiB / dt), 3),
+                                round(max(0, (w1 - w0) / MiB / dt), 3), dirty, cpu, disk])
         if cur is not None:
-            self.last = cur
+            self.last, self.last_t = cur, now
 
     def stop(self):
         self.stop_flag.set()

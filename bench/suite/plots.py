@@ -168,6 +168,53 @@ def throughput_plot(out, suite, device, workload, rs):
     return save(fig, out, f"throughput-{suite}-{device}-{workload}.png")
 
 
+def column(raw, name):
+    """Index of a series column (raw files before the utilisation columns hold the first three only)."""
+    cols = raw.get("series_columns") or ["t_s", "read_mib_s", "write_mib_s"]
+    return cols.index(name) if name in cols else None
+
+
+def dirty_plot(out, suite, device, workload, rs):
+    """The paper's Figure 6 (b): dirty page cache over time, one line per system."""
+    lines = [(r, raw) for r in rs if (raw := load_raw(out, r)) and raw.get("series") and column(raw, "dirty_mib")]
+    if not lines:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    names = order([r["system"] for r, _ in lines])
+    for r, raw in sorted(lines, key=lambda x: names.index(x[0]["system"])):
+        i = column(raw, "dirty_mib")
+        pts = [(p[0], p[i]) for p in raw["series"] if p[i] is not None]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], label=r["system"], lw=1)
+    ax.set_xlabel("time (real s, from the mount to the end of the unmount)")
+    ax.set_ylabel("Dirty in /proc/meminfo (MiB)")
+    ax.set_title(f"{workload} on {device}: dirty pages over time (the paper's Figure 6 (b))", fontsize=9)
+    ax.legend(fontsize=7)
+    return save(fig, out, f"dirty-{suite}-{device}-{workload}.png")
+
+
+def utilisation_plot(out, suite, device, workload, rs):
+    """The paper's Figure 10: CPU and disk utilisation over time, a panel per system."""
+    panels = [(r, raw) for r in rs if (raw := load_raw(out, r)) and raw.get("series") and column(raw, "cpu_busy_pct")]
+    if not panels:
+        return None
+    names = order([r["system"] for r, _ in panels])
+    panels.sort(key=lambda x: names.index(x[0]["system"]))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2.2 * len(panels)), squeeze=False)
+    for ax, (r, raw) in zip(axes[:, 0], panels):
+        s = raw["series"]
+        for name, label in (("cpu_busy_pct", "CPU (all CPUs)"), ("device_busy_pct", "disk (device busy)")):
+            i = column(raw, name)
+            pts = [(p[0], p[i]) for p in s if p[i] is not None]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, lw=1)
+        ax.set_ylim(0, 105)
+        ax.set_ylabel("%")
+        ax.set_title(f"{r['system']}: {workload} ({r['runtime_s']:.1f} s)", fontsize=9)
+        ax.legend(fontsize=6, loc="upper right")
+    axes[-1, 0].set_xlabel("time (real s)")
+    return save(fig, out, f"utilisation-{suite}-{device}-{workload}.png")
+
+
 def main(out):
     with open(os.path.join(out, "results.json")) as f:
         records = json.load(f)
@@ -189,6 +236,11 @@ def main(out):
             made.append(offsets_plot(out, suite, device, w, [r for r in good if r["workload"] == w]))
         for w in ("MakeDirs", "CreateFiles", "Postmark", "CompileMix"):
             made.append(throughput_plot(out, suite, device, w, [r for r in good if r["workload"] == w]))
+        if suite == "journal-size":
+            made.append(dirty_plot(out, suite, device, "CreateFiles",
+                                   [r for r in good if r["workload"] == "CreateFiles"]))
+        made.append(utilisation_plot(out, suite, device, "CompileMix",
+                                     [r for r in good if r["workload"] == "CompileMix"]))
     for m in made:
         if m:
             print(m)

@@ -398,10 +398,12 @@ class Runner:
             v.spawn_prefix = []
             if mem and (kind != "kernel" and (kind != "dbfs" or v.fuse_mounted)):
                 mem.check_daemon(v.fuse_daemon_pid(), v.system.name)
+            busy_dev = v.loop if v.on_loop else None
             if kind == "ext4lazy":
-                sampler = accounting.Sampler(accounting.ext4lazy_live_totals(devices.live_stats_path(v.mnt)))
+                sampler = accounting.Sampler(accounting.ext4lazy_live_totals(devices.live_stats_path(v.mnt)),
+                                             device=busy_dev)
             else:
-                sampler = accounting.Sampler(lambda: accounting.loop_stat(v.loop))
+                sampler = accounting.Sampler(lambda: accounting.loop_stat(v.loop), device=busy_dev)
             # the FUSE daemon's CPU time over the workload and over syncfs (not the unmount: it exits in it)
             pid = v.daemon_pid()
             env = v.system.workload_env(v.binary)
@@ -513,8 +515,8 @@ class Runner:
         raw = os.path.join(self.raw, f"{self.suite.name}.{v.system.slug}.{self.args.device}.{w.name}"
                            + (f".rep{rep}" if rep else "") + ".json")
         with open(raw, "w") as f:
-            json.dump({"series": series, "offsets": offsets, "offsets_columns": ["t_s", "offset", "len", "class",
-                                                                                  "op"]}, f)
+            json.dump({"series": series, "series_columns": accounting.Sampler.COLUMNS, "offsets": offsets,
+                       "offsets_columns": ["t_s", "offset", "len", "class", "op"]}, f)
         umount_s = max(0.0, t3 - t2 - waited)
         runtime = (t1 - t0) if w.timing == "work" else (t1 - t0) + (t2 - t1) + umount_s
         rec = {"suite": self.suite.name, "system": v.system.name, "device": self.args.device, "workload": w.name,

@@ -4,9 +4,10 @@ built here, so the arithmetic is known; the runs themselves are the bench suites
 import json
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
-from bench.suite import cli, devices, paper, published, systems  # noqa: E402
+from bench.suite import accounting, cli, devices, paper, published, systems  # noqa: E402
 from bench.suite.suites import all_suites  # noqa: E402
 
 
@@ -34,7 +35,7 @@ def record(suite, device, system, workload, runtimes, scale, **fields):
 
 
 def write_results(out, name, records):
-    os.makedirs(os.path.join(out, name))
+    os.makedirs(os.path.join(out, name), exist_ok=True)
     with open(os.path.join(out, name, "results.json"), "w") as f:
         json.dump(records, f)
 
@@ -56,7 +57,29 @@ def results_tree(out):
             record("postmark", dev, paper.LAZY, "Postmark", [4.0], 0.02, extra={"postmark": {"tps": tps[1]}})])
 
 
+def with_series(out, name, rec, series):
+    """A record whose median round's raw file holds `series` (rows of accounting.Sampler.COLUMNS)."""
+    rec["raw"] = f"raw/{rec['system']}.json"
+    os.makedirs(os.path.join(out, name, "raw"), exist_ok=True)
+    with open(os.path.join(out, name, rec["raw"]), "w") as f:
+        json.dump({"series": series, "series_columns": accounting.Sampler.COLUMNS}, f)
+    return rec
+
+
+def sampled_tree(out):
+    """journal-size and compile runs with the per-second series behind Figures 6 (b) and 10."""
+    js = [with_series(out, "journal-size-cmr", record("journal-size", "cmr", s, "CreateFiles", [t], 0.1), [
+        [1.0, 0, 0, 10.0, 50, 5], [2.0, 0, 0, 10.0 + peak / 2, 50, 5], [3.0, 0, 0, 10.0 + peak, 50, 5],
+        [4.0, 0, 0, 11.0, 50, 5]]) for s, t, peak in (("kernel-ext4-stock", 40.0, 20.0), (paper.BASELINE, 4.0, 90.0))]
+    write_results(out, "journal-size-cmr", js)
+    cm = [with_series(out, "compile-cmr", record("compile", "cmr", s, "CompileMix", [10.0], 0.01), [
+        [1.0, 0, 0, 1.0, cpu, 10.0], [2.0, 0, 0, 1.0, cpu, None], [3.0, 0, 0, 1.0, cpu, 30.0]])
+        for s, cpu in ((paper.BASELINE, 90.0), (paper.LAZY, 80.0))]
+    write_results(out, "compile-cmr", cm)
+
+
 def find(rows, figure, what):
+    figure = f"FAST'17 {figure}"
     got = [r for r in rows if r.figure == figure and r.what.startswith(what)]
     assert len(got) == 1, (figure, what, [r.what for r in rows if r.figure == figure])
     return got[0]
@@ -97,3 +120,29 @@ def test_the_report_puts_ours_beside_the_papers(tmp_path):
     assert "| MakeDirs: ext4lazy ordered / lazy | 2.00 | 2.00 (1.50-2.50) | x | 1.00 |" in text
     assert "| micro-cmr | micro | cmr | 0.01 | 2 | Figure 7, Table 2 |" in text
     assert "| stepahead-cmr | stepahead | cmr | — | not run |" in text
+
+
+def test_the_series_figures_come_from_the_samples(tmp_path):
+    out = str(tmp_path)
+    sampled_tree(out)
+    rows, _ = paper.rows_of(out)
+    # Figure 6 (a): stock / baseline; (b): the peak above the first sample, at full scale, and when
+    assert find(rows, "Figure 6 (a)", "CreateFiles: kernel ext4 stock / baseline").ours == 10.0
+    r = find(rows, "Figure 6 (b)", f"CreateFiles: most page cache dirtied, {paper.BASELINE}")
+    assert r.ours == 900.0 and r.paper == 1024
+    assert find(rows, "Figure 6 (b)", f"CreateFiles: seconds until then, {paper.BASELINE}").ours == 3.0
+    assert find(rows, "Figure 6 (b)", "CreateFiles: most page cache dirtied, kernel-ext4-stock").paper is None
+    # Figure 10: means over the samples that have the column
+    assert find(rows, "Figure 10", f"CompileMix: mean CPU utilisation, {paper.LAZY}").ours == 80.0
+    assert find(rows, "Figure 10", f"CompileMix: mean disk utilisation, {paper.BASELINE}").ours == 20.0
+
+
+def test_the_sampler_records_every_column():
+    s = accounting.Sampler(lambda: (0, 0), every=0.05, device=None)
+    time.sleep(0.2)
+    series = s.stop()
+    assert len(series) >= 2
+    for row in series:
+        assert len(row) == len(accounting.Sampler.COLUMNS)
+        t, r, w, dirty, cpu, disk = row
+        assert dirty is not None and dirty >= 0 and (cpu is None or 0 <= cpu <= 100) and disk is None
