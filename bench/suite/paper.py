@@ -254,12 +254,18 @@ def postmark_tps(r):
     return (((r or {}).get("extra") or {}).get("postmark") or {}).get("tps")
 
 
-def postmark_cmr(run):
-    w = "Postmark"
+def postmark_writes(run, table):
+    """Tables 3 and 4: the writes of one Postmark run by class."""
     rows = []
     for klass, k in (("data_write", "data_writes"), ("metadata_write", "metadata_writes"),
                      ("journal_write", "journal_writes")):
-        rows += io_rows(run, "Table 3", f"fast17.table3.{k}", w, klass)
+        rows += io_rows(run, f"Table {table}", f"fast17.table{table}.{k}", "Postmark", klass)
+    return rows
+
+
+def postmark_cmr(run):
+    w = "Postmark"
+    rows = postmark_writes(run, 3)
     tput = published.value("fast17.fig9.throughput")
     for p, s in (("ext4-baseline", BASELINE), ("ext4-lazy", LAZY), (None, ORDERED)):
         rows.append(Row("Figure 9", f"mean throughput: {s}", tput.get(p) if p else None, postmark_tput(run.rec(s, w)),
@@ -274,10 +280,7 @@ def postmark_cmr(run):
 
 def postmark_smr(run):
     w = "Postmark"
-    rows = []
-    for klass, k in (("data_write", "data_writes"), ("metadata_write", "metadata_writes"),
-                     ("journal_write", "journal_writes")):
-        rows += io_rows(run, "Table 4", f"fast17.table4.{k}", w, klass)
+    rows = postmark_writes(run, 4)
     rows += speedup_rows(run, "Figure 12", "fast17.fig12.speedup", [w])
     rows.append(Row("Figure 12", f"{w}: runtime, {LAZY}", published.value("fast17.fig12.lazy_time"),
                     run.runtime(LAZY, w), "s", "fast17.fig12.lazy_time", ratio=False,

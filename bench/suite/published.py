@@ -22,7 +22,7 @@ ENTRIES is a list of dicts, grouped by paper and by figure/table in the order th
 System names are the papers' ("ext4-stock" = 128 MiB journal, "ext4-baseline" = 10 GiB journal, "ext4-lazy");
 SYSTEMS and DISKS map them to the suite's system and device names.  verify() checks every quote against the files.
 """
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 FILES = {"fast17": "ext4-lazy-fast17.txt", "login17": "ext4-lazy-login17.txt",
          "apsys16": "stepahead-apsys16.txt", "thesis17": "dbfs-arc-thesis17.txt"}
@@ -513,6 +513,21 @@ def get(key: str) -> Dict[str, Any]:
 
 def value(key: str) -> Any:
     return get(key)["value"]
+
+
+def span(key: str) -> Tuple[float, float]:
+    """A stated number or range as (low, high)."""
+    v = value(key)
+    if isinstance(v, tuple):
+        return v
+    if isinstance(v, (int, float)):
+        return (v, v)
+    raise ValueError(f"{key}: {v!r} is neither a number nor a range")
+
+
+def per_system(key: str) -> Dict[str, Any]:
+    """A per-system entry keyed by the bench's system names (SYSTEMS) instead of the paper's."""
+    return {SYSTEMS.get(k, k): v for k, v in value(key).items()}
 
 
 def missing() -> List[Dict[str, Any]]:

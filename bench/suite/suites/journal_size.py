@@ -5,6 +5,7 @@ the stock journal (mkfs's default) and with the large one (the paper's 10 GiB, s
 time is the creation alone (the files fit in memory; syncfs and unmount are recorded apart, not in runtime_s).
 Counts are multiplied by --scale.
 """
+from .. import published
 from .. import workloads as w
 from ..core import GiB, KiB, Group, Suite, scaled
 from ..shapes import depth10_width
@@ -18,7 +19,7 @@ def build(scale):
                   data_bytes=(files + dirs) * 4 * KiB, inodes=files + dirs + 16)]
 
 
-PAPER = {"fig6_s": {"kernel-ext4-stock": 460, "kernel-ext4-baseline": 10},
+PAPER = {"fig6_s": published.per_system("fast17.fig6a.time"),
          "goals": "Paper (CMR, 100,000 files): 128 MiB journal ~460 s vs 10 GiB journal ~10 s (46x)."}
 
 SUITE = Suite("journal-size", __doc__, build,
