@@ -20,7 +20,8 @@ from .systems import baseline_journal_mib
 
 # ext4lazy's StepAhead figures (-o stats=FILE, docs/STEPAHEAD.md): top-level in every record, None for the others
 STEPAHEAD_KEYS = ("hit_rate", "prefetch_wasted_blocks", "kb_bytes")
-STEPAHEAD_EXTRA = ("stepahead", "translation_hits", "translation_misses", "prefetch_blocks", "prefetch_used_blocks",
+STEPAHEAD_EXTRA = ("stepahead", "translation_hits", "translation_misses", "lookup_hits", "lookup_misses",
+                   "lookup_hit_rate", "prefetch_blocks", "prefetch_used_blocks",
                    "prefetch_batches", "prefetch_backoffs", "prefetch_lone_skips", "kb_entries", "kb_dirs",
                    "path_hints", "path_hints_dropped", "path_hint_blocks")
 

@@ -22,6 +22,12 @@ use std::sync::Arc;
 /// the ones a workload reads back soon after writing them.
 pub(crate) const INODE_CACHE_ENTRIES: usize = 4096;
 
+thread_local! {
+    /// Device read submissions this thread made: [`ReadCore::translate`]
+    /// tells a lookup served from memory by none made meanwhile.
+    static READS_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 pub struct ReadCore {
     pub(crate) dev: Arc<dyn BlockDevice>,
     pub sb: Superblock,
@@ -412,11 +418,24 @@ impl ReadCore {
         Ok(bufs)
     }
 
+    /// Run one name's translation `f` (its directory searched, its inode
+    /// read, its StepAhead hint acted on) and count it as served from
+    /// memory when this thread submitted no device read meanwhile.
+    pub fn translate<T>(&self, f: impl FnOnce() -> T) -> T {
+        let before = READS_HERE.with(std::cell::Cell::get);
+        let out = f();
+        self.translation.count_lookup(READS_HERE.with(std::cell::Cell::get) == before);
+        out
+    }
+
     /// Submit reads: one as a plain read (what every ordinary miss does),
     /// several as one batch. Counted in flight meanwhile, which is how the
     /// prefetcher sees a congested device.
     pub(crate) fn submit_reads(&self, reqs: &mut [blockdev::ReadRequest<'_>]) -> Result<()> {
         let n = reqs.len();
+        if n > 0 {
+            READS_HERE.with(|c| c.set(c.get() + 1));
+        }
         let _in_flight = InFlight::new(&self.reads_in_flight, n);
         match reqs {
             [] => Ok(()),

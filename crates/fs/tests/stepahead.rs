@@ -434,6 +434,28 @@ fn listing_hints_raise_the_hit_rate_and_change_nothing() {
     }
 }
 
+/// A translation counts once, however many blocks it reads: a cold lookup
+/// that reads is a miss, the same lookup again a hit, and so is a failed
+/// lookup in a directory already read.
+#[test]
+fn lookups_count_once_per_translation() {
+    let Some((_work, linear, _)) = images() else { return };
+    let vol = open(&linear);
+    let root = vol.inode(ROOT_INO).unwrap();
+    let find = |name: &[u8]| vol.translate(|| vol.lookup(&root, name).unwrap().map(|(ino, _)| vol.inode(ino).unwrap()));
+    let before = vol.stepahead_stats(false);
+    assert_eq!((before.lookup_hits, before.lookup_misses), (0, 0));
+    assert!(find(b"level-0").is_some());
+    let cold = vol.stepahead_stats(false);
+    assert_eq!((cold.lookup_hits, cold.lookup_misses), (0, 1), "{cold:?}");
+    assert!(cold.translation_misses >= 1);
+    assert!(find(b"level-0").is_some());
+    assert!(find(b"no-such-name").is_none());
+    let warm = vol.stepahead_stats(false);
+    assert_eq!((warm.lookup_hits, warm.lookup_misses), (2, 1), "{warm:?}");
+    assert!((warm.lookup_hit_rate() - 2.0 / 3.0).abs() < 1e-9);
+}
+
 /// Lookups and library resolutions through a volume whose KB is stale on
 /// purpose (the stale KB of `stale_kb`) give exactly the plain results.
 #[test]

@@ -41,6 +41,8 @@ impl ReadCore {
             enabled: self.stepahead.is_some(),
             translation_hits: self.translation.hits.load(Ordering::Relaxed),
             translation_misses: self.translation.misses.load(Ordering::Relaxed),
+            lookup_hits: self.translation.lookup_hits.load(Ordering::Relaxed),
+            lookup_misses: self.translation.lookup_misses.load(Ordering::Relaxed),
             prefetch_blocks: c.prefetched,
             prefetch_used_blocks: c.prefetch_used,
             prefetch_wasted_blocks: c.prefetch_wasted,

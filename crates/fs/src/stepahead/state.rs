@@ -72,16 +72,25 @@ impl StepAhead {
 }
 
 /// Path-translation reads (inode-table and directory blocks), counted
-/// whether StepAhead runs or not, for the hit rate.
+/// whether StepAhead runs or not, for the hit rate; and the same per lookup.
 #[derive(Default)]
 pub(crate) struct TranslationCounters {
     pub(crate) hits: AtomicU64,
     pub(crate) misses: AtomicU64,
+    /// Lookups (one name translated) served without a device read, and with
+    /// one: StepAhead's Figure 5 counts translations, not blocks.
+    pub(crate) lookup_hits: AtomicU64,
+    pub(crate) lookup_misses: AtomicU64,
 }
 
 impl TranslationCounters {
     pub(crate) fn count(&self, hit: bool) {
         let c = if hit { &self.hits } else { &self.misses };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_lookup(&self, hit: bool) {
+        let c = if hit { &self.lookup_hits } else { &self.lookup_misses };
         c.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -93,6 +102,10 @@ pub struct StepAheadStats {
     /// Path-translation reads served from the cache / all of them.
     pub translation_hits: u64,
     pub translation_misses: u64,
+    /// Lookups served without any device read / with one (whatever read
+    /// it: the directory, the inode, or the prefetch its hint started).
+    pub lookup_hits: u64,
+    pub lookup_misses: u64,
     /// Blocks prefetches read into the cache.
     pub prefetch_blocks: u64,
     /// Prefetched blocks later asked for.
@@ -129,6 +142,15 @@ impl StepAheadStats {
             return 0.0;
         }
         self.translation_hits as f64 / all as f64
+    }
+
+    /// Lookups served from memory / all lookups (0 before any).
+    pub fn lookup_hit_rate(&self) -> f64 {
+        let all = self.lookup_hits + self.lookup_misses;
+        if all == 0 {
+            return 0.0;
+        }
+        self.lookup_hits as f64 / all as f64
     }
 }
 
