@@ -16,7 +16,8 @@ them in `memory.peak_bytes_all`) and the event counts summed.
 import math
 
 MEAN_KEYS = ("runtime_s", "cleaning_s", "work_s", "syncfs_s", "umount_s", "cleaning_wait_real_s", "loadavg_1m",
-             "hit_rate", "prefetch_wasted_blocks", "kb_bytes", "daemon_cpu_s", "daemon_cpu_syncfs_s")
+             "hit_rate", "prefetch_wasted_blocks", "kb_bytes", "daemon_cpu_s", "daemon_cpu_syncfs_s", "work_busy_s",
+             "work_s_at_drive_speed")
 AGGREGATE_ONLY = ("repetitions", "runs", "repeat", "runtime_s_all", "runtime_s_sd", "runtime_s_min", "runtime_s_max",
                   "cleaning_s_all", "cleaning_s_sd", "io_mib_sd", "raw_repetition", "errors")
 

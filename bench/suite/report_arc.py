@@ -31,14 +31,14 @@ def jobs_per_s(recs, system, layout, n):
     return None if r is None else r.get("jobs_per_s")
 
 
-def rate_table(title, recs, systems, layout, sizes, note):
+def rate_table(title, recs, systems, layout, sizes, note, key="jobs_per_s"):
     L = [title, "", note, "", "| system | " + " | ".join(f"{n:,} jobs" for n in sizes) + " |",
          "|---|" + "---|" * len(sizes)]
     for s in systems:
         cells = []
         for n in sizes:
             r = recs.get((s, layout, n))
-            v = None if r is None else r.get("jobs_per_s")
+            v = None if r is None else r.get(key)
             cells.append("—" if r is None else f"{fmt(v, 1 if v is not None and v < 100 else 0)} "
                          f"(load {fmt(r.get('loadavg_1m'), 1)})")
         if any(c != "—" for c in cells):
@@ -175,6 +175,12 @@ def section(by, systems, workloads, device, scale, paper):
                         scans, systems, layout, sizes,
                         "Cold cache, fresh mount; jobs/s from the scanner's own clock (listing included); the "
                         "machine's 1-minute load average at the phase's start.")
+        if any(r.get("jobs_per_s_at_drive_speed") for r in scans.values()):
+            L += rate_table(f"### ARC scan, layout {layout}: jobs/s brought back to the drive's speed",
+                            scans, systems, layout, sizes,
+                            "The model ran faster than the drive (--speed); each scan's time plus its drive busy "
+                            "time x (1 - 1/speed): exact when the host never works while the drive does, an upper "
+                            "bound on the time otherwise (bench/suite/modeltime.py).", key="jobs_per_s_at_drive_speed")
         L += ["Ratios (jobs/s over kernel-xfs's, over dbfs-sqlite's, and over the same system's at the smallest "
               "size):", ""] + ratio_rows(scans, systems, layout, sizes)
         L += [f"Goals (issue #8): {paper.get('arc_goals', '')}", ""] + verdicts(scans, systems, layout, sizes, device)

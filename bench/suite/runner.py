@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from . import accounting, child, devices, memcg, repeats
+from . import accounting, child, devices, memcg, modeltime, repeats
 from .core import Ctx, GiB, MiB
 from .devices import SetupError, Volume, util
 from .progress import Progress
@@ -413,6 +413,8 @@ class Runner:
             # which puts `env` into its programs' environment itself
             with accounting.KernelMemory(f"{v.system.slug}-{w.name}", leaf=leaf) as kmem, \
                     workload_env({} if mem else env):
+                # the drive's busy time over the workload alone (work_s_at_drive_speed below)
+                busy0 = v.model_report()["busy_s"] if self.model and v.on_loop else None
                 cpu0 = accounting.process_cpu_s(pid)
                 if mem:
                     extra, t0, t1, mem.workload_cgroup = child.run(w, v.mnt, ctx, mem.procs_file("workload"), env,
@@ -422,6 +424,7 @@ class Runner:
                     extra = w.run(v.mnt, ctx) or {}
                     t1 = time.monotonic()
                 cpu1 = accounting.process_cpu_s(pid)
+                work_busy = None if busy0 is None else v.model_report()["busy_s"] - busy0
             syncfs(v.mnt)
             t2 = time.monotonic()
             cpu2 = accounting.process_cpu_s(pid)
@@ -532,6 +535,8 @@ class Runner:
                # drop_caches by other processes between this phase's own drop and its unmount: the cold walk
                # may have had to re-read what it had cached (the kernel's dentries, inodes and page cache)
                "foreign_drop_caches": accounting.drops_between(drops0, drops1), "raw": os.path.relpath(raw, self.args.out),
-               "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "error": None, "memory": memory}
+               "finished": time.strftime("%Y-%m-%dT%H:%M:%S"), "error": None, "memory": memory,
+               "work_busy_s": None if work_busy is None else round(work_busy, 3),
+               "work_s_at_drive_speed": modeltime.at_drive_speed(t1 - t0, work_busy, self.args.speed)}
         w.complete(rec)
         return rec

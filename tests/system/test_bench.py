@@ -67,6 +67,17 @@ def test_every_record_is_complete(results):
     pm = have[("postmark", "ext4lazy-lazy", "Postmark")]["extra"]["postmark"]
     assert pm["transactions_done"] == have[("postmark", "ext4lazy-lazy", "Postmark")]["params"]["transactions"]
     assert pm["tps"] > 0 and pm["created"] >= pm["deleted"] and pm["bytes_written"] > 0
+    # the series behind the throughput, dirty-page and utilisation figures: a row a second, every column
+    for r in recs:
+        with open(os.path.join(out, r["raw"])) as f:
+            raw = json.load(f)
+        cols = raw["series_columns"]
+        assert cols[:4] == ["t_s", "read_mib_s", "write_mib_s", "dirty_mib"], cols
+        for row in raw["series"]:
+            assert len(row) == len(cols) and row[3] is not None and (row[4] is None or 0 <= row[4] <= 100), row
+            # the device's busy share wherever there is a block device under the volume
+            has_dev = not (r["system"].startswith("ext4lazy") and (device == "file" or r["system"] == INPROC))
+            assert (row[5] is not None) == has_dev, (r["system"], r["workload"], row)
     report = open(os.path.join(out, "report.md")).read()
     assert "    ext4lazy bench run --suite micro --device " + device in report
     for name in ("runtime-micro-%s.png" % device, "offsets-micro-%s-MakeDirs.png" % device,
@@ -100,11 +111,17 @@ def test_every_system_on_a_model_takes_the_same_device_path(results):
             continue
         if r["system"] == INPROC:
             assert "reference_total" not in c and "model report inside ext4lazy" in r["io_source"], r["io_source"]
+            assert r["work_busy_s"] is None and r["work_s_at_drive_speed"] is None
             continue
         assert c["reference"].startswith("loop device counters"), (r["system"], c)
         if device == "file":
             continue
         assert r["extra"]["model_time"]["busy_s"] > 0, (r["system"], r["workload"], r["extra"]["model_time"])
+        # the drive's busy time over the workload alone, and the workload brought back to the drive's speed
+        busy, speed = r["work_busy_s"], r["speed"]
+        assert 0 <= busy <= r["extra"]["model_time"]["busy_s"] + 1e-3, (r["system"], r["workload"], busy)
+        assert speed == 100 and r["work_s_at_drive_speed"] >= r["work_s"], r
+        assert abs(r["work_s_at_drive_speed"] - (r["work_s"] + busy * (1 - 1 / speed))) < 0.01, r
         if r["system"].startswith("ext4lazy"):
             served = r["extra"]["served_by_class"]      # what the server saw = what ext4lazy counted, in total
             for d in ("read", "write"):

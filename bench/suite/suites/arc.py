@@ -168,8 +168,9 @@ class Scan(ArcWorkload):
 
     def complete(self, rec):
         extra = rec["extra"]
+        t = rec.get("work_s_at_drive_speed")         # a run faster than the drive, brought back (modeltime.py)
         rec.update(jobs=self.jobs, layout=self.layout, jobs_per_s=extra["scan"]["jobs_per_s"],
-                   per_second=extra.pop("per_second"))
+                   per_second=extra.pop("per_second"), jobs_per_s_at_drive_speed=round(self.jobs / t, 2) if t else None)
 
 
 def sizes(scale):
