@@ -51,6 +51,9 @@ def parse_run(argv):
                     help="each record (system, workload, repetition) in a fresh memory cgroup with this limit, "
                          "holding the workload's processes and the file-system daemon, the disk models outside "
                          "(docs/BENCH.md); `max`: the same cgroups without a limit, to measure the peak")
+    ap.add_argument("--groups", default=None, type=lambda v: [x.strip() for x in v.split(",") if x.strip()],
+                    help="run only these groups of the suite (e.g. micro's `dirs`: MakeDirs and the walks of its "
+                         "tree), to measure one at a larger scale")
     ap.add_argument("--keep", action="store_true", help="keep the images in OUT/work (debugging)")
     ap.add_argument("--no-plots", dest="plots", action="store_false")
     # the arc suite's own (docs/ARC.md); refused for the others

@@ -171,6 +171,14 @@ class Runner:
     def plans(self):
         capacity = devices.model_capacity(self.binary, self.model) if self.model else None
         groups = self.suite.build(self.args.scale)
+        only = getattr(self.args, "groups", None)
+        if only:
+            names = [g.name for g in groups]
+            unknown = sorted(set(only) - set(names))
+            if unknown:
+                raise Refused(f"--groups: {', '.join(unknown)} not in the {self.suite.name} suite at this scale "
+                              f"(its groups: {', '.join(names)})")
+            groups = [g for g in groups if g.name in only]
         plans = {g.name: Plan(self.args, self.suite, g, self.systems, capacity) for g in groups}
         os.makedirs(self.work, exist_ok=True)
         free = devices.host_free_bytes(self.work)
