@@ -242,6 +242,27 @@ def test_kill9_is_replayed_by_the_kernel(ext4lazy_bin, workdir, journal):
     e2fsck_clean(copy)
 
 
+@pytest.mark.parametrize("journal", ["ordered", "lazy"])
+def test_the_bench_sync_makes_the_volume_durable(ext4lazy_bin, workdir, journal):
+    """The bench's sync (shapes.syncfs): syncfs(2) never reaches a FUSE daemon, its fsync of the directory does;
+    what was written before it survives a kill -9 at once (the kernel replays it), delayed data included."""
+    from bench.suite.shapes import syncfs
+    img = fresh_image(workdir, "bsync.img")
+    mnt = mount_point(workdir, "bsync-mnt")
+    util.run([ext4lazy_bin, "mount", "-o", f"rw,journal={journal}", img, mnt])
+    pids = util.pids_holding(img)
+    assert pids, "no daemon holds the image"
+    want = write_tree(mnt, 120)
+    syncfs(mnt)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    for pid in pids:
+        util.wait_pid_gone(pid)
+    util.force_unmount(mnt)
+    assert kernel_read(img, workdir, read_files) == want
+    e2fsck_clean(img)
+
+
 def test_lazy_volume_replays_in_the_kernel_and_switches_modes(ext4lazy_bin, workdir):
     img = fresh_image(workdir, "lazy.img")
     mnt = mount_point(workdir, "lazy-mnt")
