@@ -296,6 +296,37 @@ def test_lazy_volume_replays_in_the_kernel_and_switches_modes(ext4lazy_bin, work
     e2fsck_clean(img)
 
 
+def test_every_translation_counts_once(ext4lazy_bin, workdir):
+    """The hit rate per translation (StepAhead's Figure 5): a cold walk that lists with readdirplus and a cold
+    stat of every name each count every name once, the first ones as misses, and the figures add up."""
+    img = fresh_image(workdir, "walk.img")
+    mnt = mount_point(workdir, "walk-mnt")
+    with ext4lazy_mounted(ext4lazy_bin, img, mnt, "rw"):
+        names = len(write_tree(mnt, 300)) + 7 + 21          # files, then the d* and d*/e* directories
+    for walk in ("listing", "stat"):
+        with ext4lazy_mounted(ext4lazy_bin, img, mnt, "ro"):
+            if walk == "listing":
+                seen = sum(len(ds) + len(fs) for _, ds, fs in os.walk(mnt)) - 1      # lost+found
+            else:
+                seen = 0
+                for d in range(7):
+                    for e in range(3):
+                        for i in range(300):
+                            if os.path.lexists(os.path.join(mnt, f"d{d}", f"e{e}", f"f{i}")):
+                                seen += 1
+                seen += 7 + 21
+            deadline = time.time() + 10               # the live figures are written on the daemon's tick
+            while True:
+                v = json.loads(util.run([ext4lazy_bin, "stat", "--json", mnt]).stdout)
+                hits, misses = v["lookup_hits"], v["lookup_misses"]
+                if hits + misses >= names or time.time() > deadline:
+                    break
+                time.sleep(0.3)
+            assert seen == names, (walk, seen, names)
+            assert hits + misses >= names and misses >= 1, (walk, v)
+            assert abs(v["lookup_hit_rate"] - hits / (hits + misses)) < 1e-9
+
+
 def test_live_figures_of_a_mounted_volume(ext4lazy_bin, workdir):
     img = fresh_image(workdir, "live.img")
     mnt = mount_point(workdir, "live-mnt")

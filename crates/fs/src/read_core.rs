@@ -422,10 +422,22 @@ impl ReadCore {
     /// read, its StepAhead hint acted on) and count it as served from
     /// memory when this thread submitted no device read meanwhile.
     pub fn translate<T>(&self, f: impl FnOnce() -> T) -> T {
-        let before = READS_HERE.with(std::cell::Cell::get);
+        let before = Self::reads_here();
         let out = f();
-        self.translation.count_lookup(READS_HERE.with(std::cell::Cell::get) == before);
+        self.count_translation(Self::reads_here() == before);
         out
+    }
+
+    /// Device read submissions this thread has made so far: a caller that
+    /// translates several names in a row (readdirplus) counts each one as
+    /// served from memory when the figure did not move since the last.
+    pub fn reads_here() -> u64 {
+        READS_HERE.with(std::cell::Cell::get)
+    }
+
+    /// Count one translation, served from memory or not.
+    pub fn count_translation(&self, hit: bool) {
+        self.translation.count_lookup(hit);
     }
 
     /// Submit reads: one as a plain read (what every ordinary miss does),

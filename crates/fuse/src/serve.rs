@@ -244,12 +244,21 @@ impl Ext4Fuse {
     fn readdir(&self, req: &Request, ino: u64, offset: u64, mut buf: DirBuf<'_>, plus: bool) -> Result<(), Errno> {
         let dir = self.listing(fs::Cred { uid: req.uid, gid: req.gid }, ino, offset)?;
         let mut full = false;
+        // readdirplus translates every name it lists (the kernel looks none
+        // of them up): each counts as served from memory when nothing was
+        // read since the previous one, the directory block included.
+        let mut reads = fs::ReadCore::reads_here();
         let r = self.vol.scan_dir(&dir, offset, &mut |e| {
             let dtype = attr::dirent_kind(e.file_type);
             let added = if !plus {
                 buf.add(fuse_ino(e.ino), e.next, dtype, e.name)
             } else {
                 let child = self.vol.inode(e.ino);
+                let now = fs::ReadCore::reads_here();
+                if e.name != b"." && e.name != b".." {
+                    self.vol.count_translation(now == reads);
+                }
+                reads = now;
                 let entry = match &child {
                     Ok(child) => self.entry(child),
                     // A damaged child must not hide its siblings: list it with an
