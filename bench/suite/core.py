@@ -50,12 +50,14 @@ class Workload:
 
 
 class Group:
-    def __init__(self, name, workloads, data_bytes, inodes, journal_mib=None, ext4lazy_options=()):
+    def __init__(self, name, workloads, data_bytes, inodes, journal_mib=None, ext4lazy_options=(),
+                 stock_journal_mib=None):
         """data_bytes: what the group stores at most (blocks of files and directories); inodes: at most in use;
         journal_mib: the large journal's size, when the suite sizes it (default: the paper's 10 GiB x scale);
-        ext4lazy_options: mount options ext4lazy systems get on this group's volumes (the arc suite's cache_mb)."""
+        ext4lazy_options: mount options ext4lazy systems get on this group's volumes (the arc suite's cache_mb);
+        stock_journal_mib: the stock systems' journal instead of mkfs's default (journal-size: the paper's)."""
         self.name, self.workloads, self.data_bytes, self.inodes = name, workloads, data_bytes, inodes
-        self.journal_mib = journal_mib
+        self.journal_mib, self.stock_journal_mib = journal_mib, stock_journal_mib
         self.ext4lazy_options = list(ext4lazy_options)
 
 

@@ -80,6 +80,7 @@ class Volume:
         self.host = base + ".host"          # dbfs-sqlite: the kernel ext4 holding its database
         self.fuse_mounted = False           # dbfs-sqlite: whether this phase went through FUSE
         self.extra_options = []             # ext4lazy: the group's own mount options (Group.ext4lazy_options)
+        self.stock_journal_mib = None       # the group's stock journal, when not mkfs's default
         # `bench run --memory`: what the file-system daemon is started through (memcg.Record.wrap), so that it
         # is in the record's memory cgroup from its start; [] otherwise
         self.spawn_prefix = []
@@ -118,7 +119,7 @@ class Volume:
     def create(self):
         with open(self.image, "wb") as f:
             f.truncate(self.size)
-        run(self.system.mkfs_cmd(self.image, self.journal_mib), timeout=1800)
+        run(self.system.mkfs_cmd(self.image, self.journal_mib, self.stock_journal_mib), timeout=1800)
         self.layout = layout(self.binary, self.image)
 
     def attach(self, traces=False):

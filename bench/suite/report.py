@@ -65,6 +65,8 @@ def journal_text(name, rec):
         return "?"
     if kind == "large":
         return f"{plan.get('journal_mib', '?')} MiB"
+    if kind == "stock" and plan.get("stock_journal_mib"):
+        return f"{plan['stock_journal_mib']} MiB (the suite's)"
     if kind == "stock" and plan.get("partition_bytes"):
         return f"{systems.default_journal_mib(plan['partition_bytes'])} MiB (mkfs default)"
     return "none of ext4's (XFS's own log)" if name == "kernel-xfs" else "mkfs default"

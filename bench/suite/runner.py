@@ -290,6 +290,7 @@ class Runner:
                 v = Volume(s, self.args.device, self.args.speed, self.work, g.name, plan.size, plan.journal_mib,
                            s.binary or self.binary, prog.log)
                 v.extra_options = list(g.ext4lazy_options)
+                v.stock_journal_mib = g.stock_journal_mib
                 vols[s.name] = v
                 try:
                     prog.status(f"{g.name}: mkfs for {s.name} ({plan.size / GiB:.0f} GiB partition)")
@@ -347,6 +348,7 @@ class Runner:
                         if (rec["fsck"] or {}).get("clean") is False:
                             failures += 1
                         rec.update(plan=dict(partition_bytes=plan.size, journal_mib=plan.journal_mib,
+                                             stock_journal_mib=g.stock_journal_mib,
                                              group=g.name, volume_copied_from=copied.get(s.name),
                                              ext4lazy_options=g.ext4lazy_options if s.kind == "ext4lazy" else None))
                         self.results.add_repetition(rec, rep, self.args.repeat)

@@ -86,13 +86,15 @@ class System:
         """True when a clean unmount leaves the volume needing recovery by design (lazy: metadata in the log)."""
         return "journal=lazy" in self.options
 
-    def mkfs_cmd(self, image, journal_mib):
+    def mkfs_cmd(self, image, journal_mib, stock_journal_mib=None):
         if self.fstype == "xfs":
             return ["mkfs.xfs", "-f", "-q", image]
         # Inode tables and journal written now, so no kernel lazyinit thread writes during the measurements.
         cmd = ["mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0"]
         if self.journal == "large":
             cmd += ["-J", f"size={journal_mib}"]
+        elif self.journal == "stock" and stock_journal_mib:
+            cmd += ["-J", f"size={stock_journal_mib}"]
         return cmd + self.mkfs_extra + [image]
 
     def available(self, binary):

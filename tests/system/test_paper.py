@@ -146,3 +146,15 @@ def test_the_sampler_records_every_column():
         assert len(row) == len(accounting.Sampler.COLUMNS)
         t, r, w, dirty, cpu, disk = row
         assert dirty is not None and dirty >= 0 and (cpu is None or 0 <= cpu <= 100) and disk is None
+
+
+def test_the_journal_size_suite_gives_stock_ext4_the_papers_journal():
+    """Figure 6 compares the paper's 128 MiB journal with its 10 GiB one; mkfs.ext4 1.47 gives a large partition
+    1 GiB by default, so the suite asks for the paper's size for the stock system and for it alone."""
+    from bench.suite.suites import journal_size
+    group = journal_size.build(1.0)[0]
+    assert group.stock_journal_mib == 128
+    stock = systems.get("kernel-ext4-stock").mkfs_cmd("/img", 10240, group.stock_journal_mib)
+    baseline = systems.get("kernel-ext4-baseline").mkfs_cmd("/img", 10240, group.stock_journal_mib)
+    assert stock[stock.index("-J") + 1] == "size=128" and baseline[baseline.index("-J") + 1] == "size=10240"
+    assert "-J" not in systems.get("kernel-ext4-stock").mkfs_cmd("/img", 10240)      # other suites: mkfs's own
