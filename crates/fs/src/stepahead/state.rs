@@ -136,22 +136,24 @@ pub struct StepAheadStats {
 }
 
 impl StepAheadStats {
+    /// Translation block reads served from the cache / all of them.
     pub fn hit_rate(&self) -> f64 {
-        let all = self.translation_hits + self.translation_misses;
-        if all == 0 {
-            return 0.0;
-        }
-        self.translation_hits as f64 / all as f64
+        hit_share(self.translation_hits, self.translation_misses)
     }
 
-    /// Lookups served from memory / all lookups (0 before any).
+    /// Translations served from memory / all of them.
     pub fn lookup_hit_rate(&self) -> f64 {
-        let all = self.lookup_hits + self.lookup_misses;
-        if all == 0 {
-            return 0.0;
-        }
-        self.lookup_hits as f64 / all as f64
+        hit_share(self.lookup_hits, self.lookup_misses)
     }
+}
+
+/// hits / (hits + misses), 0 before any.
+fn hit_share(hits: u64, misses: u64) -> f64 {
+    let all = hits + misses;
+    if all == 0 {
+        return 0.0;
+    }
+    hits as f64 / all as f64
 }
 
 /// One change to the namespace, as the directory code made it.
