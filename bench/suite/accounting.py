@@ -265,6 +265,25 @@ class Sampler:
         return self.series
 
 
+def load_raw(out, rec):
+    """A record's raw file (its series and offsets, runner.py writes it under OUT), or None."""
+    path = os.path.join(out, (rec or {}).get("raw") or "")
+    if not (rec or {}).get("raw") or not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def series_points(raw, name):
+    """(t_s, value) of one Sampler column of a raw file's series, the samples without a value left out; [] where
+    the file has no such column (raw files written before the utilisation columns hold the first three only)."""
+    cols = (raw or {}).get("series_columns") or ["t_s", "read_mib_s", "write_mib_s"]
+    if name not in cols:
+        return []
+    i = cols.index(name)
+    return [(p[0], p[i]) for p in raw.get("series") or [] if p[i] is not None]
+
+
 def ext4lazy_live_totals(path):
     """(bytes read, bytes written) from an ext4lazy daemon's live stats file."""
     def read():

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import published, repeats
+from . import accounting, published, repeats
 
 MiB = 1 << 20
 BASELINE, ORDERED, LAZY = "kernel-ext4-baseline", "ext4lazy-ordered", "ext4lazy-lazy"
@@ -110,6 +110,11 @@ class Run:
     def rec(self, system, workload):
         return self.by.get((system, workload))
 
+    @property
+    def scale_note(self):
+        """The note of a row whose seconds do not scale: ours at our scale, the paper's at its full one."""
+        return f"at scale {self.scale} (the paper's at full scale)"
+
     def runtime(self, system, workload):
         r = self.rec(system, workload)
         return None if r is None else r.get("runtime_s")
@@ -187,7 +192,7 @@ def micro_smr(run):
             pv = published.value(key)
             rows.append(Row("Figure 11", f"cleaning after {w}: {ours}", pv.get(paper_name) if pv else None,
                             None if r is None else r.get("cleaning_s"), "s", key, ratio=False,
-                            note=f"at scale {run.scale} (the paper's at full scale)"))
+                            note=run.scale_note))
     return rows
 
 
@@ -210,7 +215,7 @@ def journal_size(run):
                         "fast17.fig6b.baseline_dirty", note=DIRTY_NOTE))
         rows.append(Row("Figure 6 (b)", f"{w}: seconds until then, {s}", dirtied["s"] if is_base else None,
                         None if peak is None else peak[1], "s", "fast17.fig6b.baseline_dirty", ratio=False,
-                        note=f"at scale {run.scale} (the paper's at full scale)"))
+                        note=run.scale_note))
     return rows
 
 
@@ -218,27 +223,9 @@ DIRTY_NOTE = ("the highest Dirty of /proc/meminfo sampled each second of the med
               "for ext4lazy only what the kernel holds for the FUSE mount, not the daemon's delayed blocks")
 
 
-def raw_of(run, system, workload):
-    """The raw file (series, offsets) of a record: the median round's."""
-    r = run.rec(system, workload)
-    path = os.path.join(run.out, (r or {}).get("raw") or "")
-    if not r or not r.get("raw") or not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
-
-
-def series_column(raw, name):
-    cols = (raw or {}).get("series_columns") or []
-    if name not in cols:
-        return None
-    i = cols.index(name)
-    return [(p[0], p[i]) for p in raw.get("series") or [] if p[i] is not None]
-
-
 def dirty_peak(run, system, workload):
     """(MiB dirtied at the peak above the first sample, seconds from the mount to the peak)."""
-    pts = series_column(raw_of(run, system, workload), "dirty_mib")
+    pts = accounting.series_points(accounting.load_raw(run.out, run.rec(system, workload)), "dirty_mib")
     if not pts:
         return None
     t, d = max(pts, key=lambda p: p[1])
@@ -286,7 +273,7 @@ def postmark_smr(run):
     rows += speedup_rows(run, "Figure 12", "fast17.fig12.speedup", [w])
     rows.append(Row("Figure 12", f"{w}: runtime, {LAZY}", published.value("fast17.fig12.lazy_time"),
                     run.runtime(LAZY, w), "s", "fast17.fig12.lazy_time", ratio=False,
-                    note=f"at scale {run.scale} (the paper's at full scale)"))
+                    note=run.scale_note))
     return rows
 
 
@@ -323,9 +310,9 @@ def compile_cmr(run):
             for label, (v, spread) in (("ext4lazy ordered / lazy", speedup(run, ORDERED, LAZY, w)),
                                        ("kernel ext4 baseline / ext4lazy lazy", speedup(run, BASELINE, LAZY, w)))]
     for s in TRIO:
-        raw = raw_of(run, s, w)
+        raw = accounting.load_raw(run.out, run.rec(s, w))
         for name, label in (("cpu_busy_pct", "CPU"), ("device_busy_pct", "disk")):
-            pts = series_column(raw, name)
+            pts = accounting.series_points(raw, name)
             rows.append(Row("Figure 10", f"{w}: mean {label} utilisation, {s}", None,
                             sum(p[1] for p in pts) / len(pts) if pts else None, "%", "fast17.fig10.utilisation",
                             note="the paper: a CPU-bound build (its utilisation is a plot only); ours: the median "

@@ -22,6 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from . import systems  # noqa: E402
+from .accounting import load_raw, series_points  # noqa: E402
 
 COLORS = {"journal": "tab:green", "metadata": "tab:red", "data": "tab:blue"}
 
@@ -122,14 +123,6 @@ def ratio_plot(out, suite, device, rs):
     return save(fig, out, f"ratios-{suite}-{device}.png")
 
 
-def load_raw(out, r):
-    p = os.path.join(out, r.get("raw") or "")
-    if not r.get("raw") or not os.path.exists(p):
-        return None
-    with open(p) as f:
-        return json.load(f)
-
-
 def offsets_plot(out, suite, device, workload, rs):
     panels = [(r, load_raw(out, r)) for r in rs]
     panels = [(r, raw) for r, raw in panels if raw and raw.get("offsets")]
@@ -168,22 +161,14 @@ def throughput_plot(out, suite, device, workload, rs):
     return save(fig, out, f"throughput-{suite}-{device}-{workload}.png")
 
 
-def column(raw, name):
-    """Index of a series column (raw files before the utilisation columns hold the first three only)."""
-    cols = raw.get("series_columns") or ["t_s", "read_mib_s", "write_mib_s"]
-    return cols.index(name) if name in cols else None
-
-
 def dirty_plot(out, suite, device, workload, rs):
     """The paper's Figure 6 (b): dirty page cache over time, one line per system."""
-    lines = [(r, raw) for r in rs if (raw := load_raw(out, r)) and raw.get("series") and column(raw, "dirty_mib")]
+    lines = [(r, pts) for r in rs if (pts := series_points(load_raw(out, r), "dirty_mib"))]
     if not lines:
         return None
     fig, ax = plt.subplots(figsize=(7, 3.2))
     names = order([r["system"] for r, _ in lines])
-    for r, raw in sorted(lines, key=lambda x: names.index(x[0]["system"])):
-        i = column(raw, "dirty_mib")
-        pts = [(p[0], p[i]) for p in raw["series"] if p[i] is not None]
+    for r, pts in sorted(lines, key=lambda x: names.index(x[0]["system"])):
         ax.plot([p[0] for p in pts], [p[1] for p in pts], label=r["system"], lw=1)
     ax.set_xlabel("time (real s, from the mount to the end of the unmount)")
     ax.set_ylabel("Dirty in /proc/meminfo (MiB)")
@@ -194,17 +179,15 @@ def dirty_plot(out, suite, device, workload, rs):
 
 def utilisation_plot(out, suite, device, workload, rs):
     """The paper's Figure 10: CPU and disk utilisation over time, a panel per system."""
-    panels = [(r, raw) for r in rs if (raw := load_raw(out, r)) and raw.get("series") and column(raw, "cpu_busy_pct")]
+    panels = [(r, raw) for r in rs if series_points(raw := load_raw(out, r), "cpu_busy_pct")]
     if not panels:
         return None
     names = order([r["system"] for r, _ in panels])
     panels.sort(key=lambda x: names.index(x[0]["system"]))
     fig, axes = plt.subplots(len(panels), 1, figsize=(7, 2.2 * len(panels)), squeeze=False)
     for ax, (r, raw) in zip(axes[:, 0], panels):
-        s = raw["series"]
         for name, label in (("cpu_busy_pct", "CPU (all CPUs)"), ("device_busy_pct", "disk (device busy)")):
-            i = column(raw, name)
-            pts = [(p[0], p[i]) for p in s if p[i] is not None]
+            pts = series_points(raw, name)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, lw=1)
         ax.set_ylim(0, 105)

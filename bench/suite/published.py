@@ -530,6 +530,13 @@ def per_system(key: str) -> Dict[str, Any]:
     return {SYSTEMS.get(k, k): v for k, v in value(key).items()}
 
 
+def rows(keys, systems=("baseline", "lazy")) -> Dict[str, Tuple[Any, ...]]:
+    """Per-system entries read as a table: {"baseline": (value of keys[0], ...), "lazy": (...)} from each entry's
+    "ext4-baseline" and "ext4-lazy" values (Tables 2-4 hold one entry per column)."""
+    cols = [value(k) for k in keys]
+    return {m: tuple(c[f"ext4-{m}"] for c in cols) for m in systems}
+
+
 def missing() -> List[Dict[str, Any]]:
     """Entries whose numbers are not in the text (must come from the PDF figures)."""
     return [e for e in ENTRIES if e["kind"] == MISSING]

@@ -42,8 +42,7 @@ def build(scale):
 
 def _writes(table):
     """{system: (data, metadata, journal)} MiB written during the run (the paper's Tables 3 and 4)."""
-    cols = [published.value(f"fast17.{table}.{k}") for k in ("data_writes", "metadata_writes", "journal_writes")]
-    return {m: tuple(c[f"ext4-{m}"] for c in cols) for m in ("baseline", "lazy")}
+    return published.rows([f"fast17.{table}.{k}" for k in ("data_writes", "metadata_writes", "journal_writes")])
 
 
 PAPER = {
