@@ -302,7 +302,10 @@ def test_every_translation_counts_once(ext4lazy_bin, workdir):
     img = fresh_image(workdir, "walk.img")
     mnt = mount_point(workdir, "walk-mnt")
     with ext4lazy_mounted(ext4lazy_bin, img, mnt, "rw"):
-        names = len(write_tree(mnt, 300)) + 7 + 21          # files, then the d* and d*/e* directories
+        want = write_tree(mnt, 300)
+    names = len(want) + 7 + 21                              # files, then the d* and d*/e* directories
+    e2fsck_clean(img)
+    assert kernel_read(img, workdir, read_files) == want
     for walk in ("listing", "stat"):
         with ext4lazy_mounted(ext4lazy_bin, img, mnt, "ro"):
             if walk == "listing":
