@@ -18,7 +18,7 @@ struct Cli {
 enum Command {
     /// Mount IMAGE at MOUNTPOINT; returns once the mount is live.
     Mount {
-        /// Comma-separated options: ro, rw, allow_other, default_permissions, foreground, cache_mb=N.
+        /// Comma-separated options: ro, rw, allow_other, default_permissions, foreground, cache_mb=N, ... (README).
         #[arg(short = 'o', value_name = "OPTIONS")]
         options: Vec<String>,
         image: PathBuf,

@@ -227,7 +227,10 @@ pub fn stats_json(vol: &Volume, devices: &Devices, final_figures: bool) -> serde
     let mut j = serde_json::json!({
         "read_only": vol.is_read_only(),
         "block_size": vol.block_size(),
-        "cache": { "hits": cache.hits, "misses": cache.misses, "evictions": cache.evictions },
+        "cache": {
+            "hits": cache.hits, "misses": cache.misses, "evictions": cache.evictions,
+            "blocks": cache.blocks, "capacity_blocks": cache.capacity,
+        },
         "failure": vol.failure(),
         "fuse": fuse_json(&devices.fuse),
     });
@@ -397,11 +400,13 @@ fn prepare(opts: &MountOptions, image: &Path, mountpoint: &Path) -> Result<Prepa
     let dev: Arc<dyn blockdev::BlockDevice> = counting;
     // Buffers fit the memory the daemon may use: the cache a quarter of it,
     // gathered and delayed data an eighth each (`memory.rs`).
-    let budget = super::memory::budget().unwrap_or(u64::MAX);
+    let known = super::memory::budget();
+    let budget = known.unwrap_or(u64::MAX);
     let cap = |bytes: u64, share: u64| bytes.min(budget / share);
+    let cache = opts.cache_mb.map_or_else(|| super::memory::cache_bytes(known), |mb| (mb as u64) << 20);
     let vopts = VolumeOptions {
         read_only: opts.read_only,
-        cache_bytes: cap((opts.cache_mb as u64) << 20, 4) as usize,
+        cache_bytes: cap(cache, 4) as usize,
         data_writeback_bytes: cap((opts.writeback_mb as u64) << 20, 8) as usize,
         delalloc_bytes: cap(opts.delalloc_mb << 20, 8),
         data_expire: Duration::from_secs(opts.data_expire_s),

@@ -7,7 +7,9 @@ pub struct MountOptions {
     pub read_only: bool,
     pub allow_other: bool,
     pub foreground: bool,
-    pub cache_mb: usize,
+    /// Metadata cache (`cache_mb=`); None: an eighth of the daemon's memory
+    /// budget, at least 256 MiB (`memory::cache_bytes`).
+    pub cache_mb: Option<usize>,
     /// File data gathered in memory before it goes out sorted (`writeback_mb=`, 0: off).
     pub writeback_mb: usize,
     /// File data written into holes that waits without blocks (`delalloc_mb=`, 0: off).
@@ -80,7 +82,7 @@ impl Default for MountOptions {
             read_only: true,
             allow_other: false,
             foreground: false,
-            cache_mb: 256,
+            cache_mb: None,
             writeback_mb: 64,
             delalloc_mb: 256,
             data_expire_s: 5,
@@ -131,7 +133,7 @@ impl MountOptions {
                 // Permissions are always checked by the kernel (as ext4 does); accepted for compatibility.
                 "default_permissions" => {}
                 "foreground" => o.foreground = true,
-                "cache_mb" => o.cache_mb = number(value)?.max(1),
+                "cache_mb" => o.cache_mb = Some(number(value)?.max(1)),
                 "writeback_mb" => o.writeback_mb = number(value)?,
                 "delalloc_mb" => o.delalloc_mb = number(value)? as u64,
                 "data_expire" => o.data_expire_s = number(value)? as u64,
@@ -270,7 +272,7 @@ mod tests {
     fn parses_known_options() {
         let o = p("ro,allow_other,default_permissions,cache_mb=64,threads=4").unwrap();
         assert!(o.read_only && o.allow_other && !o.foreground);
-        assert_eq!((o.cache_mb, o.threads), (64, 4));
+        assert_eq!((o.cache_mb, o.threads), (Some(64), 4));
         assert_eq!(o.writeback_mb, 64, "data write-back on by default");
         assert_eq!(p("rw,writeback_mb=0").unwrap().writeback_mb, 0);
         assert_eq!(o.delalloc_mb, 256, "delayed allocation on by default");

@@ -189,9 +189,10 @@ def journal_mib(inodes):
 
 def cache_mb(inodes):
     """ext4lazy's metadata cache for a group: every inode at 2 KiB (the inline variant's) and half as much
-    again for directory blocks and log stretches, 256 MiB (the default) at least.  The kernel's file systems
-    cache inode tables in the page cache, bounded by RAM only; with the default 256 MiB, 20,000 jobs in 2 KiB
-    inodes (440 MiB) thrashed: a cold scan on `file` read 10.6 GB from the log for 0.44 GB of inodes."""
+    again for directory blocks and log stretches, 256 MiB at least: set per group, so that a record does not
+    depend on the machine's memory as the default (an eighth of it) does.  The kernel's file systems cache inode
+    tables in the page cache, bounded by RAM only; with a fixed 256 MiB, 20,000 jobs in 2 KiB inodes (440 MiB)
+    thrashed: a cold scan on `file` read 10.6 GB from the log for 0.44 GB of inodes."""
     return int(max(256, inodes * 3 * KiB // MiB + 64))
 
 

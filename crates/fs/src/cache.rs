@@ -52,6 +52,8 @@ pub struct CacheStats {
     pub misses: u64,
     pub evictions: u64,
     pub blocks: u64,
+    /// About how many blocks the cache holds before it evicts.
+    pub capacity: u64,
     /// Blocks a prefetch brought in (not those it found cached).
     pub prefetched: u64,
     /// Prefetched blocks asked for afterwards.
@@ -330,6 +332,7 @@ impl BufferCache {
             prefetch_used: self.prefetch_used.load(Ordering::Relaxed),
             prefetch_wasted: self.prefetch_wasted.load(Ordering::Relaxed),
             blocks: self.shards.iter().map(|s| s.lock().map.len() as u64).sum(),
+            capacity: (self.per_shard * SHARDS) as u64,
         }
     }
 }
