@@ -514,6 +514,18 @@ impl ReadCore {
         (table, blk, (index * isz % bs) as usize)
     }
 
+    /// What a miss on `blk` reads when it is an inode-table block: its
+    /// readahead window `(start, count)`; None for any other block.
+    pub(crate) fn inode_window(&self, blk: u64) -> Option<(u64, u64)> {
+        let table = {
+            let groups = self.groups.read();
+            let g = groups.table_holding(blk, self.itb_per_group)?;
+            let gd = &groups[g as usize];
+            (gd.inode_table(), gd.itable_unused())
+        };
+        Some(self.inode_readahead_range(table, blk))
+    }
+
     /// The aligned window of the inode table to read around `blk`, limited to
     /// the part of the table in use (as the kernel's inode readahead does).
     fn inode_readahead_range(&self, (table, itable_unused): (u64, u32), blk: u64) -> (u64, u64) {

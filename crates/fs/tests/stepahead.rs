@@ -905,3 +905,39 @@ fn path_hints_read_only_what_the_sender_may_search() {
         assert!(allowed || !knows.2, "{who:?}: nothing below private/ learnt");
     }
 }
+
+/// An inode-table block is prefetched with its readahead window, in one
+/// request, as a miss on it would read it; the window's other blocks are
+/// cached but not counted as prefetched. Any other block is read alone.
+#[test]
+fn an_inode_block_is_prefetched_with_its_window() {
+    let Some((_work, linear, _)) = images() else { return };
+    let vol = open(&linear);
+    let at = |path: &str| match resolve(&vol, ROOT_INO, &split(path)) {
+        Ok((ino, _, _)) => ino,
+        Err(e) => panic!("{path}: errno {e}"),
+    };
+    // big's 3000 files fill ~190 blocks of group 0's table: a window lies in the used part.
+    let blk = vol.inode_location(at("big/f-1500")).0;
+    let cold = open(&linear);
+    let window = blk & !31..(blk & !31) + 32;
+    assert!(window.clone().all(|b| !cold.is_cached(b)), "cold");
+    let before = cold.cache_stats();
+    let st = cold.prefetch(&[blk]).unwrap();
+    assert_eq!((st.read, st.runs), (1, 1), "{st:?}");
+    for b in window.clone() {
+        assert!(cold.is_cached(b), "block {b} of {blk}'s window {window:?}");
+    }
+    assert!(!cold.is_cached(window.end) && !cold.is_cached(window.start - 1));
+    let after = cold.cache_stats();
+    assert_eq!((after.prefetched - before.prefetched, after.blocks - before.blocks), (1, 32), "{after:?}");
+    // A directory block: no window.
+    let big = vol.inode(at("big")).unwrap();
+    let fs::Mapping::Mapped { pblk, .. } = vol.map_block(&big, 1, 1).unwrap() else {
+        panic!("big's block 1 is a hole")
+    };
+    assert!(!cold.is_cached(pblk));
+    let st = cold.prefetch(&[pblk]).unwrap();
+    assert_eq!((st.read, st.runs), (1, 1), "{st:?}");
+    assert_eq!(cold.cache_stats().blocks - after.blocks, 1);
+}

@@ -135,6 +135,9 @@ impl GroupDesc {
     pub fn set_itable_unused(&mut self, n: u32) {
         (self.lo.itable_unused_lo, self.hi.itable_unused_hi) = split16(n);
     }
+    pub fn set_inode_table(&mut self, blk: u64) {
+        (self.lo.inode_table_lo, self.hi.inode_table_hi) = (blk as u32, (blk >> 32) as u32);
+    }
 }
 
 /// A 32-bit count as the (low, high) 16-bit halves descriptors store.
@@ -233,6 +236,9 @@ mod tests {
         assert_eq!(back.to_bytes(&sb, 7), bytes);
         // The group number is part of the checksum: the same bytes are wrong for another group.
         assert!(GroupDesc::parse(&sb, 8, &bytes).is_err());
+        let mut moved = back;
+        moved.set_inode_table((5 << 32) | 7);
+        assert_eq!(GroupDesc::parse(&sb, 7, &moved.to_bytes(&sb, 7)).unwrap().inode_table(), (5 << 32) | 7);
     }
 
     #[test]

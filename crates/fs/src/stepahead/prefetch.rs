@@ -1,6 +1,7 @@
 //! The prefetcher: read the uncached ones of a set of blocks in one batch
 //! into the buffer cache.
 
+use crate::cache::Block;
 use crate::error::Result;
 use crate::read_core::ReadCore;
 use blockdev::IoClass;
@@ -41,6 +42,18 @@ pub(crate) enum Lone {
 /// reads in one request anyway (a directory reads up to 16 contiguous
 /// blocks, an inode block its 32-block window).
 const LONE_RUN_MAX: u64 = 16;
+
+/// Sorted blocks as (start, length) runs of contiguous blocks.
+fn contiguous_runs(sorted: &[u64]) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for &b in sorted {
+        match runs.last_mut() {
+            Some((start, len)) if *start + *len == b => *len += 1,
+            _ => runs.push((b, 1)),
+        }
+    }
+    runs
+}
 
 fn stretch_len(s: &[journal::CopyAt]) -> u64 {
     s.last().map_or(0, |c| c.jblock - s[0].jblock + 1)
@@ -86,22 +99,16 @@ impl ReadCore {
         if want.is_empty() {
             return Ok(st);
         }
-        want.sort_unstable(); // into contiguous runs below
-                              // Lazy mode: held across the reads, so the tail cannot move and free a copy meanwhile.
+        // Sorted into contiguous runs below.
+        want.sort_unstable();
+        // Lazy mode: held across the reads, so the tail cannot move and free a copy meanwhile.
         let jbd2 = self.log().map(|j| j.read());
         let (home, stretches) = match &jbd2 {
             Some(j) => self.split_by_log(j, &want)?,
             None => (want.clone(), Vec::new()),
         };
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        for &b in &home {
-            match runs.last_mut() {
-                Some((start, len)) if *start + *len == b => *len += 1,
-                _ => runs.push((b, 1)),
-            }
-        }
-        st.runs = runs.len() + stretches.len();
-        let alone = match (runs.as_slice(), stretches.len()) {
+        let exact = contiguous_runs(&home);
+        let alone = match (exact.as_slice(), stretches.len()) {
             ([(_, len)], 0) => *len <= LONE_RUN_MAX,
             ([], 1) => true,
             _ => false,
@@ -116,23 +123,37 @@ impl ReadCore {
         if let Some(sa) = &self.stepahead {
             sa.batches.fetch_add(1, Ordering::Relaxed);
         }
+        let runs = self.with_inode_windows(&home);
+        st.runs = runs.len() + stretches.len();
         // Noted before reading: a block modified meanwhile keeps its newer copy.
         let epoch = self.cache.read_epoch();
         let bs = self.block_size as usize;
-        if stretches.is_empty() {
-            drop(jbd2);
+        let wanted: std::collections::HashSet<u64> = want.iter().copied().collect();
+        // A wanted block is cached as prefetched (StepAhead's use and waste
+        // counts); the rest of a window as a miss's readahead caches it.
+        let keep = |blk: u64, data: Block, st: &mut PrefetchStats| {
+            if wanted.contains(&blk) {
+                self.cache.insert_prefetched(blk, data, epoch);
+                st.read += 1;
+            } else if !self.cache.contains(blk) {
+                self.cache.insert_read(blk, data, epoch);
+            }
+        };
+        if jbd2.is_none() {
+            // Read through the replayed overlay, as any miss is.
             let bufs = self.read_runs_uncached(&runs, IoClass::Metadata)?;
             for (&(start, len), buf) in runs.iter().zip(&bufs) {
                 debug_assert_eq!(buf.len(), len as usize * bs);
                 for (i, chunk) in buf.chunks_exact(bs).enumerate() {
-                    self.cache.insert_prefetched(start + i as u64, Arc::from(chunk), epoch);
-                    st.read += 1;
+                    keep(start + i as u64, Arc::from(chunk), &mut st);
                 }
             }
             return Ok(st);
         }
-        // Home runs and log stretches in one batch. Home blocks in lazy mode
-        // have no copy in the log (split_by_log), so no overlay applies.
+        // Lazy mode: home runs and log stretches in one batch. Wanted home
+        // blocks have no copy in the log (split_by_log); the rest of a
+        // window may, and is then left out (read_runs_uncached would split
+        // the window around them, a request per copy).
         let mut bufs: Vec<Vec<u8>> = runs.iter().map(|&(_, n)| vec![0u8; n as usize * bs]).collect();
         let mut logs: Vec<Vec<u8>> = stretches.iter().map(|s| vec![0u8; stretch_len(s) as usize * bs]).collect();
         {
@@ -145,14 +166,16 @@ impl ReadCore {
             }
             self.submit_reads(&mut reqs)?;
         }
-        drop(jbd2);
+        let logged = |blk: u64| jbd2.as_ref().is_some_and(|j| j.has_copy(blk));
         for (&(start, _), buf) in runs.iter().zip(&bufs) {
             for (i, chunk) in buf.chunks_exact(bs).enumerate() {
-                self.cache.insert_prefetched(start + i as u64, Arc::from(chunk), epoch);
-                st.read += 1;
+                let blk = start + i as u64;
+                if wanted.contains(&blk) || !logged(blk) {
+                    keep(blk, Arc::from(chunk), &mut st);
+                }
             }
         }
-        let wanted: std::collections::HashSet<u64> = want.iter().copied().collect();
+        drop(jbd2);
         for (s, buf) in stretches.iter().zip(&logs) {
             for c in s {
                 let at = ((c.jblock - s[0].jblock) as usize) * bs;
@@ -160,16 +183,30 @@ impl ReadCore {
                 if c.escaped {
                     journal::unescape(&mut data);
                 }
-                if wanted.contains(&c.block) {
-                    self.cache.insert_prefetched(c.block, Arc::from(data), epoch);
-                    st.read += 1;
-                } else if !self.cache.contains(c.block) {
-                    // The rest of the stretch, as a miss's log readahead caches it.
-                    self.cache.insert_read(c.block, Arc::from(data), epoch);
-                }
+                // The rest of the stretch, as a miss's log readahead caches it.
+                keep(c.block, Arc::from(data), &mut st);
             }
         }
         Ok(st)
+    }
+
+    /// `home` (sorted blocks) as the runs to read: each inode-table block
+    /// widened to its readahead window, as a miss on it reads it, and
+    /// overlapping or touching runs merged. Block by block, a prefetch paid a
+    /// request per inode block where the miss it replaces paid one per
+    /// window: on `cmr` with the drive's read cache an ordered-mode `find`
+    /// went from 89 inode-table requests to 2,042 and took 3.5x as long.
+    fn with_inode_windows(&self, home: &[u64]) -> Vec<(u64, u64)> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for &b in home {
+            let (start, len) = self.inode_window(b).unwrap_or((b, 1));
+            debug_assert!(start <= b && b < start + len);
+            match runs.last_mut() {
+                Some((s, n)) if *s + *n >= start => *n = (*n).max(start + len - *s),
+                _ => runs.push((start, len)),
+            }
+        }
+        runs
     }
 
     /// Lazy mode: `want` (sorted) split into blocks at home and the log
