@@ -65,6 +65,10 @@ impl DirectFd {
         Ok(fd)
     }
 
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.file.as_raw_fd()
+    }
+
     /// Whether a request at `offset` of `len` bytes may go direct.
     pub(crate) fn takes(&self, offset: u64, len: usize) -> bool {
         offset.is_multiple_of(self.offset_align as u64) && len.is_multiple_of(self.offset_align)

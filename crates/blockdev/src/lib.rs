@@ -6,6 +6,7 @@
 //! to the device's `sector_size()`; devices reject misaligned or out-of-range
 //! requests with `InvalidInput` rather than corrupting anything.
 
+mod batch;
 mod counting;
 mod direct;
 pub mod fault;
