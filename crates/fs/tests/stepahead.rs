@@ -908,7 +908,8 @@ fn path_hints_read_only_what_the_sender_may_search() {
 
 /// An inode-table block is prefetched with its readahead window, in one
 /// request, as a miss on it would read it; the window's other blocks are
-/// cached but not counted as prefetched. Any other block is read alone.
+/// cached but not counted as prefetched. Any other block is read alone, and
+/// blocks a few apart in one request whose gap is read but not cached.
 #[test]
 fn an_inode_block_is_prefetched_with_its_window() {
     let Some((_work, linear, _)) = images() else { return };
@@ -940,4 +941,9 @@ fn an_inode_block_is_prefetched_with_its_window() {
     let st = cold.prefetch(&[pblk]).unwrap();
     assert_eq!((st.read, st.runs), (1, 1), "{st:?}");
     assert_eq!(cold.cache_stats().blocks - after.blocks, 1);
+    // Two blocks a few apart: one request through the gap, which is not cached.
+    let st = cold.prefetch(&[pblk + 2, pblk + 6]).unwrap();
+    assert_eq!((st.read, st.runs), (2, 1), "{st:?}");
+    assert!(cold.is_cached(pblk + 6) && !cold.is_cached(pblk + 4));
+    assert_eq!(cold.cache_stats().blocks - after.blocks, 3);
 }

@@ -43,6 +43,26 @@ pub(crate) enum Lone {
 /// blocks, an inode block its 32-block window).
 const LONE_RUN_MAX: u64 = 16;
 
+/// The longest gap between two runs a prefetch reads through rather than
+/// making two requests: 32 blocks (128 KiB) take about 0.9 ms to transfer at
+/// a disk's 150 MB/s, a second request costs a positioning of a few ms, and
+/// requests queued together stop the drive's own read-ahead, which served
+/// the demand reads they replace nearly for free (measured on `cmr`: a
+/// prefetched directory block cost 1.3 ms of drive time, a demand one 0.26 ms).
+const GAP_MAX: u64 = 32;
+
+/// Sorted, disjoint runs joined where the gap between two is at most `gap` blocks.
+fn bridge_gaps(runs: &[(u64, u64)], gap: u64) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+    for &(start, len) in runs {
+        match out.last_mut() {
+            Some((s, n)) if *s + *n + gap >= start => *n = start + len - *s,
+            _ => out.push((start, len)),
+        }
+    }
+    out
+}
+
 /// Sorted blocks as (start, length) runs of contiguous blocks.
 fn contiguous_runs(sorted: &[u64]) -> Vec<(u64, u64)> {
     let mut runs: Vec<(u64, u64)> = Vec::new();
@@ -123,8 +143,18 @@ impl ReadCore {
         if let Some(sa) = &self.stepahead {
             sa.batches.fetch_add(1, Ordering::Relaxed);
         }
-        let runs = self.with_inode_windows(&home);
+        // A lookup's hint (`Lone::Skip`) runs just before the lookup, which
+        // reads with its own readahead: it keeps to the blocks it wants, so
+        // it never turns into the one request the lookup would make.
+        let windows = if lone == Lone::Skip { exact } else { self.with_inode_windows(&home) };
+        let runs = if lone == Lone::Skip { windows.clone() } else { bridge_gaps(&windows, GAP_MAX) };
         st.runs = runs.len() + stretches.len();
+        // What a run brings beyond its windows (a gap bridged) is not ours to
+        // cache: it may be any block, file data included.
+        let in_window = |blk: u64| {
+            let i = windows.partition_point(|&(s, _)| s <= blk);
+            i > 0 && blk < windows[i - 1].0 + windows[i - 1].1
+        };
         // Noted before reading: a block modified meanwhile keeps its newer copy.
         let epoch = self.cache.read_epoch();
         let bs = self.block_size as usize;
@@ -135,7 +165,7 @@ impl ReadCore {
             if wanted.contains(&blk) {
                 self.cache.insert_prefetched(blk, data, epoch);
                 st.read += 1;
-            } else if !self.cache.contains(blk) {
+            } else if in_window(blk) && !self.cache.contains(blk) {
                 self.cache.insert_read(blk, data, epoch);
             }
         };
@@ -184,7 +214,12 @@ impl ReadCore {
                     journal::unescape(&mut data);
                 }
                 // The rest of the stretch, as a miss's log readahead caches it.
-                keep(c.block, Arc::from(data), &mut st);
+                if wanted.contains(&c.block) {
+                    self.cache.insert_prefetched(c.block, Arc::from(data), epoch);
+                    st.read += 1;
+                } else if !self.cache.contains(c.block) {
+                    self.cache.insert_read(c.block, Arc::from(data), epoch);
+                }
             }
         }
         Ok(st)
@@ -261,5 +296,20 @@ impl ReadCore {
             // The read that follows meets the same error and reports it.
             Err(_) => PrefetchStats::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gaps_up_to_the_limit_are_bridged() {
+        assert_eq!(bridge_gaps(&[(0, 2), (10, 1), (100, 5)], 32), vec![(0, 11), (100, 5)]);
+        assert_eq!(bridge_gaps(&[(0, 1), (33, 1)], 32), vec![(0, 34)], "a gap of exactly 32");
+        assert_eq!(bridge_gaps(&[(0, 1), (34, 1)], 32), vec![(0, 1), (34, 1)], "33: two requests");
+        assert_eq!(bridge_gaps(&[(5, 3), (8, 2)], 0), vec![(5, 5)], "touching runs join");
+        assert_eq!(bridge_gaps(&[], 32), vec![]);
+        assert_eq!(contiguous_runs(&[1, 2, 3, 7, 9, 10]), vec![(1, 3), (7, 1), (9, 2)]);
     }
 }
