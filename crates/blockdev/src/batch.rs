@@ -21,9 +21,12 @@ use std::os::unix::fs::FileExt;
 /// Reads in flight at once: a SATA drive's NCQ depth.
 const DEPTH: usize = 32;
 
-/// One read: `buf.len()` bytes at `offset` of `fd`.
+/// One read: `buf.len()` bytes at `offset` of `fd`; a short read is
+/// finished from `rest_fd` (the buffered descriptor: an O_DIRECT one would
+/// refuse the caller's unaligned memory).
 pub(crate) struct Job<'a> {
     pub fd: RawFd,
+    pub rest_fd: RawFd,
     pub offset: u64,
     pub buf: &'a mut [u8],
 }
@@ -45,32 +48,43 @@ pub(crate) fn read_all(jobs: &mut [Job<'_>]) -> io::Result<bool> {
     RING.with(|cell| {
         let mut ring = cell.borrow_mut();
         if let Ring::Untried = *ring {
-            *ring = match IoUring::new(DEPTH as u32) {
-                Ok(r) => Ring::Ready(Box::new(r)),
-                Err(_) => Ring::Unavailable,
+            *ring = match reads_ring() {
+                Some(r) => Ring::Ready(Box::new(r)),
+                None => Ring::Unavailable,
             };
         }
         let Ring::Ready(r) = &mut *ring else { return Ok(false) };
         match run(r, jobs) {
             Ok(()) => Ok(true),
             Err(Failure::Read(e)) => Err(e),
-            Err(Failure::Ring(e)) => {
+            Err(Failure::Ring) => {
                 // Reads may still be in flight into the leaked buffer: the
-                // ring is never used (nor closed) again.
+                // ring is never used (nor closed) again. The jobs' own
+                // buffers were never handed out, so the caller reads them
+                // one by one.
                 if let Ring::Ready(r) = std::mem::replace(&mut *ring, Ring::Unavailable) {
                     std::mem::forget(r);
                 }
-                Err(e)
+                Ok(false)
             }
         }
     })
+}
+
+/// A ring that can read: setup may succeed on kernels (5.1-5.5) or sandboxes
+/// (gVisor) that refuse IORING_OP_READ itself, which would fail every read.
+fn reads_ring() -> Option<IoUring> {
+    let ring = IoUring::new(DEPTH as u32).ok()?;
+    let mut probe = io_uring::Probe::new();
+    ring.submitter().register_probe(&mut probe).ok()?;
+    probe.is_supported(opcode::Read::CODE).then_some(ring)
 }
 
 enum Failure {
     /// A read failed; the ring is fine.
     Read(io::Error),
     /// Waiting on the ring failed with reads in flight.
-    Ring(io::Error),
+    Ring,
 }
 
 /// Where each job's bytes land in one aligned buffer (O_DIRECT wants
@@ -119,14 +133,20 @@ fn run(ring: &mut IoUring, jobs: &mut [Job<'_>]) -> Result<(), Failure> {
         if in_flight == 0 {
             break; // a read failed: nothing more was submitted and nothing is left
         }
-        if let Err(e) = ring.submit_and_wait(1) {
-            failed_waits += 1;
-            if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) && failed_waits < 1000 {
+        match ring.submit_and_wait(1) {
+            Ok(_) => failed_waits = 0,
+            // Transient (EBUSY: completions to reap first, done below).
+            Err(e)
+                if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY))
+                    && failed_waits < 1000 =>
+            {
+                failed_waits += 1;
                 std::thread::yield_now();
-                continue;
             }
-            std::mem::forget(buf);
-            return Err(Failure::Ring(e));
+            Err(_) => {
+                std::mem::forget(buf);
+                return Err(Failure::Ring);
+            }
         }
         for cqe in ring.completion() {
             in_flight -= 1;
@@ -147,8 +167,8 @@ fn run(ring: &mut IoUring, jobs: &mut [Job<'_>]) -> Result<(), Failure> {
         let n = n.min(len);
         j.buf[..n].copy_from_slice(&bytes[at..at + n]);
         if n < len {
-            // A short read (a signal, end of file): the rest as a plain read.
-            pread_exact(j.fd, &mut j.buf[n..], j.offset + n as u64).map_err(Failure::Read)?;
+            // A short read (a signal, end of file, 2 GiB): the rest as a plain read.
+            pread_exact(j.rest_fd, &mut j.buf[n..], j.offset + n as u64).map_err(Failure::Read)?;
         }
     }
     Ok(())
@@ -177,7 +197,7 @@ mod tests {
             (0..100u64).map(|i| ((i * 7919) % 1000 * 1000 + i, 1 + (i as usize * 37) % 5000)).collect();
         let mut bufs: Vec<Vec<u8>> = spans.iter().map(|&(_, n)| vec![0; n]).collect();
         let mut jobs: Vec<Job<'_>> =
-            spans.iter().zip(bufs.iter_mut()).map(|(&(offset, _), buf)| Job { fd, offset, buf }).collect();
+            spans.iter().zip(bufs.iter_mut()).map(|(&(offset, _), buf)| Job { fd, rest_fd: fd, offset, buf }).collect();
         if !read_all(&mut jobs).unwrap() {
             eprintln!("io_uring unavailable here: nothing to check");
             return;
@@ -188,12 +208,12 @@ mod tests {
         }
         // Past the end: the short read is finished by a plain read, which fails.
         let mut tail = vec![0u8; 8192];
-        let mut jobs = [Job { fd, offset: (1 << 20) - 4096, buf: &mut tail }];
+        let mut jobs = [Job { fd, rest_fd: fd, offset: (1 << 20) - 4096, buf: &mut tail }];
         assert_eq!(read_all(&mut jobs).unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
         // A read error is reported, and the ring still serves the next batch.
         let mut one = vec![0u8; 16];
-        assert!(read_all(&mut [Job { fd: -1, offset: 0, buf: &mut one }]).is_err());
-        assert!(read_all(&mut [Job { fd, offset: 5, buf: &mut one }]).unwrap());
+        assert!(read_all(&mut [Job { fd: -1, rest_fd: -1, offset: 0, buf: &mut one }]).is_err());
+        assert!(read_all(&mut [Job { fd, rest_fd: fd, offset: 5, buf: &mut one }]).unwrap());
         assert_eq!(&one[..], &data[5..21]);
     }
 }

@@ -65,8 +65,10 @@ impl DirectFd {
         Ok(fd)
     }
 
-    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
-        self.file.as_raw_fd()
+    /// The descriptor a batch may read through (`batch.rs` reads into
+    /// memory aligned to DIRECT_ALIGN): None where the device wants more.
+    pub(crate) fn batch_fd(&self) -> Option<std::os::fd::RawFd> {
+        (self.mem_align <= DIRECT_ALIGN).then(|| self.file.as_raw_fd())
     }
 
     /// Whether a request at `offset` of `len` bytes may go direct.

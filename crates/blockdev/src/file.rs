@@ -142,7 +142,8 @@ impl BlockDevice for FileDevice {
             let mut jobs: Vec<batch::Job<'_>> = requests
                 .iter_mut()
                 .map(|r| batch::Job {
-                    fd: self.direct_for(r.offset, r.buf.len()).map_or(buffered, DirectFd::raw_fd),
+                    fd: self.direct_for(r.offset, r.buf.len()).and_then(DirectFd::batch_fd).unwrap_or(buffered),
+                    rest_fd: buffered,
                     offset: r.offset,
                     buf: &mut *r.buf,
                 })

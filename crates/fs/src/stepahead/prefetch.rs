@@ -200,7 +200,8 @@ impl ReadCore {
         for (&(start, _), buf) in runs.iter().zip(&bufs) {
             for (i, chunk) in buf.chunks_exact(bs).enumerate() {
                 let blk = start + i as u64;
-                if wanted.contains(&blk) || !logged(blk) {
+                // A wanted block with a copy in the log comes from its stretch.
+                if !logged(blk) {
                     keep(blk, Arc::from(chunk), &mut st);
                 }
             }
