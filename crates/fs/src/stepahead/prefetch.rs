@@ -51,28 +51,18 @@ const LONE_RUN_MAX: u64 = 16;
 /// prefetched directory block cost 1.3 ms of drive time, a demand one 0.26 ms).
 const GAP_MAX: u64 = 32;
 
-/// Sorted, disjoint runs joined where the gap between two is at most `gap` blocks.
-fn bridge_gaps(runs: &[(u64, u64)], gap: u64) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
-    for &(start, len) in runs {
+/// Runs `(start, length)` sorted by start, merged where they overlap, touch
+/// or leave a gap of at most `gap` blocks: the one way this module turns
+/// blocks, windows and bridged gaps into requests.
+fn merge_runs(runs: impl IntoIterator<Item = (u64, u64)>, gap: u64) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (start, len) in runs {
         match out.last_mut() {
-            Some((s, n)) if *s + *n + gap >= start => *n = start + len - *s,
+            Some((s, n)) if *s + *n + gap >= start => *n = (*n).max(start + len - *s),
             _ => out.push((start, len)),
         }
     }
     out
-}
-
-/// Sorted blocks as (start, length) runs of contiguous blocks.
-fn contiguous_runs(sorted: &[u64]) -> Vec<(u64, u64)> {
-    let mut runs: Vec<(u64, u64)> = Vec::new();
-    for &b in sorted {
-        match runs.last_mut() {
-            Some((start, len)) if *start + *len == b => *len += 1,
-            _ => runs.push((b, 1)),
-        }
-    }
-    runs
 }
 
 fn stretch_len(s: &[journal::CopyAt]) -> u64 {
@@ -127,7 +117,7 @@ impl ReadCore {
             Some(j) => self.split_by_log(j, &want)?,
             None => (want.clone(), Vec::new()),
         };
-        let exact = contiguous_runs(&home);
+        let exact = merge_runs(home.iter().map(|&b| (b, 1)), 0);
         let alone = match (exact.as_slice(), stretches.len()) {
             ([(_, len)], 0) => *len <= LONE_RUN_MAX,
             ([], 1) => true,
@@ -147,7 +137,7 @@ impl ReadCore {
         // reads with its own readahead: it keeps to the blocks it wants, so
         // it never turns into the one request the lookup would make.
         let windows = if lone == Lone::Skip { exact } else { self.with_inode_windows(&home) };
-        let runs = if lone == Lone::Skip { windows.clone() } else { bridge_gaps(&windows, GAP_MAX) };
+        let runs = if lone == Lone::Skip { windows.clone() } else { merge_runs(windows.iter().copied(), GAP_MAX) };
         st.runs = runs.len() + stretches.len();
         // What a run brings beyond its windows (a gap bridged) is not ours to
         // cache: it may be any block, file data included.
@@ -233,16 +223,12 @@ impl ReadCore {
     /// window: on `cmr` with the drive's read cache an ordered-mode `find`
     /// went from 89 inode-table requests to 2,042 and took 3.5x as long.
     fn with_inode_windows(&self, home: &[u64]) -> Vec<(u64, u64)> {
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        for &b in home {
+        let windows = home.iter().map(|&b| {
             let (start, len) = self.inode_window(b).unwrap_or((b, 1));
             debug_assert!(start <= b && b < start + len);
-            match runs.last_mut() {
-                Some((s, n)) if *s + *n >= start => *n = (*n).max(start + len - *s),
-                _ => runs.push((start, len)),
-            }
-        }
-        runs
+            (start, len)
+        });
+        merge_runs(windows, 0)
     }
 
     /// Lazy mode: `want` (sorted) split into blocks at home and the log
@@ -306,11 +292,13 @@ mod tests {
 
     #[test]
     fn gaps_up_to_the_limit_are_bridged() {
-        assert_eq!(bridge_gaps(&[(0, 2), (10, 1), (100, 5)], 32), vec![(0, 11), (100, 5)]);
-        assert_eq!(bridge_gaps(&[(0, 1), (33, 1)], 32), vec![(0, 34)], "a gap of exactly 32");
-        assert_eq!(bridge_gaps(&[(0, 1), (34, 1)], 32), vec![(0, 1), (34, 1)], "33: two requests");
-        assert_eq!(bridge_gaps(&[(5, 3), (8, 2)], 0), vec![(5, 5)], "touching runs join");
-        assert_eq!(bridge_gaps(&[], 32), vec![]);
-        assert_eq!(contiguous_runs(&[1, 2, 3, 7, 9, 10]), vec![(1, 3), (7, 1), (9, 2)]);
+        assert_eq!(merge_runs([(0, 2), (10, 1), (100, 5)], 32), vec![(0, 11), (100, 5)]);
+        assert_eq!(merge_runs([(0, 1), (33, 1)], 32), vec![(0, 34)], "a gap of exactly 32");
+        assert_eq!(merge_runs([(0, 1), (34, 1)], 32), vec![(0, 1), (34, 1)], "33: two requests");
+        assert_eq!(merge_runs([(5, 3), (8, 2)], 0), vec![(5, 5)], "touching runs join");
+        assert_eq!(merge_runs([], 32), vec![]);
+        let blocks = [1u64, 2, 3, 7, 9, 10];
+        assert_eq!(merge_runs(blocks.iter().map(|&b| (b, 1)), 0), vec![(1, 3), (7, 1), (9, 2)]);
+        assert_eq!(merge_runs([(0, 32), (0, 32), (16, 4), (30, 10)], 0), vec![(0, 40)], "overlapping windows");
     }
 }
