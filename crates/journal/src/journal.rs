@@ -21,7 +21,7 @@
 use std::collections::VecDeque;
 use std::io;
 
-use blockdev::{BlockDevice, IoClass};
+use blockdev::{BlockDevice, IoClass, ReadRequest};
 use ondisk::jbd2::{BlockType, Layout, Superblock, MAGIC};
 use ondisk::Location;
 
@@ -481,12 +481,14 @@ impl<D: BlockDevice> Journal<D> {
         Ok(())
     }
 
-    /// Write one block to its static location (class `Metadata`).
+    /// Write whole blocks to their static locations from `block` on, as one
+    /// request (class `Metadata`).
     pub(crate) fn write_home(&self, block: u64, data: &[u8]) -> Result<(), Error> {
         let bs = u64::from(self.map.block_size());
+        debug_assert!(!data.is_empty() && data.len() as u64 % bs == 0, "home writes are whole blocks");
         let off = block
             .checked_mul(bs)
-            .filter(|o| o.checked_add(bs).is_some_and(|e| e <= self.dev.size()))
+            .filter(|o| o.checked_add(data.len() as u64).is_some_and(|e| e <= self.dev.size()))
             .ok_or_else(|| Error::HomeIo {
                 block,
                 source: io::Error::new(io::ErrorKind::InvalidInput, "block is beyond the device"),
@@ -659,6 +661,37 @@ impl<D: BlockDevice> Journal<D> {
             unescape(buf);
         }
         Ok(true)
+    }
+
+    /// Read the newest committed copies of `blocks` from the log into `bufs`
+    /// (one block each, in order, escapes undone), all submitted at once so
+    /// that the device serves them together; `present[i]` says whether
+    /// `blocks[i]` has a copy in the log (its buffer is untouched if not).
+    pub(crate) fn read_newest_batch(&self, blocks: &[u64], bufs: &mut [u8], present: &mut [bool]) -> Result<(), Error> {
+        let bs = self.map.block_size() as usize;
+        debug_assert!(bufs.len() == blocks.len() * bs && present.len() == blocks.len());
+        let mut escaped = Vec::new();
+        let mut first_jblock = None;
+        let mut requests = Vec::with_capacity(blocks.len());
+        for ((&block, buf), present) in blocks.iter().zip(bufs.chunks_exact_mut(bs)).zip(present.iter_mut()) {
+            *present = false;
+            let Some(c) = self.jmap.get(block) else { continue };
+            let jblock = u64::from(c.jblock);
+            let phys = self.map.phys(jblock).ok_or_else(|| unmapped(jblock))?;
+            *present = true;
+            first_jblock.get_or_insert(jblock);
+            escaped.push(c.escaped);
+            requests.push(ReadRequest { offset: phys * bs as u64, buf, class: IoClass::Journal });
+        }
+        self.dev
+            .read_batch(&mut requests)
+            .map_err(|source| Error::Io { jblock: first_jblock.unwrap_or_default(), source })?;
+        for (r, escaped) in requests.iter_mut().zip(escaped) {
+            if escaped {
+                unescape(r.buf);
+            }
+        }
+        Ok(())
     }
 
     /// Where the newest committed copy of `block` lies on the device, for a

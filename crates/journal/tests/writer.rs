@@ -357,6 +357,65 @@ fn caller_supplied_checkpoint_and_writeback() {
 }
 
 #[test]
+fn checkpoint_writes_each_run_of_neighbours_as_one_request() {
+    // 598 live blocks in six transactions (more than one chunk of the
+    // checkpoint's gathering): 0..300 and 302..600, with 450 declined by
+    // the cache. Home writes must be one request per run of consecutive
+    // blocks, in block order, and leave every block's newest copy home.
+    let bs = 1024;
+    let blocks: Vec<u64> = (0..600).filter(|b| !(300..302).contains(b)).collect();
+    let newest = |b: u64| content(bs, (blocks.iter().position(|&x| x == b).unwrap() / 100) as u64 + 1, b);
+    for from_log in [false, true] {
+        // Static blocks below the journal, which starts at device block 1000.
+        let (dev, map) = empty_journal_at(1000, GAP, bs, 1024, 0, V3_64, 1);
+        let mut j = Journal::load(dev.clone(), map).unwrap();
+        for (round, part) in blocks.chunks(100).enumerate() {
+            let mut t = Transaction::new(bs);
+            for &b in part {
+                t.log(b, &content(bs, round as u64 + 1, b)).unwrap();
+            }
+            j.commit(&t).unwrap();
+        }
+        dev.take_ops();
+        let s = if from_log {
+            j.checkpoint_from_log(CheckpointGoal::All).unwrap()
+        } else {
+            j.checkpoint(CheckpointGoal::All, |b, buf| {
+                buf.copy_from_slice(&newest(b));
+                Ok(b != 450)
+            })
+            .unwrap()
+        };
+        let homes: Vec<(u64, u64)> = dev
+            .take_ops()
+            .iter()
+            .filter_map(|o| match o {
+                Op::Write { offset, data, class: IoClass::Metadata } => {
+                    Some((offset / u64::from(bs), data.len() as u64 / u64::from(bs)))
+                }
+                _ => None,
+            })
+            .collect();
+        // Gathered in chunks of 256 blocks in block order: 0..256 | 256..300,
+        // 302..514 | 514..600.
+        let want: Vec<(u64, u64)> = if from_log {
+            vec![(0, 256), (256, 44), (302, 212), (514, 86)]
+        } else {
+            vec![(0, 256), (256, 44), (302, 148), (451, 63), (514, 86)]
+        };
+        assert_eq!(homes, want, "from the log: {from_log}");
+        assert_eq!(s.written, if from_log { 598 } else { 597 });
+        assert_eq!(s.skipped, 598 - s.written);
+        assert_eq!(s.transactions_freed, 6);
+        for &b in &blocks {
+            if from_log || b != 450 {
+                assert_eq!(dev.block(bs, b), newest(b), "block {b}");
+            }
+        }
+    }
+}
+
+#[test]
 fn sequence_keeps_increasing_across_empty_and_remount() {
     let bs = 4096;
     let (dev, map) = setup(bs, 1024, 0, V3_64, u32::MAX - 2);
