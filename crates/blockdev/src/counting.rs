@@ -2,7 +2,7 @@
 //! below it, by I/O class and direction: the figures `ext4lazy bench` reports
 //! for ext4lazy on a plain file, where no disk model keeps them.
 
-use crate::{BlockDevice, IoClass, ReadRequest};
+use crate::{BlockDevice, IoClass, ReadRequest, WriteRequest};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -108,6 +108,13 @@ impl BlockDevice for CountingDevice {
         self.inner.read_batch(requests)?;
         for r in requests.iter() {
             self.add(r.class, false, r.buf.len());
+        }
+        Ok(())
+    }
+    fn write_batch(&self, requests: &[WriteRequest<'_>]) -> io::Result<()> {
+        self.inner.write_batch(requests)?;
+        for r in requests {
+            self.add(r.class, true, r.len());
         }
         Ok(())
     }

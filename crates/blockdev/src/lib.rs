@@ -56,6 +56,25 @@ pub struct ReadRequest<'a> {
     pub class: IoClass,
 }
 
+/// One write in a batch submitted with [`BlockDevice::write_batch`]: `bufs`
+/// back to back from `offset`.
+#[derive(Debug)]
+pub struct WriteRequest<'a> {
+    pub offset: u64,
+    pub bufs: Vec<&'a [u8]>,
+    pub class: IoClass,
+}
+
+impl WriteRequest<'_> {
+    pub fn len(&self) -> usize {
+        self.bufs.iter().map(|b| b.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// A random-access block device. Implementations are shared between many
 /// threads (FUSE serves requests concurrently), so every method takes `&self`.
 pub trait BlockDevice: Send + Sync {
@@ -106,6 +125,18 @@ pub trait BlockDevice: Send + Sync {
         }
         Ok(())
     }
+
+    /// Submit several writes at once, so that the device may have them all
+    /// in flight and serve them in any order (the block layer's plug, a
+    /// drive's queue). The requests must not overlap. Not durable until
+    /// [`BlockDevice::flush`]; on an error, which of them landed is unknown,
+    /// as for any writes before a flush. The default writes them one by one.
+    fn write_batch(&self, requests: &[WriteRequest<'_>]) -> io::Result<()> {
+        for r in requests {
+            self.write_gathered_at(r.offset, &r.bufs, r.class)?;
+        }
+        Ok(())
+    }
 }
 
 impl<T: BlockDevice + ?Sized> BlockDevice for Arc<T> {
@@ -135,6 +166,9 @@ impl<T: BlockDevice + ?Sized> BlockDevice for Arc<T> {
     }
     fn read_batch(&self, requests: &mut [ReadRequest<'_>]) -> io::Result<()> {
         (**self).read_batch(requests)
+    }
+    fn write_batch(&self, requests: &[WriteRequest<'_>]) -> io::Result<()> {
+        (**self).write_batch(requests)
     }
 }
 

@@ -116,11 +116,11 @@ impl<D: BlockDevice> Journal<D> {
     }
 
     /// Write home the `present` blocks of `blocks` (sorted; contents in
-    /// `bufs`, one block each), one request per run of consecutive blocks.
-    /// Returns how many were written.
+    /// `bufs`, one block each), one request per run of consecutive blocks,
+    /// all submitted together. Returns how many were written.
     fn write_home_runs(&self, blocks: &[u64], bufs: &[u8], present: &[bool]) -> Result<u64, Error> {
         let bs = self.map.block_size() as usize;
-        let mut written = 0;
+        let mut runs = Vec::new();
         let mut i = 0;
         while i < blocks.len() {
             if !present[i] {
@@ -131,11 +131,11 @@ impl<D: BlockDevice> Journal<D> {
             while end < blocks.len() && present[end] && blocks[end] == blocks[end - 1] + 1 {
                 end += 1;
             }
-            self.write_home(blocks[i], &bufs[i * bs..end * bs])?;
-            written += (end - i) as u64;
+            runs.push((blocks[i], &bufs[i * bs..end * bs]));
             i = end;
         }
-        Ok(written)
+        self.write_home_batch(&runs)?;
+        Ok(runs.iter().map(|(_, data)| (data.len() / bs) as u64).sum())
     }
 
     /// How many of the oldest transactions a goal needs cleaned.

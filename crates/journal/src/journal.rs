@@ -21,7 +21,7 @@
 use std::collections::VecDeque;
 use std::io;
 
-use blockdev::{BlockDevice, IoClass, ReadRequest};
+use blockdev::{BlockDevice, IoClass, ReadRequest, WriteRequest};
 use ondisk::jbd2::{BlockType, Layout, Superblock, MAGIC};
 use ondisk::Location;
 
@@ -481,19 +481,32 @@ impl<D: BlockDevice> Journal<D> {
         Ok(())
     }
 
-    /// Write whole blocks to their static locations from `block` on, as one
-    /// request (class `Metadata`).
+    /// Write one run of whole blocks to their static locations from `block`
+    /// on, as one request (class `Metadata`).
     pub(crate) fn write_home(&self, block: u64, data: &[u8]) -> Result<(), Error> {
+        self.write_home_batch(&[(block, data)])
+    }
+
+    /// Write runs of whole blocks home, (first block, contents) each, all
+    /// submitted at once (class `Metadata`). An error names the first run's
+    /// block: which runs landed is unknown, and the caller fails the
+    /// checkpoint without moving the tail.
+    pub(crate) fn write_home_batch(&self, runs: &[(u64, &[u8])]) -> Result<(), Error> {
         let bs = u64::from(self.map.block_size());
-        debug_assert!(!data.is_empty() && data.len() as u64 % bs == 0, "home writes are whole blocks");
-        let off = block
-            .checked_mul(bs)
-            .filter(|o| o.checked_add(data.len() as u64).is_some_and(|e| e <= self.dev.size()))
-            .ok_or_else(|| Error::HomeIo {
-                block,
-                source: io::Error::new(io::ErrorKind::InvalidInput, "block is beyond the device"),
-            })?;
-        self.dev.write_at(off, data, IoClass::Metadata).map_err(|source| Error::HomeIo { block, source })
+        let mut requests = Vec::with_capacity(runs.len());
+        for &(block, data) in runs {
+            debug_assert!(!data.is_empty() && (data.len() as u64).is_multiple_of(bs), "home writes are whole blocks");
+            let offset = block
+                .checked_mul(bs)
+                .filter(|o| o.checked_add(data.len() as u64).is_some_and(|e| e <= self.dev.size()))
+                .ok_or_else(|| Error::HomeIo {
+                    block,
+                    source: io::Error::new(io::ErrorKind::InvalidInput, "block is beyond the device"),
+                })?;
+            requests.push(WriteRequest { offset, bufs: vec![data], class: IoClass::Metadata });
+        }
+        let first = runs.first().map_or(0, |r| r.0);
+        self.dev.write_batch(&requests).map_err(|source| Error::HomeIo { block: first, source })
     }
 
     /// Advance a log position by `n`, wrapping at the end of the log.

@@ -7,11 +7,14 @@ use super::Jbd2;
 use crate::error::{journal_err, FsError, Result};
 use crate::volume::Volume;
 use crate::write::{read_only_after, Txn, Unwritten, WriteState};
-use blockdev::IoClass;
+use blockdev::{IoClass, WriteRequest};
 use std::time::Instant;
 
 /// Largest request write-back builds from neighbouring blocks (bytes).
 const MAX_WRITE_BACK_RUN: usize = 1 << 20;
+/// Bytes of home writes submitted together at most (they are copied into one
+/// aligned buffer for an O_DIRECT image).
+const MAX_WRITE_BACK_BATCH: usize = 8 << 20;
 
 impl Volume {
     /// `txn` is committed: each block waits to be written home, pinned.
@@ -81,18 +84,33 @@ impl Volume {
             return Ok(());
         }
         // `due` is sorted: neighbouring blocks (inode tables, bitmaps) go in
-        // one request, gathered from the pinned buffers without a copy.
+        // one request, gathered from the pinned buffers without a copy, and
+        // the requests go out together, a batch of at most
+        // MAX_WRITE_BACK_BATCH bytes at a time, as the kernel's write-back
+        // submits a plug's worth (one by one, each waited for its turn).
         let max_run = MAX_WRITE_BACK_RUN / bs as usize;
+        let mut batch: Vec<WriteRequest<'_>> = Vec::new();
+        let mut batch_blocks = 0;
         let mut run: Vec<&[u8]> = Vec::with_capacity(max_run);
         for (i, blk) in due.iter().enumerate() {
             run.push(&ws.unwritten[blk].data);
             let ends = due.get(i + 1).is_none_or(|&next| next != blk + 1) || run.len() >= max_run;
             if ends {
                 let first = blk + 1 - run.len() as u64;
-                self.dev
-                    .write_gathered_at(first * bs, &run, IoClass::Metadata)
-                    .map_err(|e| FsError::io(format!("writing blocks {first}..={blk} home"), e))?;
-                run.clear();
+                batch_blocks += run.len();
+                batch.push(WriteRequest {
+                    offset: first * bs,
+                    bufs: std::mem::take(&mut run),
+                    class: IoClass::Metadata,
+                });
+                if batch_blocks * bs as usize >= MAX_WRITE_BACK_BATCH || i + 1 == due.len() {
+                    let (lo, hi) = (batch[0].offset / bs, *blk);
+                    self.dev
+                        .write_batch(&batch)
+                        .map_err(|e| FsError::io(format!("writing blocks {lo}..={hi} home"), e))?;
+                    batch.clear();
+                    batch_blocks = 0;
+                }
             }
         }
         self.dev.flush().map_err(|e| FsError::io("flushing metadata", e))?;
