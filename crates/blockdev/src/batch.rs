@@ -57,7 +57,7 @@ pub(crate) struct WriteJob<'a> {
 /// failed read's.
 pub(crate) fn read_all(jobs: &mut [Job<'_>]) -> io::Result<bool> {
     let spans: Vec<Span> = jobs.iter().map(|j| Span { fd: j.fd, offset: j.offset, len: j.buf.len() }).collect();
-    with_ring(|ring| {
+    with_ring(OnRingLoss::FallBack, |ring| {
         let (places, total) = layout(&spans);
         let mut buf = AlignedBuf::new(total, DIRECT_ALIGN);
         let got = submit_all(ring, &spans, &places, &mut buf, Direction::Read)?;
@@ -76,12 +76,13 @@ pub(crate) fn read_all(jobs: &mut [Job<'_>]) -> io::Result<bool> {
 
 /// Write every job, up to [`DEPTH`] in flight, in any order (the jobs must
 /// not overlap). Ok(false): io_uring is not available on this thread and
-/// nothing was written. An error is the first failed write's; the others
-/// may have landed or not, as with any writes before a flush.
+/// nothing was written. An error is the first failed write's, or the ring's
+/// if it failed with writes in flight; the others may have landed or not,
+/// as with any writes before a flush.
 pub(crate) fn write_all(jobs: &[WriteJob<'_>]) -> io::Result<bool> {
     let spans: Vec<Span> =
         jobs.iter().map(|j| Span { fd: j.fd, offset: j.offset, len: j.bufs.iter().map(|b| b.len()).sum() }).collect();
-    with_ring(|ring| {
+    with_ring(OnRingLoss::Fail, |ring| {
         let (places, total) = layout(&spans);
         let mut buf = AlignedBuf::new(total, DIRECT_ALIGN);
         let bytes = buf.as_mut();
@@ -104,10 +105,22 @@ pub(crate) fn write_all(jobs: &[WriteJob<'_>]) -> io::Result<bool> {
     })
 }
 
+/// What a batch does when the ring fails with requests in flight.
+#[derive(Clone, Copy, PartialEq)]
+enum OnRingLoss {
+    /// Say Ok(false): the caller reads one by one (a read landing late
+    /// only fills a leaked buffer).
+    FallBack,
+    /// Fail: a write still in flight could land after a newer write of the
+    /// same block, which the caller must not then issue.
+    Fail,
+}
+
 /// Run `f` on this thread's ring (set up at its first batch). Ok(false):
-/// no ring here, or it failed under `f` with requests in flight (then it is
-/// never used again and the caller does the batch one request at a time).
-fn with_ring(f: impl FnOnce(&mut IoUring) -> Result<(), Failure>) -> io::Result<bool> {
+/// no ring here (nothing was done), or, with [`OnRingLoss::FallBack`], it
+/// failed under `f` with requests in flight. Either way it is never used
+/// again after a failure, and the caller does the batch one request at a time.
+fn with_ring(on_loss: OnRingLoss, f: impl FnOnce(&mut IoUring) -> Result<(), Failure>) -> io::Result<bool> {
     RING.with(|cell| {
         let mut ring = cell.borrow_mut();
         if let Ring::Untried = *ring {
@@ -127,7 +140,10 @@ fn with_ring(f: impl FnOnce(&mut IoUring) -> Result<(), Failure>) -> io::Result<
                 if let Ring::Ready(r) = std::mem::replace(&mut *ring, Ring::Unavailable) {
                     std::mem::forget(r);
                 }
-                Ok(false)
+                match on_loss {
+                    OnRingLoss::FallBack => Ok(false),
+                    OnRingLoss::Fail => Err(io::Error::other("io_uring failed with writes in flight")),
+                }
             }
         }
     })
@@ -239,6 +255,10 @@ fn submit_all(
             let i = cqe.user_data() as usize;
             match cqe.result() {
                 n if n >= 0 => got[i] = n as usize,
+                // Transient (some kernels let EAGAIN through for O_DIRECT):
+                // nothing done, so the caller's short-request path does all
+                // of it with a plain pread or pwrite.
+                e if matches!(-e, libc::EAGAIN | libc::EINTR | libc::ECANCELED) => got[i] = 0,
                 e => {
                     first_error.get_or_insert(io::Error::from_raw_os_error(-e));
                 }

@@ -158,28 +158,35 @@ impl BlockDevice for FileDevice {
         Ok(())
     }
 
-    /// Submitted together through io_uring where the host has it (`batch.rs`),
-    /// else one by one.
+    /// The requests an O_DIRECT image takes directly are submitted together
+    /// through io_uring where the host has it (`batch.rs`), then the others
+    /// one by one: never a buffered write beside a direct one in flight,
+    /// which the kernel does not keep coherent. Through the host's page
+    /// cache a batch gains nothing over plain writes (they are copies into
+    /// memory), so a buffered image writes one by one.
     fn write_batch(&self, requests: &[WriteRequest<'_>]) -> io::Result<()> {
-        if requests.len() > 1 {
-            for r in requests {
-                self.check_write(r.offset, r.len())?;
-            }
+        for r in requests {
+            self.check_write(r.offset, r.len())?;
+        }
+        let direct_fd = |r: &WriteRequest<'_>| self.direct_for(r.offset, r.len()).and_then(DirectFd::batch_fd);
+        let (direct, rest): (Vec<&WriteRequest<'_>>, Vec<&WriteRequest<'_>>) =
+            requests.iter().partition(|r| direct_fd(r).is_some());
+        let mut one_by_one = rest;
+        if direct.len() > 1 {
             let buffered = self.file.as_raw_fd();
-            let jobs: Vec<batch::WriteJob<'_>> = requests
+            let jobs: Vec<batch::WriteJob<'_>> = direct
                 .iter()
-                .map(|r| batch::WriteJob {
-                    fd: self.direct_for(r.offset, r.len()).and_then(DirectFd::batch_fd).unwrap_or(buffered),
-                    rest_fd: buffered,
-                    offset: r.offset,
-                    bufs: &r.bufs,
+                .filter_map(|r| {
+                    Some(batch::WriteJob { fd: direct_fd(r)?, rest_fd: buffered, offset: r.offset, bufs: &r.bufs })
                 })
                 .collect();
-            if batch::write_all(&jobs)? {
-                return Ok(());
+            if !batch::write_all(&jobs)? {
+                one_by_one.splice(0..0, direct);
             }
+        } else {
+            one_by_one.splice(0..0, direct);
         }
-        for r in requests {
+        for r in one_by_one {
             self.write_gathered_at(r.offset, &r.bufs, r.class)?;
         }
         Ok(())

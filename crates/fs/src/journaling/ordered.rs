@@ -100,7 +100,7 @@ impl Volume {
                 batch_blocks += run.len();
                 batch.push(WriteRequest {
                     offset: first * bs,
-                    bufs: std::mem::take(&mut run),
+                    bufs: std::mem::replace(&mut run, Vec::with_capacity(max_run)),
                     class: IoClass::Metadata,
                 });
                 if batch_blocks * bs as usize >= MAX_WRITE_BACK_BATCH || i + 1 == due.len() {
