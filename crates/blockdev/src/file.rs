@@ -169,24 +169,16 @@ impl BlockDevice for FileDevice {
             self.check_write(r.offset, r.len())?;
         }
         let direct_fd = |r: &WriteRequest<'_>| self.direct_for(r.offset, r.len()).and_then(DirectFd::batch_fd);
-        let (direct, rest): (Vec<&WriteRequest<'_>>, Vec<&WriteRequest<'_>>) =
-            requests.iter().partition(|r| direct_fd(r).is_some());
-        let mut one_by_one = rest;
-        if direct.len() > 1 {
-            let buffered = self.file.as_raw_fd();
-            let jobs: Vec<batch::WriteJob<'_>> = direct
-                .iter()
-                .filter_map(|r| {
-                    Some(batch::WriteJob { fd: direct_fd(r)?, rest_fd: buffered, offset: r.offset, bufs: &r.bufs })
-                })
-                .collect();
-            if !batch::write_all(&jobs)? {
-                one_by_one.splice(0..0, direct);
-            }
-        } else {
-            one_by_one.splice(0..0, direct);
-        }
-        for r in one_by_one {
+        let buffered = self.file.as_raw_fd();
+        let jobs: Vec<batch::WriteJob<'_>> = requests
+            .iter()
+            .filter_map(|r| {
+                Some(batch::WriteJob { fd: direct_fd(r)?, rest_fd: buffered, offset: r.offset, bufs: &r.bufs })
+            })
+            .collect();
+        // After a batch has completed, only the requests it did not take are left.
+        let batched = jobs.len() > 1 && batch::write_all(&jobs)?;
+        for r in requests.iter().filter(|r| !batched || direct_fd(r).is_none()) {
             self.write_gathered_at(r.offset, &r.bufs, r.class)?;
         }
         Ok(())
