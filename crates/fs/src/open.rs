@@ -54,6 +54,8 @@ impl Volume {
         let itb_per_group =
             (u64::from(sb.f.inodes_per_group) * u64::from(sb.inode_size())).div_ceil(u64::from(block_size));
         let cache_blocks = (opts.cache_bytes / block_size as usize).max(64);
+        // Delayed data's free blocks kept for reuse: a quarter of its limit.
+        let spare_bytes = opts.delalloc_bytes / 4;
         let stepahead = opts.stepahead.map(crate::stepahead::state::StepAhead::new);
         let core = ReadCore {
             dev,
@@ -73,7 +75,7 @@ impl Volume {
             reads_in_flight: Default::default(),
             data_locks: (0..DATA_LOCK_SHARDS).map(|_| RwLock::new(())).collect(),
             system_zone: Default::default(),
-            delayed: crate::delayed::Delayed::new(block_size),
+            delayed: crate::delayed::Delayed::new(block_size, spare_bytes),
         };
         let mut vol = Volume { core, writer: Writer::new(lazy) };
         *vol.core.groups.get_mut() = crate::group_table::GroupTable::new(vol.read_group_descriptors()?);

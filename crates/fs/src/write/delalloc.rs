@@ -127,34 +127,17 @@ impl Volume {
                 return Err(FsError::FileTooBig);
             }
             let data = &data[..data.len().min((max - offset) as usize)];
-            let bs = u64::from(self.block_size());
-            let (first, last) = (offset / bs, (offset + data.len() as u64 - 1) / bs);
-            let new = (first..=last).filter(|&l| !self.delayed.holds_block(ino, l)).count() as u64;
-            if new > 0 {
-                let (free, _) = self.free_counts();
-                // The kernel's reserve stays for write-back's extent-tree blocks.
-                if free < self.delayed.blocks() + new + self.kernel_reserve_blocks() {
-                    return Err(FsError::NoSpace);
-                }
-            }
+            // The kernel's reserve stays for write-back's extent-tree blocks.
+            let limit = self.free_counts().0.saturating_sub(self.kernel_reserve_blocks());
             let disk_size = inode.size(); // no overlay yet when the file is new here
-            let mut made = Vec::new();
-            for l in first..=last {
-                let (lo, hi) = ((l * bs).max(offset), ((l + 1) * bs).min(offset + data.len() as u64));
-                let part = &data[(lo - offset) as usize..(hi - offset) as usize];
-                if self.delayed.put(ino, disk_size, l, (lo - l * bs) as usize, part) {
-                    made.push(l);
-                }
-            }
+            let made = self.delayed.put(ino, disk_size, offset, data, limit).ok_or(FsError::NoSpace)?;
             let end = offset + data.len() as u64;
             if end > inode.size() {
                 inode.set_size(end);
             }
             touch(&mut inode, true);
             if let Err(e) = self.write_inode(ws, &inode) {
-                for l in made {
-                    self.delayed.unput(ino, l);
-                }
+                self.delayed.unput(ino, &made);
                 return Err(e);
             }
             Ok(data.len())
@@ -372,6 +355,7 @@ impl Volume {
     /// the oldest files while more than half of `delalloc_mb=` waits.
     pub(crate) fn delalloc_tick(&self) -> Result<()> {
         if self.delayed.blocks() == 0 {
+            self.delayed.release_spare();
             return Ok(());
         }
         if let Some(cutoff) = Instant::now().checked_sub(self.opts.data_expire) {
