@@ -29,6 +29,9 @@ FLAG_OPTIONS = {
     "inproc": [],
     # Ablation: blocks allocated at write time, no delayed allocation (the kernel's `nodelalloc`).
     "nodelalloc": ["delalloc_mb=0"],
+    # Ablation: delayed data waits the kernel's 30 s (dirty_expire_centisecs) instead of ext4lazy's 5 s, to measure
+    # what the shorter wait costs in data written (docs/ARCHITECTURE.md says why it is 5 s).
+    "expire30": ["data_expire=30"],
     # StepAhead's full-path hints read only what the path needs (no read-ahead of a new directory).
     "exact": ["stepahead_paths=exact"],
     # Changes how the workload runs, not the mount: its programs run with LD_PRELOAD=libext4lazy_preload.so
