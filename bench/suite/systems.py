@@ -156,7 +156,7 @@ def get(name):
         return s
     if name in FIXED:
         return FIXED[name]
-    m = re.fullmatch(r"ext4lazy-([a-z]+)((?:-[a-z]+)*)", name)
+    m = re.fullmatch(r"ext4lazy-([a-z]+)((?:-[a-z0-9]+)*)", name)
     if m and m.group(1) in MODE_OPTIONS:
         flags = [f for f in m.group(2).split("-") if f]
         if all(f in FLAG_OPTIONS for f in flags):
