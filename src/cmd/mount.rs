@@ -99,37 +99,37 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
     let Prepared { session, vol, devices, lock } = session;
     let (stop_ticker, stop) = std::sync::mpsc::channel::<()>();
     let ticker = {
-        let (vol, live, devices) = (vol.clone(), live.clone(), devices.clone());
+        let vol = vol.clone();
         let image_name = image.display().to_string();
-        std::thread::spawn(move || {
-            let mut reported = false;
-            for tick in 0u64.. {
-                if tick % 4 == 0 {
-                    // Best effort: /run may be missing or read-only in odd setups.
-                    let _ = write_stats(&vol, &devices, &live);
-                }
-                // Sleep a tick, or wake at once when the session ends (unmount waits for us).
-                match stop.recv_timeout(Duration::from_millis(250)) {
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                    _ => break,
-                }
-                if let Err(e) = vol.background_tick() {
-                    fuse::report(format_args!("background commit/write-back failed: {e}"));
-                }
-                if let (false, Some(why)) = (reported, vol.failure()) {
-                    fuse::report(format_args!(
-                        "{}: the volume is now read-only ({why}); the journal will be replayed at the next mount",
-                        image_name
-                    ));
-                    reported = true;
-                }
+        let mut reported = false;
+        every(Duration::from_millis(250), stop, move || {
+            if let Err(e) = vol.background_tick() {
+                fuse::report(format_args!("background commit/write-back failed: {e}"));
+            }
+            if let (false, Some(why)) = (reported, vol.failure()) {
+                fuse::report(format_args!(
+                    "{}: the volume is now read-only ({why}); the journal will be replayed at the next mount",
+                    image_name
+                ));
+                reported = true;
             }
         })
+    };
+    // On a thread of its own: a background tick that writes back a lot
+    // would otherwise leave the figures stale for seconds (the bench's
+    // per-second samples read them).
+    let (stop_live, stop) = std::sync::mpsc::channel::<()>();
+    let live_figures = {
+        let (vol, live, devices) = (vol.clone(), live.clone(), devices.clone());
+        // Best effort: /run may be missing or read-only in odd setups.
+        every(Duration::from_secs(1), stop, move || drop(write_stats(&vol, &devices, &live)))
     };
     let served = session.run().context("serving FUSE requests");
     drop(hints);
     drop(stop_ticker);
+    drop(stop_live);
     let _ = ticker.join();
+    let _ = live_figures.join();
     let _ = std::fs::remove_file(&live);
     served?;
     // The kernel has let go: write everything home and mark the volume clean.
@@ -151,6 +151,22 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
     }
     drop(lock);
     done
+}
+
+/// Run `work` now and then every `period` on a thread of its own, until
+/// `stop`'s sender is dropped (which also cuts the wait short).
+fn every(
+    period: Duration,
+    stop: std::sync::mpsc::Receiver<()>,
+    mut work: impl FnMut() + Send + 'static,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || loop {
+        work();
+        match stop.recv_timeout(period) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            _ => break,
+        }
+    })
 }
 
 /// `-o floor`: serve the in-memory floor file system (fuse::FloorFs) on the
