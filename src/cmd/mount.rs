@@ -301,6 +301,8 @@ fn fuse_json(c: &fusewire::Counters) -> serde_json::Value {
         "priority_switches": c.priority_switches.load(Relaxed),
         "panics": c.panics.load(Relaxed),
         "requests_by_op": c.requests_by_op().into_iter().map(|(op, n)| (op, n.into())).collect::<serde_json::Map<_, _>>(),
+        // Time the daemon spent serving each kind of request (waits for the image included).
+        "busy_s_by_op": c.busy_ns_by_op().into_iter().map(|(op, ns)| (op, (ns as f64 / 1e9).into())).collect::<serde_json::Map<_, _>>(),
     })
 }
 

@@ -81,7 +81,12 @@ def test_unlinked_file_lives_until_the_kernel_forgets_it(mounted):
     finally:
         os.close(fd)
     util.run([adapter.bin, "umount", mnt])
-    ops = json.load(open(stats))["fuse"]["requests_by_op"]
+    fuse = json.load(open(stats))["fuse"]
+    ops = fuse["requests_by_op"]
+    # Serving time by opcode: for the same opcodes, none negative, some time in all.
+    busy = fuse["busy_s_by_op"]
+    assert set(busy) == set(ops) and all(t >= 0 for t in busy.values()), (busy, ops)
+    assert sum(busy.values()) > 0, busy
     # The first OPEN is answered ENOSYS, which tells the kernel to send no more.
     assert ops.get("OPEN", 0) <= 1, f"the kernel still sent OPEN: {ops}"
     assert ops.get("FORGET", 0) + ops.get("BATCH_FORGET", 0) > 0, ops

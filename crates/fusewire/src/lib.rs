@@ -150,11 +150,13 @@ pub(crate) fn serve<H: Handler + ?Sized>(
     counters: &Counters,
 ) -> Option<i32> {
     out.clear();
-    counters.count(header.opcode);
-    match panics::catch(|| dispatch(h, header, fixed, payload, out)) {
+    let started = std::time::Instant::now();
+    let reply = match panics::catch(|| dispatch(h, header, fixed, payload, out)) {
         Ok(reply) => reply,
         Err(note) => panicked(h, header, &note, out, counters),
-    }
+    };
+    counters.count(header.opcode, started);
+    reply
 }
 
 /// A READ served into `buf`, the transport's reply buffer, through
@@ -171,12 +173,13 @@ pub(crate) fn serve_read_into<H: Handler + ?Sized>(
     let Ok(Op::Read { offset, size }) = request::parse(header.opcode, fixed, &[]) else { return None };
     let req = Request::from(header);
     let size = (size as usize).min(buf.len());
+    let started = std::time::Instant::now();
     let outcome = match panics::catch(|| h.read_into(&req, offset, &mut buf[..size])) {
         Ok(None) => return None,
         Ok(Some(result)) => Ok(result),
         Err(note) => Err(note),
     };
-    counters.count(header.opcode);
+    counters.count(header.opcode, started);
     Some(match outcome {
         Ok(Ok(n)) => (0, n.min(size)),
         Ok(Err(e)) => (-e.0, 0),
