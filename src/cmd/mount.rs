@@ -115,21 +115,41 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
             }
         })
     };
-    // On a thread of its own: a background tick that writes back a lot
+    // On threads of their own: a background tick that writes back a lot
     // would otherwise leave the figures stale for seconds (the bench's
-    // per-second samples read them).
+    // per-second samples read them). The figures behind the write lock or
+    // the journal's come from a second thread, which may wait for a long
+    // commit; the file keeps their last values meanwhile, and the counters
+    // of I/O and requests stay current.
     let (stop_live, stop) = std::sync::mpsc::channel::<()>();
+    let (stop_locked, stop2) = std::sync::mpsc::channel::<()>();
+    let last_locked = Arc::new(std::sync::Mutex::new(locked_keys(&vol)));
+    let locked_figures = {
+        let (vol, last) = (vol.clone(), last_locked.clone());
+        every(Duration::from_secs(1), stop2, move || {
+            let keys = locked_keys(&vol);
+            *last.lock().unwrap_or_else(|e| e.into_inner()) = keys;
+        })
+    };
     let live_figures = {
         let (vol, live, devices) = (vol.clone(), live.clone(), devices.clone());
-        // Best effort: /run may be missing or read-only in odd setups.
-        every(Duration::from_secs(1), stop, move || drop(write_stats(&vol, &devices, &live)))
+        every(Duration::from_secs(1), stop, move || {
+            let mut j = unlocked_json(&vol, &devices, false);
+            if let Some(m) = j.as_object_mut() {
+                m.extend(last_locked.lock().unwrap_or_else(|e| e.into_inner()).clone());
+            }
+            // Best effort: /run may be missing or read-only in odd setups.
+            let _ = write_json(&j, &live);
+        })
     };
     let served = session.run().context("serving FUSE requests");
     drop(hints);
     drop(stop_ticker);
     drop(stop_live);
+    drop(stop_locked);
     let _ = ticker.join();
     let _ = live_figures.join();
+    let _ = locked_figures.join();
     let _ = std::fs::remove_file(&live);
     served?;
     // The kernel has let go: write everything home and mark the volume clean.
@@ -239,6 +259,36 @@ fn write_json(v: &serde_json::Value, path: &Path) -> Result<()> {
 /// The engine's counters (`-o stats=PATH` at unmount, the live file while
 /// mounted); `final_figures` at unmount.
 pub fn stats_json(vol: &Volume, devices: &Devices, final_figures: bool) -> serde_json::Value {
+    let mut j = unlocked_json(vol, devices, final_figures);
+    if let Some(m) = j.as_object_mut() {
+        m.extend(locked_keys(vol));
+    }
+    j
+}
+
+/// The figures that take the write lock or the journal's: the volume's
+/// failure, the write path's counters and the journal's.
+fn locked_keys(vol: &Volume) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("failure".into(), vol.failure().into());
+    if let Some(w) = vol.write_stats() {
+        m.insert(
+            "write".into(),
+            serde_json::json!({
+                "commits": w.commits,
+                "background_commits": w.background_commits,
+                "journal_blocks_logged": w.journal_blocks_logged,
+                "forced_checkpoints": w.checkpoints,
+                "blocks_written_home": w.blocks_written_home,
+            }),
+        );
+    }
+    m.extend(journal_keys(vol));
+    m
+}
+
+/// The figures that wait for neither the write lock nor the journal's.
+fn unlocked_json(vol: &Volume, devices: &Devices, final_figures: bool) -> serde_json::Value {
     let cache = vol.cache_stats();
     let mut j = serde_json::json!({
         "read_only": vol.is_read_only(),
@@ -247,20 +297,9 @@ pub fn stats_json(vol: &Volume, devices: &Devices, final_figures: bool) -> serde
             "hits": cache.hits, "misses": cache.misses, "evictions": cache.evictions,
             "blocks": cache.blocks, "capacity_blocks": cache.capacity,
         },
-        "failure": vol.failure(),
         "fuse": fuse_json(&devices.fuse),
     });
-    if let Some(w) = vol.write_stats() {
-        j["write"] = serde_json::json!({
-            "commits": w.commits,
-            "background_commits": w.background_commits,
-            "journal_blocks_logged": w.journal_blocks_logged,
-            "forced_checkpoints": w.checkpoints,
-            "blocks_written_home": w.blocks_written_home,
-        });
-    }
     if let Some(m) = j.as_object_mut() {
-        m.extend(journal_keys(vol));
         m.extend(stepahead_keys(vol, final_figures));
     }
     j["io"] = io_json(&devices.counting.counts());
