@@ -13,8 +13,9 @@
 //! was written), as a page of the kernel's page cache, shared by reference
 //! count so that write-back hands it to the device without a copy.
 //!
-//! Blocks that leave the store unshared (written, truncated, or of a file
-//! deleted) are kept for the next writes, as the kernel's page allocator
+//! Blocks that leave the store unshared (of a file deleted or truncated
+//! before write-back; written ones are still shared with write-back then,
+//! and are freed) are kept for the next writes, as the kernel's page allocator
 //! keeps free pages: a fresh allocation per block cost the daemon a third of
 //! its busy time in Postmark (malloc, and a heap that grew one page at a
 //! time: 50,000 `mprotect` calls in 4,000 transactions).
