@@ -97,12 +97,11 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
         fuse::report(format_args!("fault injection on (for tests): requests matching inject_panic={t} will panic"));
     }
     let Prepared { session, vol, devices, lock } = session;
-    let (stop_ticker, stop) = std::sync::mpsc::channel::<()>();
     let ticker = {
         let vol = vol.clone();
         let image_name = image.display().to_string();
         let mut reported = false;
-        every(Duration::from_millis(250), stop, move || {
+        every(Duration::from_millis(250), move || {
             if let Err(e) = vol.background_tick() {
                 fuse::report(format_args!("background commit/write-back failed: {e}"));
             }
@@ -121,19 +120,17 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
     // the journal's come from a second thread, which may wait for a long
     // commit; the file keeps their last values meanwhile, and the counters
     // of I/O and requests stay current.
-    let (stop_live, stop) = std::sync::mpsc::channel::<()>();
-    let (stop_locked, stop2) = std::sync::mpsc::channel::<()>();
     let last_locked = Arc::new(std::sync::Mutex::new(locked_keys(&vol)));
     let locked_figures = {
         let (vol, last) = (vol.clone(), last_locked.clone());
-        every(Duration::from_secs(1), stop2, move || {
+        every(Duration::from_secs(1), move || {
             let keys = locked_keys(&vol);
             *last.lock().unwrap_or_else(|e| e.into_inner()) = keys;
         })
     };
     let live_figures = {
         let (vol, live, devices) = (vol.clone(), live.clone(), devices.clone());
-        every(Duration::from_secs(1), stop, move || {
+        every(Duration::from_secs(1), move || {
             let mut j = unlocked_json(&vol, &devices, false);
             if let Some(m) = j.as_object_mut() {
                 m.extend(last_locked.lock().unwrap_or_else(|e| e.into_inner()).clone());
@@ -144,12 +141,9 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
     };
     let served = session.run().context("serving FUSE requests");
     drop(hints);
-    drop(stop_ticker);
-    drop(stop_live);
-    drop(stop_locked);
-    let _ = ticker.join();
-    let _ = live_figures.join();
-    let _ = locked_figures.join();
+    ticker.stop();
+    live_figures.stop();
+    locked_figures.stop();
     let _ = std::fs::remove_file(&live);
     served?;
     // The kernel has let go: write everything home and mark the volume clean.
@@ -174,19 +168,31 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
 }
 
 /// Run `work` now and then every `period` on a thread of its own, until
-/// `stop`'s sender is dropped (which also cuts the wait short).
-fn every(
-    period: Duration,
-    stop: std::sync::mpsc::Receiver<()>,
-    mut work: impl FnMut() + Send + 'static,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || loop {
+/// [`Periodic::stop`] (which also cuts the wait short).
+fn every(period: Duration, mut work: impl FnMut() + Send + 'static) -> Periodic {
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || loop {
         work();
-        match stop.recv_timeout(period) {
+        match stopped.recv_timeout(period) {
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             _ => break,
         }
-    })
+    });
+    Periodic { stop, thread }
+}
+
+/// A thread started by [`every`].
+struct Periodic {
+    stop: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Periodic {
+    /// Stop it and wait for its current round to end.
+    fn stop(self) {
+        drop(self.stop);
+        let _ = self.thread.join();
+    }
 }
 
 /// `-o floor`: serve the in-memory floor file system (fuse::FloorFs) on the

@@ -334,6 +334,10 @@ fn dev_worker<H: Handler>(h: &H, dev: &File, size: usize, counters: &Counters) -
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::testing::{message, Fragile, FRAGILE};
+    use std::os::fd::FromRawFd;
+
     #[test]
     fn counters_keep_requests_and_time_by_opcode() {
         let c = Counters::default();
@@ -349,10 +353,6 @@ mod tests {
         assert!(read.is_some_and(|ns| ns >= 3_000_000), "the 3 ms counted: {busy:?}");
         assert_eq!(busy.len(), reqs.len(), "the same opcodes in both");
     }
-
-    use super::*;
-    use crate::testing::{message, Fragile, FRAGILE};
-    use std::os::fd::FromRawFd;
 
     /// A connected pair of packet sockets: one message per read, as /dev/fuse.
     fn packet_pair() -> (File, File) {
