@@ -366,7 +366,11 @@ fn other_allocations_leave_write_back_the_reserve() {
         vol.sync().unwrap();
         let inode = vol.inode(pieces).unwrap();
         for k in 0..40u64 {
-            assert_eq!(vol.read(&inode, 2 * k * BS, BS as usize).unwrap(), pattern(k as u8, BS as usize), "lazy={lazy}");
+            assert_eq!(
+                vol.read(&inode, 2 * k * BS, BS as usize).unwrap(),
+                pattern(k as u8, BS as usize),
+                "lazy={lazy}"
+            );
         }
         vol.shutdown().unwrap();
         drop(vol);
