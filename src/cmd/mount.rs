@@ -303,6 +303,7 @@ fn unlocked_json(vol: &Volume, devices: &Devices, final_figures: bool) -> serde_
             "hits": cache.hits, "misses": cache.misses, "evictions": cache.evictions,
             "blocks": cache.blocks, "capacity_blocks": cache.capacity,
         },
+        "tail_hits": vol.tail_hits(),
         "fuse": fuse_json(&devices.fuse),
     });
     if let Some(m) = j.as_object_mut() {

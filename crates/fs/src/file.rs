@@ -138,9 +138,15 @@ impl ReadCore {
             let off = ((l - first) * bs) as usize;
             let dst = &mut buf[off..off + (len * bs) as usize];
             if let Mapping::Mapped { pblk, unwritten: false, .. } = m {
-                self.dev
-                    .read_at(pblk * bs, dst, IoClass::Data)
-                    .map_err(|e| FsError::io(format!("reading data of inode {} at block {pblk}", inode.ino), e))?;
+                // A file's last block may be kept from its last write (`tails.rs`).
+                let (rest, last_block) = dst.split_at_mut(((len - 1) * bs) as usize);
+                let kept = self.tails.read(inode.ino, l + len - 1, pblk + len - 1, last_block);
+                let from_device = if kept { rest } else { &mut dst[..] };
+                if !from_device.is_empty() {
+                    self.dev
+                        .read_at(pblk * bs, from_device, IoClass::Data)
+                        .map_err(|e| FsError::io(format!("reading data of inode {} at block {pblk}", inode.ino), e))?;
+                }
                 if !self.overlay.is_empty() {
                     for i in 0..len {
                         let o = (i * bs) as usize;

@@ -35,6 +35,7 @@ pub mod safefile;
 mod statfs;
 pub mod stepahead;
 mod system_zone;
+mod tails;
 mod volume;
 mod write;
 mod xattr;

@@ -56,6 +56,9 @@ impl Volume {
         let cache_blocks = (opts.cache_bytes / block_size as usize).max(64);
         // Delayed data's free blocks kept for reuse: a quarter of its limit.
         let spare_bytes = opts.delalloc_bytes / 4;
+        // Files' last blocks kept in memory: a sixteenth of the cache's share
+        // (16 MiB of a 256 MiB cache: 4,096 files of 4 KiB blocks).
+        let tail_blocks = opts.cache_bytes / 16 / block_size as usize;
         let stepahead = opts.stepahead.map(crate::stepahead::state::StepAhead::new);
         let core = ReadCore {
             dev,
@@ -76,6 +79,7 @@ impl Volume {
             data_locks: (0..DATA_LOCK_SHARDS).map(|_| RwLock::new(())).collect(),
             system_zone: Default::default(),
             delayed: crate::delayed::Delayed::new(block_size, spare_bytes),
+            tails: crate::tails::Tails::new(tail_blocks),
         };
         let mut vol = Volume { core, writer: Writer::new(lazy) };
         *vol.core.groups.get_mut() = crate::group_table::GroupTable::new(vol.read_group_descriptors()?);

@@ -64,6 +64,8 @@ pub struct ReadCore {
     /// File data written but given no blocks yet (delayed allocation), and
     /// the sizes readers see for it: reads overlay it (`delayed.rs`).
     pub(crate) delayed: crate::delayed::Delayed,
+    /// The partly filled last block of recently written files (`tails.rs`).
+    pub(crate) tails: crate::tails::Tails,
 }
 
 /// Shards of [`ReadCore::data_lock`]: two files share one with odds 1 in 256.
@@ -193,6 +195,11 @@ impl ReadCore {
 
     pub fn cache_stats(&self) -> CacheStats {
         self.cache.stats()
+    }
+
+    /// Device reads of files' last blocks saved by keeping them (`tails.rs`).
+    pub fn tail_hits(&self) -> u64 {
+        self.tails.hits()
     }
 
     pub fn is_read_only(&self) -> bool {

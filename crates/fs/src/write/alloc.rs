@@ -134,6 +134,8 @@ impl Volume {
     }
 
     pub(crate) fn free_inode(&self, ws: &mut WriteState, ino: u32, was_dir: bool) -> Result<()> {
+        // Its number may come back for another file: nothing of this one is kept.
+        self.tails.forget(ino);
         let ipg = self.sb.f.inodes_per_group;
         let g = (ino - 1) / ipg;
         let idx = ((ino - 1) % ipg) as usize;

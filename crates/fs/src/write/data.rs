@@ -22,9 +22,10 @@ pub enum Falloc {
 }
 
 impl Volume {
-    /// Write a whole data block at physical block `pblk`.
-    pub(super) fn write_data(&self, pblk: u64, data: &[u8]) -> Result<()> {
+    /// Write a whole data block, block `lblk` of `ino`, at physical block `pblk`.
+    pub(super) fn write_data(&self, ino: u32, lblk: u64, pblk: u64, data: &[u8]) -> Result<()> {
         let bs = u64::from(self.block_size());
+        self.tails.forget_range(ino, lblk, 1);
         self.dev
             .write_at(pblk * bs, data, IoClass::Data)
             .map_err(|e| FsError::io(format!("writing data block {pblk}"), e))
@@ -144,10 +145,14 @@ impl Volume {
                     let part = &data[at..at + (d_hi - d_lo)];
                     b.resize(bsz, 0);
                     if !fresh && (d_lo.min(keep_hi) > b_lo || keep_hi > d_hi) {
-                        // Old bytes to keep: read the block, zero what lies past the old end of file.
-                        self.dev
-                            .read_at((pblk + k as u64) * bs, b, IoClass::Data)
-                            .map_err(|e| FsError::io("reading for a partial write", e))?;
+                        // Old bytes to keep: read the block (kept in memory if it
+                        // is the file's last, `tails.rs`), zero what lies past the old end of file.
+                        let (l, p) = (lblk + k as u64, pblk + k as u64);
+                        if !self.tails.read(ino, l, p, b) {
+                            self.dev
+                                .read_at(p * bs, b, IoClass::Data)
+                                .map_err(|e| FsError::io("reading for a partial write", e))?;
+                        }
                         b[keep_hi.max(b_lo) - b_lo..].fill(0);
                     } else {
                         b.fill(0);
@@ -180,9 +185,21 @@ impl Volume {
                 if tail {
                     pieces.push(tail_buf);
                 }
+                self.tails.forget_range(ino, lblk, len);
                 self.dev
                     .write_gathered_at(pblk * bs, &pieces, IoClass::Data)
                     .map_err(|e| FsError::io(format!("writing data at block {pblk}"), e))?;
+                // The file's new last block, when partly filled, was built in an
+                // edge buffer (data covering a block whole reaches past it).
+                let new_size = end.max(old_size);
+                if !new_size.is_multiple_of(bs) {
+                    let end_blk = new_size / bs;
+                    if end_blk == lblk && head {
+                        self.tails.remember(ino, end_blk, pblk, head_buf);
+                    } else if end_blk == lblk + last as u64 && tail {
+                        self.tails.remember(ino, end_blk, pblk + last as u64, tail_buf);
+                    }
+                }
             }
             // Data is on disk: preallocated extents under it now read as written.
             for (lblk, len) in preallocated {
@@ -276,6 +293,7 @@ impl Volume {
                     .read_at(pblk * bs, &mut buf, IoClass::Data)
                     .map_err(|e| FsError::io("reading a block to zero part of it", e))?;
                 buf[lo as usize..hi as usize].fill(0);
+                self.tails.forget_range(inode.ino, lblk, 1);
                 self.dev
                     .write_at(pblk * bs, &buf, IoClass::Data)
                     .map_err(|e| FsError::io(format!("zeroing part of block {pblk}"), e))?;
@@ -318,13 +336,18 @@ impl Volume {
     pub(super) fn zero_tail(&self, inode: &Inode, size: u64) -> Result<()> {
         let bs = u64::from(self.block_size());
         if !size.is_multiple_of(bs) {
-            if let crate::bmap::Mapping::Mapped { pblk, unwritten: false, .. } = self.map_block(inode, size / bs, 1)? {
+            let lblk = size / bs;
+            if let crate::bmap::Mapping::Mapped { pblk, unwritten: false, .. } = self.map_block(inode, lblk, 1)? {
                 let mut buf = vec![0u8; bs as usize];
-                self.dev
-                    .read_at(pblk * bs, &mut buf, IoClass::Data)
-                    .map_err(|e| FsError::io("reading the last block", e))?;
+                if !self.tails.read(inode.ino, lblk, pblk, &mut buf) {
+                    self.dev
+                        .read_at(pblk * bs, &mut buf, IoClass::Data)
+                        .map_err(|e| FsError::io("reading the last block", e))?;
+                }
                 buf[(size % bs) as usize..].fill(0);
-                self.write_data(pblk, &buf)?;
+                self.write_data(inode.ino, lblk, pblk, &buf)?;
+                // The new end of file: kept as an append's would be (`tails.rs`).
+                self.tails.remember(inode.ino, lblk, pblk, &buf);
             }
         }
         Ok(())

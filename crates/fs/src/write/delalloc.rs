@@ -177,11 +177,18 @@ impl Volume {
         let bs = u64::from(self.block_size());
         let len = run.len() as u64;
         let mut inode = self.inode(ino)?;
+        // The file's last block, when partly filled, is kept in memory (`tails.rs`).
+        let size = inode.size();
+        let end_blk = (!size.is_multiple_of(bs)).then_some(size / bs);
         for (lblk, pblk, n, fresh) in self.ensure_mapped(ws, &mut inode, start, len)? {
             let k = (lblk - start) as usize;
+            self.tails.forget_range(ino, lblk, n);
             self.dev
                 .write_blocks_at(pblk * bs, &run[k..k + n as usize], IoClass::Data)
                 .map_err(|e| FsError::io(format!("writing delayed data at block {pblk}"), e))?;
+            if let Some(e) = end_blk.filter(|e| (lblk..lblk + n).contains(e)) {
+                self.tails.remember(ino, e, pblk + (e - lblk), &run[k + (e - lblk) as usize]);
+            }
             if fresh {
                 self.mark_written(ws, &mut inode, lblk, n)?;
             }

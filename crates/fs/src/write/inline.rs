@@ -119,6 +119,7 @@ impl Volume {
             for (lblk, pblk, len, _) in self.ensure_mapped(ws, inode, 0, nblocks as u64)? {
                 let from = lblk as usize * bs;
                 let to = from + len as usize * bs;
+                self.tails.forget_range(inode.ino, lblk, len);
                 self.dev
                     .write_at(pblk * bs as u64, &buf[from..to], IoClass::Data)
                     .map_err(|e| FsError::io(format!("writing converted inline data at block {pblk}"), e))?;

@@ -165,7 +165,7 @@ impl Volume {
                     let runs = self.ensure_mapped(ws, &mut inode, 0, 1)?;
                     let mut data = self.fresh_block();
                     data[..target.len()].copy_from_slice(target);
-                    self.write_data(runs[0].1, &data)?;
+                    self.write_data(ino, 0, runs[0].1, &data)?;
                 }
                 inode.set_size(target.len() as u64);
             }
