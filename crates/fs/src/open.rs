@@ -56,8 +56,8 @@ impl Volume {
         let cache_blocks = (opts.cache_bytes / block_size as usize).max(64);
         // Delayed data's free blocks kept for reuse: a quarter of its limit.
         let spare_bytes = opts.delalloc_bytes / 4;
-        // Files' last blocks kept in memory: a sixteenth of the cache's share
-        // (16 MiB of a 256 MiB cache: 4,096 files of 4 KiB blocks).
+        // Files' last blocks kept in memory, beside the cache: up to a
+        // sixteenth of its size more (4,096 files of 4 KiB blocks beside 256 MiB).
         let tail_blocks = opts.cache_bytes / 16 / block_size as usize;
         let stepahead = opts.stepahead.map(crate::stepahead::state::StepAhead::new);
         let core = ReadCore {

@@ -289,9 +289,11 @@ impl Volume {
             }
             if let Mapping::Mapped { pblk, unwritten: false, .. } = self.map_block(inode, lblk, 1)? {
                 let mut buf = vec![0u8; bs as usize];
-                self.dev
-                    .read_at(pblk * bs, &mut buf, IoClass::Data)
-                    .map_err(|e| FsError::io("reading a block to zero part of it", e))?;
+                if !self.tails.read(inode.ino, lblk, pblk, &mut buf) {
+                    self.dev
+                        .read_at(pblk * bs, &mut buf, IoClass::Data)
+                        .map_err(|e| FsError::io("reading a block to zero part of it", e))?;
+                }
                 buf[lo as usize..hi as usize].fill(0);
                 self.tails.forget_range(inode.ino, lblk, 1);
                 self.dev
