@@ -934,6 +934,57 @@ fn an_extending_write_never_exposes_what_lies_past_the_old_end() {
     common::with_kernel_mount(&img, |mnt| assert!(std::fs::read(mnt.join("f")).unwrap() == want));
 }
 
+/// Growing a file never brings back bytes its last block holds past the old
+/// end on disk (left by a write that failed after its data landed, or by a
+/// crash): truncate up and a write that starts in a later block zero them
+/// first, as the kernel zeroes the end-of-file page when a file grows. Each
+/// case remounts first, so the block comes from the disk (`tails.rs` would
+/// serve the clean copy it kept).
+#[test]
+fn growing_a_file_zeroes_what_its_last_block_holds_past_the_end() {
+    let Some((work, empty)) = common::setup_empty() else { return };
+    for delalloc in [false, true] {
+        for grow in ["truncate", "write"] {
+            let img = common::make_image(work.path(), "grow.img", 64, &["-b", "4096"], &empty);
+            let raw: Arc<dyn blockdev::BlockDevice> = Arc::new(FileDevice::open(&img, true).unwrap());
+            let opts = VolumeOptions {
+                read_only: false,
+                delalloc_bytes: if delalloc { 1 << 20 } else { 0 },
+                ..Default::default()
+            };
+            let vol = Volume::open(raw.clone(), opts.clone()).unwrap();
+            let f = vol.create(ROOT_INO, b"f", CreateKind::File, 0o644, 0, 0).unwrap().ino;
+            vol.write(f, 0, &[0xAA; 100]).unwrap();
+            vol.sync().unwrap();
+            let Mapping::Mapped { pblk, .. } = vol.map_block(&vol.inode(f).unwrap(), 0, 1).unwrap() else {
+                panic!("block 0 unmapped after sync")
+            };
+            vol.shutdown().unwrap();
+            drop(vol);
+            let mut b = vec![0u8; 4096];
+            raw.read_at(pblk * 4096, &mut b, blockdev::IoClass::Data).unwrap();
+            b[100..].fill(0xBB);
+            raw.write_at(pblk * 4096, &b, blockdev::IoClass::Data).unwrap();
+            let vol = Volume::open(raw.clone(), opts).unwrap();
+            let mut want = vec![0xAA; 100];
+            if grow == "truncate" {
+                vol.setattr(f, &SetAttr { size: Some(3000), ..Default::default() }).unwrap();
+                want.resize(3000, 0);
+            } else {
+                vol.write(f, 8192, b"z").unwrap();
+                want.resize(8192, 0);
+                want.push(b'z');
+            }
+            let got = vol.read(&vol.inode(f).unwrap(), 0, 1 << 16).unwrap();
+            assert!(got == want, "delalloc={delalloc}, {grow}: bytes past the old end must read as zeros");
+            vol.shutdown().unwrap();
+            drop(vol);
+            common::e2fsck_clean(&img);
+            common::with_kernel_mount(&img, |mnt| assert!(std::fs::read(mnt.join("f")).unwrap() == want));
+        }
+    }
+}
+
 /// A new inode alone in its inode-table block starts the block from zeros:
 /// creating files in a fresh volume reads no inode-table block (as the
 /// kernel's ext4), and the volume stays clean for e2fsck and the kernel.

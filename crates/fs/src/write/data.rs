@@ -51,6 +51,7 @@ impl Volume {
         self.delalloc_backpressure()?;
         let delayed = {
             let _map = self.data_lock(ino).write();
+            self.zero_past_end_before(ino, offset)?;
             self.write_delayed(ino, offset, data)?
         };
         if let Some(n) = delayed {
@@ -58,6 +59,21 @@ impl Volume {
         }
         let _map = self.data_lock(ino).write();
         self.write_in_pieces(ino, offset, data)
+    }
+
+    /// A write starting past the block the end of file lies in leaves that
+    /// block's bytes past the old end inside the file: zero them on disk
+    /// first, as the kernel zeroes the end-of-file page when a file grows.
+    /// Write paths never leave anything but zeros there; a write that failed
+    /// after its data landed, or a crash, may.
+    fn zero_past_end_before(&self, ino: u32, offset: u64) -> Result<()> {
+        let bs = u64::from(self.block_size());
+        let inode = self.inode(ino)?;
+        let old = inode.size();
+        if inode.is_reg() && !inode.has_flag(flags::INLINE_DATA) && offset / bs > old / bs && !old.is_multiple_of(bs) {
+            self.zero_tail(&inode, old)?;
+        }
+        Ok(())
     }
 
     /// `data` at `offset`, written as it goes (blocks allocated now), in
@@ -328,6 +344,10 @@ impl Volume {
             self.truncate_blocks(ws, inode, size.div_ceil(bs), &mut split)?;
             self.end_split(ws, inode, split);
             self.zero_tail(inode, size)?;
+        } else if size > old && !inode.has_flag(flags::INLINE_DATA) {
+            // Truncate up: bytes past the old end read as zeros (the kernel's
+            // setattr zeroes the end-of-file block's tail too).
+            self.zero_tail(inode, old)?;
         }
         inode.set_size(size);
         Ok(())
