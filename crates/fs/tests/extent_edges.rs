@@ -538,18 +538,7 @@ fn near_the_end_of_the_block_space() {
 // Random unaligned operations of every kind against a byte model; after
 // each round e2fsck, the kernel's bytes and the kernel's SEEK map.
 
-struct R(u64);
-impl R {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+use common::Rng as R;
 
 fn random_ops(lazy: bool, bs: u64, seed: u64, rounds: usize, ops: usize, span: u64) {
     let Some((work, empty)) = common::setup_empty() else { return };

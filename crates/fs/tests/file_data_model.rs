@@ -17,22 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-}
+use common::Rng;
 
 #[derive(Clone, Copy, Debug)]
 struct Cfg {
@@ -57,6 +42,21 @@ fn open(img: &Path, c: Cfg) -> Volume {
     };
     let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(img, true).unwrap());
     Volume::open(dev, opts).unwrap()
+}
+
+/// What a successful fallocate does to a file's bytes: punch and zero range
+/// zero the range inside the file, preallocation and zero range without
+/// KEEP_SIZE extend it.
+fn fallocated(m: &mut Vec<u8>, off: u64, len: u64, mode: Falloc, keep: bool) {
+    let end = off + len;
+    if mode != Falloc::Allocate {
+        let lo = (off as usize).min(m.len());
+        let hi = (end as usize).min(m.len());
+        m[lo..hi].fill(0);
+    }
+    if mode != Falloc::PunchHole && !keep && end as usize > m.len() {
+        m.resize(end as usize, 0);
+    }
 }
 
 const FILES: usize = 4;
@@ -90,10 +90,8 @@ fn run(work: &Path, empty: &Path, c: Cfg, seed: u64, steps: usize) -> u64 {
     let mut vol = open(&img, c);
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut model: Vec<Vec<u8>> = vec![Vec::new(); FILES];
-    let mut inos = vec![0u32; FILES];
-    for i in 0..FILES {
-        inos[i] = vol.create(ROOT_INO, &name(i), CreateKind::File, 0o644, 0, 0).unwrap().ino;
-    }
+    let mut inos: Vec<u32> =
+        (0..FILES).map(|i| vol.create(ROOT_INO, &name(i), CreateKind::File, 0o644, 0, 0).unwrap().ino).collect();
     let bs = c.bs;
     let max = 12 * bs;
     let mut hits = 0;
@@ -144,16 +142,7 @@ fn run(work: &Path, empty: &Path, c: Cfg, seed: u64, steps: usize) -> u64 {
             let r = vol.fallocate(ino, off, len, mode, keep);
             what = format!("fallocate {mode:?} {off}+{len} keep={keep}: {r:?}");
             if r.is_ok() {
-                let m = &mut model[i];
-                let end = off + len;
-                if mode != Falloc::Allocate {
-                    let lo = (off as usize).min(m.len());
-                    let hi = (end as usize).min(m.len());
-                    m[lo..hi].fill(0);
-                }
-                if mode != Falloc::PunchHole && !keep && end as usize > m.len() {
-                    m.resize(end as usize, 0);
-                }
+                fallocated(&mut model[i], off, len, mode, keep);
             } else {
                 assert!(c.inline, "{what}");
             }
@@ -413,20 +402,10 @@ fn enospc_failures_never_leave_memory_and_disk_apart() {
                             } else if op < 90 {
                                 let len = 1 + rng.below(4 * bs);
                                 let keep = rng.below(2) == 0;
-                                let mode = [Falloc::Allocate, Falloc::PunchHole, Falloc::ZeroRange][rng.below(3) as usize];
+                                let mode =
+                                    [Falloc::Allocate, Falloc::PunchHole, Falloc::ZeroRange][rng.below(3) as usize];
                                 match vol.fallocate(ino, off, len, mode, keep) {
-                                    Ok(()) => {
-                                        let m = &mut model[i];
-                                        let end = off + len;
-                                        if mode != Falloc::Allocate {
-                                            let lo = (off as usize).min(m.len());
-                                            let hi = (end as usize).min(m.len());
-                                            m[lo..hi].fill(0);
-                                        }
-                                        if mode != Falloc::PunchHole && !keep && end as usize > m.len() {
-                                            m.resize(end as usize, 0);
-                                        }
-                                    }
+                                    Ok(()) => fallocated(&mut model[i], off, len, mode, keep),
                                     Err(_) => failed = true,
                                 }
                                 what = format!("fallocate [{i}] {mode:?} {off}+{len}");

@@ -6,6 +6,24 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// A small deterministic generator (xorshift64) for random operation
+/// sequences that a seed replays.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform enough below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
 /// A test cannot run its oracle here (a tool missing, not root): say so, and
 /// fail instead when the run asks for every oracle (`EXT4LAZY_REQUIRE_ORACLES=1`,
 /// which tests/run.sh sets): a skipped check is not a passed one.
