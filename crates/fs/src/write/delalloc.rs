@@ -195,6 +195,14 @@ impl Volume {
         }
         let disk_size = self.delayed.disk_size_after(ino, start, len).unwrap_or(inode.size());
         self.write_inode_as(ws, &inode, disk_size)?;
+        // The store learns the new on-disk size now, not when `written` drops
+        // the blocks after this operation: an inode write in between (a
+        // chmod, an atime, on another thread) would otherwise record the old
+        // one, and once the blocks were dropped readers saw it too: fsstress
+        // found files cut back to an earlier size with their last blocks
+        // mapped past the end. Should this operation be undone, the size may
+        // cover blocks not mapped yet, which read as zeros until they are.
+        self.delayed.set_disk_size(ino, disk_size);
         Ok(true)
     }
 
