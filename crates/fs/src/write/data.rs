@@ -31,6 +31,17 @@ impl Volume {
             .map_err(|e| FsError::io(format!("writing data block {pblk}"), e))
     }
 
+    /// What block `lblk` of `ino`, mapped at `pblk`, holds now, into `buf`
+    /// (one block): the copy kept of a file's last block (`tails.rs`), else
+    /// the device. For a write that keeps part of the block.
+    fn read_old_block(&self, ino: u32, lblk: u64, pblk: u64, buf: &mut [u8], why: &str) -> Result<()> {
+        if self.tails.read(ino, lblk, pblk, buf) {
+            return Ok(());
+        }
+        let bs = u64::from(self.block_size());
+        self.dev.read_at(pblk * bs, buf, IoClass::Data).map_err(|e| FsError::io(why.to_string(), e))
+    }
+
     /// Write `data` at `offset` of a regular file; returns the bytes written.
     ///
     /// Into fragmented free space every block of a write may land in another
@@ -161,14 +172,8 @@ impl Volume {
                     let part = &data[at..at + (d_hi - d_lo)];
                     b.resize(bsz, 0);
                     if !fresh && (d_lo.min(keep_hi) > b_lo || keep_hi > d_hi) {
-                        // Old bytes to keep: read the block (kept in memory if it
-                        // is the file's last, `tails.rs`), zero what lies past the old end of file.
-                        let (l, p) = (lblk + k as u64, pblk + k as u64);
-                        if !self.tails.read(ino, l, p, b) {
-                            self.dev
-                                .read_at(p * bs, b, IoClass::Data)
-                                .map_err(|e| FsError::io("reading for a partial write", e))?;
-                        }
+                        // Old bytes to keep: read the block, zero what lies past the old end of file.
+                        self.read_old_block(ino, lblk + k as u64, pblk + k as u64, b, "reading for a partial write")?;
                         b[keep_hi.max(b_lo) - b_lo..].fill(0);
                     } else {
                         b.fill(0);
@@ -305,11 +310,7 @@ impl Volume {
             }
             if let Mapping::Mapped { pblk, unwritten: false, .. } = self.map_block(inode, lblk, 1)? {
                 let mut buf = vec![0u8; bs as usize];
-                if !self.tails.read(inode.ino, lblk, pblk, &mut buf) {
-                    self.dev
-                        .read_at(pblk * bs, &mut buf, IoClass::Data)
-                        .map_err(|e| FsError::io("reading a block to zero part of it", e))?;
-                }
+                self.read_old_block(inode.ino, lblk, pblk, &mut buf, "reading a block to zero part of it")?;
                 buf[lo as usize..hi as usize].fill(0);
                 self.tails.forget_range(inode.ino, lblk, 1);
                 self.dev
@@ -361,11 +362,7 @@ impl Volume {
             let lblk = size / bs;
             if let crate::bmap::Mapping::Mapped { pblk, unwritten: false, .. } = self.map_block(inode, lblk, 1)? {
                 let mut buf = vec![0u8; bs as usize];
-                if !self.tails.read(inode.ino, lblk, pblk, &mut buf) {
-                    self.dev
-                        .read_at(pblk * bs, &mut buf, IoClass::Data)
-                        .map_err(|e| FsError::io("reading the last block", e))?;
-                }
+                self.read_old_block(inode.ino, lblk, pblk, &mut buf, "reading the last block")?;
                 buf[(size % bs) as usize..].fill(0);
                 self.write_data(inode.ino, lblk, pblk, &buf)?;
                 // The new end of file: kept as an append's would be (`tails.rs`).
