@@ -62,8 +62,9 @@ impl Volume {
         self.delalloc_backpressure()?;
         let delayed = {
             let _map = self.data_lock(ino).write();
-            self.zero_past_end_before(ino, offset)?;
-            self.write_delayed(ino, offset, data)?
+            let inode = self.inode(ino)?;
+            self.zero_past_end_before(&inode, offset)?;
+            self.write_delayed(&inode, offset, data)?
         };
         if let Some(n) = delayed {
             return Ok(n);
@@ -77,12 +78,11 @@ impl Volume {
     /// first, as the kernel zeroes the end-of-file page when a file grows.
     /// Write paths never leave anything but zeros there; a write that failed
     /// after its data landed, or a crash, may.
-    fn zero_past_end_before(&self, ino: u32, offset: u64) -> Result<()> {
+    fn zero_past_end_before(&self, inode: &Inode, offset: u64) -> Result<()> {
         let bs = u64::from(self.block_size());
-        let inode = self.inode(ino)?;
         let old = inode.size();
         if inode.is_reg() && !inode.has_flag(flags::INLINE_DATA) && offset / bs > old / bs && !old.is_multiple_of(bs) {
-            self.zero_tail(&inode, old)?;
+            self.zero_tail(inode, old)?;
         }
         Ok(())
     }

@@ -80,13 +80,13 @@ impl Volume {
         (waiting > 0).then(|| self.free_counts().0.saturating_sub(waiting + self.kernel_reserve_blocks()))
     }
 
-    /// Write `data` at `offset` of `ino`: the runs over holes wait in
-    /// memory, the runs over mapped blocks are written in place
-    /// (`write_piece`). Called under the file's data lock; None when the
-    /// file does not delay (the caller writes it the old way).
-    pub(super) fn write_delayed(&self, ino: u32, offset: u64, data: &[u8]) -> Result<Option<usize>> {
-        let inode = self.inode(ino)?;
-        if !self.delays(&inode) || self.goes_inline(&inode, offset + data.len() as u64)? {
+    /// Write `data` at `offset` of `inode` (as read under its data lock):
+    /// the runs over holes wait in memory, the runs over mapped blocks are
+    /// written in place (`write_piece`). Called under the file's data lock;
+    /// None when the file does not delay (the caller writes it the old way).
+    pub(super) fn write_delayed(&self, inode: &Inode, offset: u64, data: &[u8]) -> Result<Option<usize>> {
+        let ino = inode.ino;
+        if !self.delays(inode) || self.goes_inline(inode, offset + data.len() as u64)? {
             return Ok(None);
         }
         let bs = u64::from(self.block_size());
@@ -96,7 +96,7 @@ impl Volume {
             let lblk = at / bs;
             let last = (offset + data.len() as u64 - 1) / bs;
             // The run of blocks from `lblk` that are all holes or all mapped.
-            let (hole, blocks) = match self.map_block(&inode, lblk, last - lblk + 1)? {
+            let (hole, blocks) = match self.map_block(inode, lblk, last - lblk + 1)? {
                 Mapping::Hole { len } => (true, len),
                 Mapping::Mapped { len, .. } => (false, len),
             };
