@@ -44,6 +44,11 @@ fn open(img: &Path, c: Cfg) -> Volume {
     Volume::open(dev, opts).unwrap()
 }
 
+/// A run's size from the environment (`SEEDS`, `STEPS`, `SECS`), else `default`.
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
 /// What a successful fallocate does to a file's bytes: punch and zero range
 /// zero the range inside the file, preallocation and zero range without
 /// KEEP_SIZE extend it.
@@ -202,8 +207,8 @@ fn run(work: &Path, empty: &Path, c: Cfg, seed: u64, steps: usize) -> u64 {
 #[test]
 fn random_ops_read_back_the_model() {
     let Some((work, empty)) = common::setup_empty() else { return };
-    let seeds: u64 = std::env::var("SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(4);
-    let steps: usize = std::env::var("STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+    let seeds: u64 = env_or("SEEDS", 4);
+    let steps: usize = env_or("STEPS", 300);
     let mut total = 0;
     for bs in [1024u64, 4096] {
         for delalloc in [false, true] {
@@ -234,7 +239,7 @@ fn pat(p: u64) -> u8 {
 #[test]
 fn concurrent_appends_truncates_and_reads_see_only_the_pattern() {
     let Some((work, empty)) = common::setup_empty() else { return };
-    let secs: u64 = std::env::var("SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(2);
+    let secs: u64 = env_or("SECS", 2);
     for bs in [1024u64, 4096] {
         for delalloc in [false, true] {
             for wb in [false, true] {
@@ -321,8 +326,8 @@ fn read_all(vol: &Volume, ino: u32) -> Vec<u8> {
 #[test]
 fn enospc_failures_never_leave_memory_and_disk_apart() {
     let Some((work, empty)) = common::setup_empty() else { return };
-    let seeds: u64 = std::env::var("SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(4);
-    let steps: usize = std::env::var("STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(400);
+    let seeds: u64 = env_or("SEEDS", 4);
+    let steps: usize = env_or("STEPS", 400);
     let mut failures = 0;
     for bs in [1024u64, 4096] {
         for delalloc in [false, true] {
