@@ -45,6 +45,10 @@ FLAG_OPTIONS = {
     # (crates/fuse/src/floor.rs), with ext4lazy's FUSE capabilities and transport, so the kernel sends it the same
     # requests; its time is what the FUSE round trips cost before any file system work. The image is not touched.
     "floor": ["floor"],
+    # The floor with file data: the same tree in memory, each file's bytes in a slot of one sparse file beside the
+    # image, written and read through the host's page cache (crates/fuse/src/floor.rs). What a FUSE server costs that
+    # leaves block placement and write-back to the kernel: the floor of a workload that reads back what it wrote.
+    "floordata": ["floor=data"],
 }
 PRELOAD_LIB = "libext4lazy_preload.so"
 # flags that change how the volume is made instead (or as well): extra mkfs.ext4 arguments

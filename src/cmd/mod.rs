@@ -1,5 +1,6 @@
 pub mod bench;
 pub mod checkpoint;
+pub mod floor_data;
 pub mod fusemount;
 pub mod helper;
 pub mod hints;

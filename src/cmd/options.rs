@@ -62,6 +62,10 @@ pub struct MountOptions {
     /// volume (`floor`, for measurement: what the FUSE round trips alone
     /// cost; crates/fuse/src/floor.rs). The image is not read.
     pub floor: bool,
+    /// `floor=data`: the floor keeps file data, in a sparse file beside the
+    /// image (`<image>.floor-data`, removed at unmount), through the host's
+    /// page cache.
+    pub floor_data: bool,
 }
 
 /// How the daemon reaches its image file or block device.
@@ -108,6 +112,7 @@ impl Default for MountOptions {
             kernel_opens: false,
             inject_panic: None,
             floor: false,
+            floor_data: false,
         }
     }
 }
@@ -164,7 +169,11 @@ impl MountOptions {
                 "cold_age" => o.cold_age_s = Some(number(value)? as u64),
                 "nosubtype" => o.no_subtype = true,
                 "kernel_opens" if value.is_none() => o.kernel_opens = true,
-                "floor" if value.is_none() => o.floor = true,
+                "floor" => match value {
+                    None => o.floor = true,
+                    Some("data") => (o.floor, o.floor_data) = (true, true),
+                    Some(_) => bail!("mount option floor takes no value, or floor=data"),
+                },
                 "nokernel_opens" if value.is_none() => o.kernel_opens = false,
                 "stepahead" if value.is_none() => {
                     o.stepahead.get_or_insert_with(Default::default);
@@ -338,6 +347,9 @@ mod tests {
         assert!(!p("rw").unwrap().floor);
         assert!(p("rw,floor").unwrap().floor);
         assert!(p("floor=1").is_err(), "a flag takes no value");
+        let data = p("floor=data").unwrap();
+        assert!(data.floor && data.floor_data, "floor=data: the floor, keeping file data");
+        assert!(!p("floor").unwrap().floor_data);
         assert!(p("rw,kernel_opens=1").is_err());
     }
 

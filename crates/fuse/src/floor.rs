@@ -3,7 +3,13 @@
 //! capabilities and cache policy as [`crate::Ext4Fuse`], so that the kernel
 //! sends it the same requests. Whatever a workload costs on it is what the
 //! FUSE round trips cost before any file system work (`-o floor`, for
-//! measurement only: docs/results/writepath.md). It answers lseek,
+//! measurement only: docs/results/writepath.md).
+//!
+//! With a data file (`-o floor=data`) it keeps file data too, each file in a
+//! slot of its own in one sparse host file written and read through the
+//! host's page cache: what a FUSE server costs that leaves all block
+//! placement and write-back to the kernel, the floor of a data workload
+//! (Postmark) that reads back what it wrote. It answers lseek,
 //! fallocate and O_TMPFILE with ENOSYS, which the kernel then stops sending,
 //! and never invalidates attributes for atime as ext4lazy does: a floor for
 //! workloads without those (untar, CreateFiles, MakeDirs are).
@@ -13,11 +19,33 @@ use fusewire::abi::FOPEN_KEEP_CACHE;
 use fusewire::{reply, Attr, DirBuf, Entry, Errno, InitInfo, Op, Request, SetAttrIn, SetTime};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 const ROOT: u64 = 1;
+
+/// Bytes of the data file each node owns, at node id times this: 64 MiB a
+/// file, and room for about 260,000 nodes under ext4's 16 TiB file limit.
+/// Larger files get EFBIG: the floor is a measuring tool.
+pub const SLOT: u64 = 64 << 20;
+
+/// Where the floor keeps file data (`floor=data`): a sparse host file, or
+/// memory in tests.
+pub trait FloorData: Send + Sync {
+    /// Fill `buf` from `offset`; bytes never written read as zeros.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;
+    /// Forget `len` bytes from `offset`: a hole, nothing left to write back.
+    fn punch(&self, offset: u64, len: u64);
+    /// `len` bytes from `offset` on stable storage.
+    fn sync_range(&self, offset: u64, len: u64) -> io::Result<()>;
+}
+
+fn io_errno(e: io::Error) -> Errno {
+    Errno(e.raw_os_error().unwrap_or(libc::EIO))
+}
 
 struct Node {
     attr: Attr,
@@ -37,6 +65,8 @@ pub struct FloorFs {
     tree: Mutex<Tree>,
     ttl: Duration,
     kernel_opens: bool,
+    /// File data (`floor=data`), None: dropped.
+    data: Option<Box<dyn FloorData>>,
 }
 
 fn now() -> (i64, u32) {
@@ -59,10 +89,28 @@ fn time(t: SetTime) -> (i64, u32) {
 }
 
 impl FloorFs {
-    pub fn new(ttl: Duration, kernel_opens: bool) -> Self {
+    /// `data`: the file that keeps file data (see the module comment), or
+    /// None to drop it.
+    pub fn new(ttl: Duration, kernel_opens: bool, data: Option<Box<dyn FloorData>>) -> Self {
         let mut nodes = HashMap::new();
         nodes.insert(ROOT, node(ROOT, libc::S_IFDIR | 0o755, 0, 0));
-        FloorFs { tree: Mutex::new(Tree { nodes, next: ROOT + 1 }), ttl, kernel_opens }
+        FloorFs { tree: Mutex::new(Tree { nodes, next: ROOT + 1 }), ttl, kernel_opens, data }
+    }
+
+    /// Where `ino`'s bytes from `offset` to `end` sit in the data file.
+    fn slot(ino: u64, offset: u64, end: u64) -> Result<u64, Errno> {
+        if end > SLOT {
+            return Err(Errno(libc::EFBIG));
+        }
+        ino.checked_mul(SLOT).and_then(|base| base.checked_add(offset)).ok_or(Errno(libc::EFBIG))
+    }
+
+    /// Drop `ino`'s data from `from` on (a truncate, or the file gone), as
+    /// a kernel file system drops the cached pages of what it frees.
+    fn drop_data(&self, ino: u64, from: u64) {
+        if let (Some(f), Ok(at)) = (&self.data, Self::slot(ino, from, from)) {
+            f.punch(at, SLOT - from);
+        }
     }
 
     fn entry(&self, attr: Attr) -> Entry {
@@ -110,6 +158,8 @@ impl FloorFs {
         });
         if gone == Some(true) {
             t.nodes.remove(&ino);
+            drop(t);
+            self.drop_data(ino, 0);
         }
         Ok(())
     }
@@ -122,7 +172,12 @@ impl FloorFs {
         }
         a.uid = s.uid.unwrap_or(a.uid);
         a.gid = s.gid.unwrap_or(a.gid);
-        a.size = s.size.unwrap_or(a.size);
+        if let Some(size) = s.size {
+            if size < a.size {
+                self.drop_data(ino, size);
+            }
+            a.size = size;
+        }
         if let Some(at) = s.atime {
             a.atime = time(at);
         }
@@ -213,8 +268,15 @@ impl fusewire::Handler for FloorFs {
             Op::Read { offset, size } => {
                 let len = self.attr(ino)?.size.saturating_sub(offset).min(u64::from(size));
                 out.resize(len as usize, 0);
+                if let Some(f) = &self.data {
+                    f.read_at(out, Self::slot(ino, offset, offset + len)?).map_err(io_errno)?;
+                }
             }
             Op::Write { offset, data, .. } => {
+                if let Some(f) = &self.data {
+                    let at = Self::slot(ino, offset, offset + data.len() as u64)?;
+                    f.write_at(data, at).map_err(io_errno)?;
+                }
                 let mut t = self.tree.lock().unwrap_or_else(|e| e.into_inner());
                 let a = &mut t.nodes.get_mut(&ino).ok_or(Errno::ENOENT)?.attr;
                 a.size = a.size.max(offset + data.len() as u64);
@@ -236,7 +298,13 @@ impl fusewire::Handler for FloorFs {
             }
             // As Ext4Fuse: FLUSH, OPENDIR and RELEASEDIR answered ENOSYS stop coming.
             Op::Flush | Op::OpenDir | Op::ReleaseDir => return Err(Errno::ENOSYS),
-            Op::Release | Op::Fsync { .. } | Op::FsyncDir { .. } | Op::Access { .. } | Op::SetXattr { .. } => {}
+            Op::Fsync { .. } => {
+                if let (Some(f), Ok(at)) = (&self.data, Self::slot(ino, 0, 0)) {
+                    // The file's own slot only, as a kernel file system syncs one file.
+                    f.sync_range(at, SLOT).map_err(io_errno)?;
+                }
+            }
+            Op::Release | Op::FsyncDir { .. } | Op::Access { .. } | Op::SetXattr { .. } => {}
             Op::GetXattr { .. } | Op::RemoveXattr { .. } => return Err(Errno(libc::ENODATA)),
             Op::ListXattr { size } => {
                 if size == 0 {
@@ -263,7 +331,7 @@ mod tests {
     #[test]
     fn a_made_tree_is_found_and_removed() {
         use fusewire::abi::op;
-        let fs = FloorFs::new(Duration::from_secs(1), false);
+        let fs = FloorFs::new(Duration::from_secs(1), false, None);
         let mut out = Vec::new();
         let mk = Op::Mkdir { name: OsStr::new("d"), mode: 0o755, umask: 0 };
         fs.handle(&req(op::MKDIR, ROOT), mk, &mut out).unwrap();
@@ -283,5 +351,57 @@ mod tests {
         let gone = fs.handle(&req(op::LOOKUP, d), Op::Lookup { name: OsStr::new("f") }, &mut Vec::new());
         assert_eq!(gone, Err(Errno::ENOENT));
         assert!(fs.attr(f).is_err(), "its last link gone: dropped");
+    }
+
+    fn serve(fs: &FloorFs, opcode: u32, nodeid: u64, op: Op<'_>) -> Result<Vec<u8>, Errno> {
+        let mut out = Vec::new();
+        fs.handle(&req(opcode, nodeid), op, &mut out).map(|()| out)
+    }
+
+    #[test]
+    fn with_a_data_file_bytes_written_read_back_and_truncation_drops_them() {
+        use fusewire::abi::op;
+        let fs = FloorFs::new(Duration::from_secs(1), false, Some(Box::new(Sparse::default())));
+        let cr = Op::Create { name: OsStr::new("f"), mode: libc::S_IFREG | 0o644, umask: 0, flags: libc::O_RDWR };
+        let out = serve(&fs, op::CREATE, ROOT, cr).unwrap();
+        let f = u64::from_le_bytes(out[..8].try_into().unwrap());
+        serve(&fs, op::WRITE, f, Op::Write { offset: 5000, data: b"hello", write_flags: 0 }).unwrap();
+        let read = |offset, size| serve(&fs, op::READ, f, Op::Read { offset, size }).unwrap();
+        assert_eq!(&read(5000, 100)[..], b"hello", "bytes kept, the reply cut at the size");
+        assert_eq!(read(0, 8192)[..5000], [0u8; 5000][..], "a hole reads as zeros");
+        let cut = SetAttrIn { size: Some(5002), ..Default::default() };
+        serve(&fs, op::SETATTR, f, Op::SetAttr(cut)).unwrap();
+        let grow = SetAttrIn { size: Some(5005), ..Default::default() };
+        serve(&fs, op::SETATTR, f, Op::SetAttr(grow)).unwrap();
+        assert_eq!(&read(5000, 100)[..], b"he\0\0\0", "truncation dropped the bytes past the cut");
+        let big = serve(&fs, op::WRITE, f, Op::Write { offset: SLOT - 1, data: b"ab", write_flags: 0 });
+        assert_eq!(big, Err(Errno(libc::EFBIG)), "a file outgrowing its slot is refused, not spilled");
+    }
+
+    /// Bytes by offset, for the test above.
+    #[derive(Default)]
+    struct Sparse(Mutex<BTreeMap<u64, u8>>);
+
+    impl FloorData for Sparse {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            let m = self.0.lock().unwrap();
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = m.get(&(offset + i as u64)).copied().unwrap_or(0);
+            }
+            Ok(())
+        }
+        fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+            let mut m = self.0.lock().unwrap();
+            for (i, b) in data.iter().enumerate() {
+                m.insert(offset + i as u64, *b);
+            }
+            Ok(())
+        }
+        fn punch(&self, offset: u64, len: u64) {
+            self.0.lock().unwrap().retain(|&k, _| k < offset || k >= offset + len);
+        }
+        fn sync_range(&self, _offset: u64, _len: u64) -> io::Result<()> {
+            Ok(())
+        }
     }
 }

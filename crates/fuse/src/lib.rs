@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use attr::to_file_attr;
-pub use floor::FloorFs;
+pub use floor::{FloorData, FloorFs};
 pub use inject::{PanicTrigger, TriggerError};
 
 /// How the kernel may cache what we tell it.
