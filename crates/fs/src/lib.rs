@@ -80,34 +80,47 @@ impl Volume {
     /// its last name goes: open handles, or, when the kernel opens files
     /// without telling us (FUSE_NO_OPEN_SUPPORT), its lookups of the inode.
     pub fn hold(&self, ino: u32, n: u64) {
-        *self.writer.open_files.lock().entry(ino).or_insert(0) += n;
+        *self.writer.open_files.lock().held.entry(ino).or_insert(0) += n;
     }
 
     /// The kernel dropped `n` of those references; the inode is freed with
     /// the last if its last name is gone. Unknown inodes are ignored.
     pub fn unhold(&self, ino: u32, n: u64) -> Result<()> {
-        let last = {
+        let orphan = {
             let mut open = self.writer.open_files.lock();
-            match open.get_mut(&ino) {
+            match open.held.get_mut(&ino) {
                 Some(held) if *held > n => {
                     *held -= n;
                     false
                 }
                 Some(_) => {
-                    open.remove(&ino);
-                    true
+                    open.held.remove(&ino);
+                    open.orphans.remove(&ino)
                 }
                 None => false,
             }
         };
-        if last && self.writer.state.is_some() {
+        // Only an inode marked when it went on the orphan list can be on it:
+        // the last close of any other takes no write lock.
+        if orphan && self.writer.state.is_some() {
             self.free_if_orphan(ino)?;
         }
         Ok(())
     }
 
+    /// Whether `ino` is held; if so, it is marked as going on the orphan
+    /// list (under the same lock as the last release, see `OpenFiles`).
+    pub(crate) fn orphan_if_open(&self, ino: u32) -> bool {
+        let mut open = self.writer.open_files.lock();
+        let held = open.held.contains_key(&ino);
+        if held {
+            open.orphans.insert(ino);
+        }
+        held
+    }
+
     pub(crate) fn is_open(&self, ino: u32) -> bool {
-        self.writer.open_files.lock().contains_key(&ino)
+        self.writer.open_files.lock().held.contains_key(&ino)
     }
 
     /// Whether anything holds `ino` alive (see [`Self::hold`]): an inode

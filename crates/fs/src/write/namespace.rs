@@ -202,6 +202,8 @@ impl Volume {
             inode.base.links_count = 0;
             inode.base.dtime = ws.sb.f.last_orphan;
             ws.sb.f.last_orphan = ino;
+            // Freed by its last close (`unhold`), which the caller's hold precedes.
+            self.writer.open_files.lock().orphans.insert(ino);
             if acls.is_empty() {
                 self.write_inode(ws, &inode)?;
             } else {

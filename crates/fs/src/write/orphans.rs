@@ -19,7 +19,7 @@ impl Volume {
         if inode.links_count() > 0 {
             return self.write_inode(ws, &inode);
         }
-        if self.is_open(inode.ino) {
+        if self.orphan_if_open(inode.ino) {
             self.writer.lookups.unlinked_while_held();
             inode.base.dtime = ws.sb.f.last_orphan;
             ws.sb.f.last_orphan = inode.ino;
