@@ -14,7 +14,7 @@
 //! and never invalidates attributes for atime as ext4lazy does: a floor for
 //! workloads without those (untar, CreateFiles, MakeDirs are).
 
-use crate::serve::{capabilities, write_only_handle};
+use crate::serve::{capabilities, writing_handle};
 use fusewire::abi::FOPEN_KEEP_CACHE;
 use fusewire::{reply, Attr, DirBuf, Entry, Errno, InitInfo, Op, Request, SetAttrIn, SetTime};
 use std::collections::{BTreeMap, HashMap};
@@ -247,7 +247,7 @@ impl fusewire::Handler for FloorFs {
             }
             Op::Create { name, mode, umask, flags } => {
                 let attr = self.make(req, name, mode & !umask, &[], None)?;
-                reply::create(out, &self.entry(attr), 0, write_only_handle(flags));
+                reply::create(out, &self.entry(attr), 0, writing_handle(flags, true));
             }
             Op::Link { ino: target, newname } => {
                 let mode = self.attr(target)?.mode;
@@ -263,7 +263,7 @@ impl fusewire::Handler for FloorFs {
                 if self.kernel_opens {
                     return Err(Errno::ENOSYS); // as Ext4Fuse: no OPEN/RELEASE from now on
                 }
-                reply::open(out, 0, FOPEN_KEEP_CACHE | write_only_handle(flags));
+                reply::open(out, 0, FOPEN_KEEP_CACHE | writing_handle(flags, false));
             }
             Op::Read { offset, size } => {
                 let len = self.attr(ino)?.size.saturating_sub(offset).min(u64::from(size));

@@ -29,7 +29,7 @@ impl Ext4Fuse {
             Op::Create { name, mode, umask, flags } => {
                 let i = self.make(req, ino, name, CreateKind::File, (mode & 0o7777) as u16, umask)?;
                 self.opened(i.ino);
-                reply::create(out, &self.entry_out(&i), 0, crate::serve::write_only_handle(flags));
+                reply::create(out, &self.entry_out(&i), 0, crate::serve::writing_handle(flags, true));
             }
             Op::TmpFile { mode, umask, .. } => {
                 let (perm, uid, gid) = self.new_owner(req, ino, (mode & 0o7777) as u16, false)?;
