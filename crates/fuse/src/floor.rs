@@ -14,8 +14,7 @@
 //! and never invalidates attributes for atime as ext4lazy does: a floor for
 //! workloads without those (untar, CreateFiles, MakeDirs are).
 
-use crate::serve::{capabilities, writing_handle};
-use fusewire::abi::FOPEN_KEEP_CACHE;
+use crate::serve::{capabilities, HANDLE_FLAGS};
 use fusewire::{reply, Attr, DirBuf, Entry, Errno, InitInfo, Op, Request, SetAttrIn, SetTime};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
@@ -245,9 +244,9 @@ impl fusewire::Handler for FloorFs {
                 let mode = libc::S_IFDIR | (mode & !umask & 0o7777);
                 reply::entry(out, &self.entry(self.make(req, name, mode, &[], None)?))
             }
-            Op::Create { name, mode, umask, flags } => {
+            Op::Create { name, mode, umask, .. } => {
                 let attr = self.make(req, name, mode & !umask, &[], None)?;
-                reply::create(out, &self.entry(attr), 0, writing_handle(flags, true));
+                reply::create(out, &self.entry(attr), 0, HANDLE_FLAGS);
             }
             Op::Link { ino: target, newname } => {
                 let mode = self.attr(target)?.mode;
@@ -259,11 +258,11 @@ impl fusewire::Handler for FloorFs {
                 let child = t.nodes.get_mut(&ino).and_then(|d| d.children.remove(name)).ok_or(Errno::ENOENT)?;
                 t.nodes.get_mut(&newdir).ok_or(Errno::ENOENT)?.children.insert(newname.to_owned(), child);
             }
-            Op::Open { flags, .. } => {
+            Op::Open { .. } => {
                 if self.kernel_opens {
                     return Err(Errno::ENOSYS); // as Ext4Fuse: no OPEN/RELEASE from now on
                 }
-                reply::open(out, 0, FOPEN_KEEP_CACHE | writing_handle(flags, false));
+                reply::open(out, 0, HANDLE_FLAGS);
             }
             Op::Read { offset, size } => {
                 let len = self.attr(ino)?.size.saturating_sub(offset).min(u64::from(size));

@@ -2,7 +2,7 @@
 //! served here; modifying ones in `write`, inode flags in `ioctl`.
 
 use crate::{attr, errno, ext4_ino, fuse_ino, Ext4Fuse};
-use fusewire::abi::{init, FOPEN_DIRECT_IO, FOPEN_KEEP_CACHE};
+use fusewire::abi::{init, FOPEN_KEEP_CACHE};
 use fusewire::{reply, DirBuf, Errno, InitInfo, Op, PanicReport, Request};
 use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
@@ -33,9 +33,6 @@ pub(crate) fn capabilities(no_open: bool) -> u64 {
     // security.capability on direct writes: about 2 round trips per file
     // of an untar (321,578 -> 275,559 requests).
     caps |= init::HANDLE_KILLPRIV_V2;
-    // Most handles that write are direct (`writing_handle`); mmap of them
-    // must still work (MAP_SHARED through the page cache).
-    caps |= init::DIRECT_IO_ALLOW_MMAP;
     if no_open {
         caps |= init::NO_OPEN_SUPPORT;
     }
@@ -189,30 +186,15 @@ impl Ext4Fuse {
     }
 }
 
-/// Which handles bypass the kernel's page cache (FOPEN_DIRECT_IO): those
-/// that only write, and read-write ones that start a file anew (made by
-/// CREATE: `fresh`, or truncated at open) or only append. Through the page
-/// cache the kernel splits a 1 MiB write at an unaligned offset in two
-/// (257 pages > max_pages), asks for security.capability before a file's
-/// first write although we drop it ourselves (KILLPRIV_V2), and holds the
-/// data a second time beside our delayed store. Measured: an untar of
-/// /usr/include made 22,363 fewer GETXATTRs and 17,477 fewer WRITEs
-/// (O_WRONLY); Postmark (O_RDWR creates and O_APPEND appends) ran 0.82x the
-/// time (docs/results/postmark.md). Other read-write handles keep the page
-/// cache: a direct handle's reads each reach us, without read-ahead, and
-/// 4 KiB reads through a read-write handle of an existing file ran 23x
-/// slower on an O_DIRECT image. Direct writes invalidate the cached pages
-/// they cover, so readers on other handles stay coherent; shared mappings
-/// of a direct handle go through the page cache (FUSE_DIRECT_IO_ALLOW_MMAP,
-/// `capabilities`).
-pub(crate) fn writing_handle(flags: i32, fresh: bool) -> u32 {
-    let anew = fresh || flags & (libc::O_APPEND | libc::O_TRUNC) != 0;
-    match flags & libc::O_ACCMODE {
-        libc::O_WRONLY => FOPEN_DIRECT_IO,
-        libc::O_RDWR if anew => FOPEN_DIRECT_IO,
-        _ => 0,
-    }
-}
+/// How a file handle is opened: always through the kernel's page cache
+/// (only FOPEN_KEEP_CACHE: only we change file contents, so the cache stays
+/// valid across opens). Direct handles (FOPEN_DIRECT_IO) for writers were
+/// faster (untar, Postmark: docs/results/postmark.md) but lose written
+/// data: the kernel flushes and drops a page before a direct write, a
+/// store through a shared mapping of the file faults it back in with the
+/// old bytes, and that page's write-back later overwrites what the direct
+/// write stored (tests/system/test_mmap_coherence.py: 214 of 2,000 files).
+pub(crate) const HANDLE_FLAGS: u32 = FOPEN_KEEP_CACHE;
 
 impl Ext4Fuse {
     fn open(&self, ino: u64, flags: i32, kill_suidgid: bool, out: &mut Vec<u8>) -> Result<(), Errno> {
@@ -249,7 +231,7 @@ impl Ext4Fuse {
         if acc != libc::O_WRONLY {
             self.accessed(i.ino);
         }
-        reply::open(out, 0, FOPEN_KEEP_CACHE | writing_handle(flags, false));
+        reply::open(out, 0, HANDLE_FLAGS);
         Ok(())
     }
 
@@ -329,21 +311,4 @@ fn reply_xattr(v: Vec<u8>, size: u32, out: &mut Vec<u8>) -> Result<(), Errno> {
         out.extend_from_slice(&v);
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn handles_that_write_a_file_anew_or_append_are_direct_others_cached() {
-        use libc::{O_APPEND, O_CREAT, O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY};
-        assert_eq!(writing_handle(O_WRONLY, false), FOPEN_DIRECT_IO);
-        assert_eq!(writing_handle(O_RDWR | O_CREAT, true), FOPEN_DIRECT_IO, "made by CREATE");
-        assert_eq!(writing_handle(O_RDWR | O_APPEND, false), FOPEN_DIRECT_IO);
-        assert_eq!(writing_handle(O_RDWR | O_TRUNC, false), FOPEN_DIRECT_IO);
-        assert_eq!(writing_handle(O_RDWR, false), 0, "an existing file read and written in place: cached");
-        assert_eq!(writing_handle(O_RDONLY, false), 0);
-        assert_eq!(writing_handle(O_RDONLY | O_TRUNC, false), 0);
-    }
 }

@@ -26,10 +26,10 @@ impl Ext4Fuse {
     pub(crate) fn modify(&self, req: &Request, op: Op<'_>, out: &mut Vec<u8>) -> Result<(), Errno> {
         let ino = req.nodeid;
         match op {
-            Op::Create { name, mode, umask, flags } => {
+            Op::Create { name, mode, umask, .. } => {
                 let i = self.make(req, ino, name, CreateKind::File, (mode & 0o7777) as u16, umask)?;
                 self.opened(i.ino);
-                reply::create(out, &self.entry_out(&i), 0, crate::serve::writing_handle(flags, true));
+                reply::create(out, &self.entry_out(&i), 0, crate::serve::HANDLE_FLAGS);
             }
             Op::TmpFile { mode, umask, .. } => {
                 let (perm, uid, gid) = self.new_owner(req, ino, (mode & 0o7777) as u16, false)?;
