@@ -1116,3 +1116,45 @@ fn commits_on_the_commit_thread_keep_every_change() {
         });
     }
 }
+
+/// A zero range that fails for want of space changes nothing: the
+/// kernel keeps its cached pages of the range when fallocate fails, so bytes
+/// zeroed on the device before the failure would show up only after the
+/// cache lets go of them (fsstress on a full volume found such a file).
+#[test]
+fn a_fallocate_that_runs_out_of_space_leaves_the_data_alone() {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    for lazy in [false, true] {
+        let img = common::make_image(work.path(), &format!("full-{lazy}.img"), 16, &["-b", "4096"], &empty);
+        let vol = common::open_rw(&img, lazy);
+        let f = vol.create(ROOT_INO, b"f", CreateKind::File, 0o644, 0, 0).unwrap().ino;
+        // Written blocks 0-2, a hole 3-9, a written block 10.
+        let data = vec![0xAAu8; 3 * 4096];
+        vol.write(f, 0, &data).unwrap();
+        vol.write(f, 10 * 4096, &[0xBB; 4096]).unwrap();
+        vol.sync().unwrap();
+        // Fill the volume.
+        let fill = vol.create(ROOT_INO, b"fill", CreateKind::File, 0o644, 0, 0).unwrap().ino;
+        let chunk = vec![1u8; 256 << 10];
+        let mut at = 0u64;
+        while vol.write(fill, at, &chunk).is_ok() {
+            at += chunk.len() as u64;
+        }
+        vol.sync().unwrap();
+        // What delayed allocation's reservation left: taken the way fallocate takes blocks.
+        while vol.fallocate(fill, at, 4096, fs::Falloc::Allocate, false).is_ok() {
+            at += 4096;
+        }
+        let before = vol.read(&vol.inode(f).unwrap(), 0, 11 * 4096).unwrap();
+        // Partial blocks at both ends (inside blocks 1 and 10), the hole to allocate between.
+        let r = vol.fallocate(f, 4096 + 100, 9 * 4096, fs::Falloc::ZeroRange, true);
+        assert!(matches!(r, Err(fs::FsError::NoSpace)), "lazy={lazy}: zero range on a full volume: {r:?}");
+        let after = vol.read(&vol.inode(f).unwrap(), 0, 11 * 4096).unwrap();
+        assert!(after == before, "lazy={lazy}: a failed zero range changed the file");
+        vol.shutdown().unwrap();
+        drop(vol);
+        common::e2fsck_clean_in(&img, lazy);
+    }
+}

@@ -269,18 +269,23 @@ impl Volume {
                 Falloc::Allocate => {
                     self.map_or_allocate(ws, &mut inode, first, last - first + 1, true)?;
                 }
+                // The partial blocks are zeroed on the device, which no roll
+                // back undoes: last, once what may fail (ENOSPC splitting or
+                // allocating extents) has not. The kernel keeps its cached
+                // pages when the call fails, so a failed call must change
+                // nothing.
                 Falloc::PunchHole => {
-                    self.zero_partial_blocks(&inode, offset, end)?;
                     if whole_lo < whole_hi {
                         self.unmap_range(ws, &mut inode, whole_lo, whole_hi, &mut Split::Punch)?;
                     }
+                    self.zero_partial_blocks(&inode, offset, end)?;
                 }
                 Falloc::ZeroRange => {
-                    self.zero_partial_blocks(&inode, offset, end)?;
                     if whole_lo < whole_hi {
                         self.unmap_range(ws, &mut inode, whole_lo, whole_hi, &mut Split::Punch)?;
                     }
                     self.map_or_allocate(ws, &mut inode, first, last - first + 1, true)?;
+                    self.zero_partial_blocks(&inode, offset, end)?;
                 }
             }
             let grows = mode != Falloc::PunchHole && !keep_size && end > inode.size();
