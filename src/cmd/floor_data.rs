@@ -1,6 +1,7 @@
 //! The floor's data file (`-o floor=data`, fuse::FloorFs): a sparse file
 //! beside the image, written and read through the host's page cache, so
-//! that the host kernel alone decides when the bytes go out.
+//! that the host kernel alone decides when the bytes go out. It is removed
+//! when the floor lets go of it, at the end of serving.
 
 use anyhow::{bail, Context, Result};
 use std::fs::File;
@@ -9,13 +10,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-pub struct HostFile(File);
-
-/// `<image>.floor-data`.
-pub fn path_beside(image: &Path) -> PathBuf {
-    let mut name = image.as_os_str().to_owned();
-    name.push(".floor-data");
-    name.into()
+pub struct HostFile {
+    file: File,
+    path: PathBuf,
 }
 
 impl HostFile {
@@ -26,7 +23,9 @@ impl HostFile {
         if !std::fs::metadata(image).with_context(|| format!("reading {}", image.display()))?.is_file() {
             bail!("floor=data needs an image file, not a device: its data goes to a file beside it");
         }
-        let path = path_beside(image);
+        let mut path = image.as_os_str().to_owned();
+        path.push(".floor-data");
+        let path = PathBuf::from(path);
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -34,7 +33,13 @@ impl HostFile {
             .truncate(true)
             .open(&path)
             .with_context(|| format!("creating the floor's data file {}", path.display()))?;
-        Ok(HostFile(file))
+        Ok(HostFile { file, path })
+    }
+}
+
+impl Drop for HostFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -42,7 +47,7 @@ impl fuse::FloorData for HostFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let mut done = 0;
         while done < buf.len() {
-            match self.0.read_at(&mut buf[done..], offset + done as u64)? {
+            match self.file.read_at(&mut buf[done..], offset + done as u64)? {
                 0 => break,
                 n => done += n,
             }
@@ -53,7 +58,7 @@ impl fuse::FloorData for HostFile {
     }
 
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
-        self.0.write_all_at(data, offset)
+        self.file.write_all_at(data, offset)
     }
 
     fn punch(&self, offset: u64, len: u64) {
@@ -61,7 +66,7 @@ impl fuse::FloorData for HostFile {
         // bytes in place, which only costs the measurement some I/O.
         unsafe {
             libc::fallocate(
-                self.0.as_raw_fd(),
+                self.file.as_raw_fd(),
                 libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
                 offset as libc::off_t,
                 len as libc::off_t,
@@ -73,7 +78,7 @@ impl fuse::FloorData for HostFile {
         let how = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
         // SAFETY: a plain syscall on our own descriptor.
         let r =
-            unsafe { libc::sync_file_range(self.0.as_raw_fd(), offset as libc::off64_t, len as libc::off64_t, how) };
+            unsafe { libc::sync_file_range(self.file.as_raw_fd(), offset as libc::off64_t, len as libc::off64_t, how) };
         if r == 0 {
             Ok(())
         } else {

@@ -204,17 +204,17 @@ fn serve_floor(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: 
     // The figures `ext4lazy bench` reads of every ext4lazy mount: no device
     // I/O at all, and the requests served.
     let stats = |c: &fusewire::Counters| serde_json::json!({ "floor": true, "io": io_json(&blockdev::IoCounts::default()), "fuse": fuse_json(c) });
-    let start = || -> Result<(fusewire::Session<fuse::FloorFs>, File, Option<PathBuf>)> {
+    let start = || -> Result<(fusewire::Session<fuse::FloorFs>, File)> {
         let (image, mnt, lock) = claim(image, mountpoint)?;
-        let data_path = opts.floor_data.then(|| super::floor_data::path_beside(&image));
+        // Removed when the session, which owns it, ends (`HostFile`'s drop).
         let data = match opts.floor_data {
             true => Some(Box::new(super::floor_data::HostFile::create_beside(&image)?) as Box<dyn fuse::FloorData>),
             false => None,
         };
         let fs = fuse::FloorFs::new(MOUNT_TTL, opts.kernel_opens || opts.read_only, data);
-        Ok((mount_session(opts, &image, &mnt, fs, counters.clone())?, lock, data_path))
+        Ok((mount_session(opts, &image, &mnt, fs, counters.clone())?, lock))
     };
-    let (session, lock, data_path) = reported(start(), &mut ready)?;
+    let (session, lock) = reported(start(), &mut ready)?;
     let live = live_stats_path(mountpoint);
     if let Some(mut r) = ready.take() {
         detach(mountpoint)?;
@@ -227,9 +227,6 @@ fn serve_floor(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: 
         if let Err(e) = write_json(&stats(&counters), path) {
             fuse::report(format_args!("cannot write the stats file {}: {e:#}", path.display()));
         }
-    }
-    if let Some(path) = data_path {
-        let _ = std::fs::remove_file(path);
     }
     drop(lock);
     served

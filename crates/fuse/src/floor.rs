@@ -28,7 +28,7 @@ const ROOT: u64 = 1;
 /// Bytes of the data file each node owns, at node id times this: 64 MiB a
 /// file, and room for about 260,000 nodes under ext4's 16 TiB file limit.
 /// Larger files get EFBIG: the floor is a measuring tool.
-pub const SLOT: u64 = 64 << 20;
+const SLOT: u64 = 64 << 20;
 
 /// Where the floor keeps file data (`floor=data`): a sparse host file, or
 /// memory in tests.
