@@ -301,6 +301,7 @@ fn locked_keys(vol: &Volume) -> serde_json::Map<String, serde_json::Value> {
 /// The figures that wait for neither the write lock nor the journal's.
 fn unlocked_json(vol: &Volume, devices: &Devices, final_figures: bool) -> serde_json::Value {
     let cache = vol.cache_stats();
+    let stalls = vol.delalloc_stalls();
     let mut j = serde_json::json!({
         "read_only": vol.is_read_only(),
         "block_size": vol.block_size(),
@@ -309,6 +310,8 @@ fn unlocked_json(vol: &Volume, devices: &Devices, final_figures: bool) -> serde_
             "blocks": cache.blocks, "capacity_blocks": cache.capacity,
         },
         "tail_hits": vol.tail_hits(),
+        "delalloc_writer_stalls": stalls.0,
+        "delalloc_writer_stall_s": stalls.1,
         "fuse": fuse_json(&devices.fuse),
     });
     if let Some(m) = j.as_object_mut() {

@@ -59,6 +59,10 @@ pub(crate) struct Delayed {
     spare: Mutex<Vec<Arc<[u8]>>>,
     spare_cap: usize,
     block_size: usize,
+    /// Writers that found the whole limit waiting and wrote back themselves,
+    /// and the nanoseconds they spent at it.
+    stalls: AtomicU64,
+    stall_ns: AtomicU64,
 }
 
 impl Delayed {
@@ -71,7 +75,20 @@ impl Delayed {
             spare: Mutex::new(Vec::new()),
             spare_cap: usize::try_from(spare_bytes / u64::from(block_size)).unwrap_or(usize::MAX),
             block_size: block_size as usize,
+            stalls: AtomicU64::new(0),
+            stall_ns: AtomicU64::new(0),
         }
+    }
+
+    /// Count a writer's stall of `took` (back-pressure).
+    pub(crate) fn count_stall(&self, took: std::time::Duration) {
+        self.stalls.fetch_add(1, Ordering::Relaxed);
+        self.stall_ns.fetch_add(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// (stalls, seconds stalled) so far.
+    pub(crate) fn stalls(&self) -> (u64, f64) {
+        (self.stalls.load(Ordering::Relaxed), self.stall_ns.load(Ordering::Relaxed) as f64 / 1e9)
     }
 
     /// Keep the unshared ones of `blocks` for reuse, up to the cap; the

@@ -202,6 +202,11 @@ impl ReadCore {
         self.tails.hits()
     }
 
+    /// Delayed allocation's back-pressure: (writers stalled, seconds).
+    pub fn delalloc_stalls(&self) -> (u64, f64) {
+        self.delayed.stalls()
+    }
+
     pub fn is_read_only(&self) -> bool {
         self.opts.read_only
     }

@@ -367,7 +367,9 @@ impl Volume {
     pub(super) fn delalloc_backpressure(&self) -> Result<()> {
         let limit = self.opts.delalloc_bytes;
         if limit > 0 && self.delayed.bytes() > limit {
+            let began = Instant::now();
             self.writeback_down_to(limit / 2)?;
+            self.delayed.count_stall(began.elapsed());
         }
         Ok(())
     }
