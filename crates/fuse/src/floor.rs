@@ -258,14 +258,9 @@ impl fusewire::Handler for FloorFs {
                 let child = t.nodes.get_mut(&ino).and_then(|d| d.children.remove(name)).ok_or(Errno::ENOENT)?;
                 t.nodes.get_mut(&newdir).ok_or(Errno::ENOENT)?.children.insert(newname.to_owned(), child);
             }
-            Op::Open { flags, .. } => {
+            Op::Open { .. } => {
                 if self.kernel_opens {
                     return Err(Errno::ENOSYS); // as Ext4Fuse: no OPEN/RELEASE from now on
-                }
-                if flags & libc::O_TRUNC != 0 {
-                    // FUSE_ATOMIC_O_TRUNC: the truncation comes with the open.
-                    let truncate = SetAttrIn { size: Some(0), mtime: Some(SetTime::Now), ..Default::default() };
-                    self.setattr(ino, &truncate)?;
                 }
                 reply::open(out, 0, HANDLE_FLAGS);
             }

@@ -35,12 +35,6 @@ pub(crate) fn capabilities(no_open: bool) -> u64 {
     caps |= init::HANDLE_KILLPRIV_V2;
     if no_open {
         caps |= init::NO_OPEN_SUPPORT;
-    } else {
-        // open(O_TRUNC) of an existing file arrives as one OPEN carrying the
-        // flag, not an OPEN and a SETATTR(size 0): a round trip less per
-        // truncating open (`open` truncates). Never beside NO_OPEN_SUPPORT:
-        // the kernel then leaves the truncation to an OPEN it never sends.
-        caps |= init::ATOMIC_O_TRUNC;
     }
     caps
 }
@@ -226,9 +220,7 @@ impl Ext4Fuse {
             _ => fs::OpenAccess::Write { append: flags & libc::O_APPEND != 0 },
         };
         self.vol.check_open(&i, access).map_err(|e| errno(&e))?;
-        // FUSE_ATOMIC_O_TRUNC: the kernel has checked write permission, and
-        // truncates for O_RDONLY|O_TRUNC too, as Linux does.
-        if flags & libc::O_TRUNC != 0 {
+        if flags & libc::O_TRUNC != 0 && acc != libc::O_RDONLY {
             let attr = fs::SetAttr { size: Some(0), ..Default::default() };
             self.vol.setattr(i.ino, &attr).map_err(|e| errno(&e))?;
             self.vol.drop_privileges(i.ino, kill_suidgid).map_err(|e| errno(&e))?;

@@ -105,7 +105,6 @@ pub mod op {
 /// FUSE_INIT capability bits (bits 32-63 travel in `flags2`).
 pub mod init {
     pub const ASYNC_READ: u64 = 1 << 0;
-    pub const ATOMIC_O_TRUNC: u64 = 1 << 3;
     pub const BIG_WRITES: u64 = 1 << 5;
     pub const DONT_MASK: u64 = 1 << 6;
     pub const DO_READDIRPLUS: u64 = 1 << 13;
