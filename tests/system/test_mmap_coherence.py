@@ -6,7 +6,6 @@ bytes, and that page's write-back then overwrites the write (214 of 2,000
 files lost the written half). Every handle now goes through the page cache
 (`HANDLE_FLAGS`, crates/fuse/src/serve.rs)."""
 
-import errno
 import mmap
 import os
 import threading
@@ -62,41 +61,5 @@ def test_a_write_racing_a_store_to_the_same_page_keeps_both(adapter, scratch_vol
     try:
         lost = [k for k in range(FILES) if open(os.path.join(mnt, f"f{k}"), "rb").read() != WANT]
         assert not lost, f"{len(lost)} of {FILES} files lost bytes across a remount"
-    finally:
-        util.run([adapter.bin, "umount", mnt])
-
-
-def test_stores_through_a_mapping_on_a_volume_just_filled_are_kept(adapter, scratch_volume):
-    """A volume filled by write(2) until ENOSPC, then a file's hole stored into
-    through a shared mapping: the kernel's ext4 reserved those blocks at the
-    fault; FUSE tells the daemon nothing until the page's write-back, where a
-    refusal loses the bytes. Such write-backs may take half the kernel's
-    reserve (`WriteFrom::PageCache`), so these are kept."""
-    img, mnt = scratch_volume
-    size = 256 << 10
-    want = bytes((i * 7 + 3) & 0xFF for i in range(size))
-    util.run([adapter.bin, "mount", "-o", "rw", img, mnt])
-    try:
-        with open(os.path.join(mnt, "fill"), "wb", buffering=0) as f:
-            with pytest.raises(OSError) as full:
-                while True:
-                    f.write(b"\x5a" * (64 << 10))
-        assert full.value.errno == errno.ENOSPC
-        fd = os.open(os.path.join(mnt, "mapped"), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            os.ftruncate(fd, size)
-            m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-            m[:] = want
-            m.flush()  # msync: the write-back, and its error if it had one
-            m.close()
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    finally:
-        util.run([adapter.bin, "umount", mnt])
-    util.run([adapter.bin, "mount", "-o", "rw", img, mnt])
-    try:
-        with open(os.path.join(mnt, "mapped"), "rb") as f:
-            assert f.read() == want, "the stored bytes did not survive the remount"
     finally:
         util.run([adapter.bin, "umount", mnt])

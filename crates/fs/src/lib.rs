@@ -53,7 +53,7 @@ pub use options::{VolumeOptions, JOURNAL_READAHEAD_BYTES};
 pub use read_core::ReadCore;
 pub use statfs::StatFs;
 pub use volume::Volume;
-pub use write::{CleanerPolicy, CreateKind, Falloc, OpenAccess, SetAttr, WriteFrom, WriteStats, XattrMode};
+pub use write::{CleanerPolicy, CreateKind, Falloc, OpenAccess, SetAttr, WriteStats, XattrMode};
 
 impl Volume {
     pub fn journal(&self) -> Option<&JournalInfo> {

@@ -329,45 +329,6 @@ fn a_full_disk_is_reported_at_write_time_and_write_back_never_fails() {
     }
 }
 
-/// A page-cache write-back (a store through a shared mapping, FUSE_WRITE_CACHE)
-/// has nobody to report ENOSPC to: it may take half of the kernel's reserve
-/// where a write(2) is refused, never more, and what it took reaches the disk.
-#[test]
-fn page_cache_write_back_may_take_half_the_reserve_and_no_more() {
-    let Some((work, empty)) = common::setup_empty() else {
-        return;
-    };
-    for lazy in [false, true] {
-        // 32 MiB of 4 KiB blocks: a reserve of 163 blocks (2%).
-        let img = common::make_image(work.path(), "reserve.img", 32, &["-b", "4096", "-m", "0"], &empty);
-        let (_dev, vol) = open(&img, lazy);
-        let fill = vol.create(ROOT_INO, b"fill", CreateKind::File, 0o644, 0, 0).unwrap().ino;
-        let mut at = 0u64;
-        while vol.write(fill, at, &pattern(1, BS as usize)).is_ok() {
-            at += BS;
-        }
-        let ino = vol.create(ROOT_INO, b"mapped", CreateKind::File, 0o644, 0, 0).unwrap().ino;
-        let block = pattern(9, BS as usize);
-        assert!(matches!(vol.write(ino, 0, &block), Err(FsError::NoSpace)), "lazy={lazy}: a write(2) is refused");
-        let mut taken = 0u64;
-        while vol.write_from(fs::WriteFrom::PageCache, ino, taken * BS, &block).is_ok() {
-            taken += 1;
-            assert!(taken < 1000, "lazy={lazy}: the page cache's writes never ran out");
-        }
-        // All but the half of the reserve kept for extent-tree blocks.
-        let reserve = (32 << 20) / BS / 50;
-        assert_eq!(taken, reserve - reserve / 2, "lazy={lazy}: half the reserve, and no more");
-        vol.sync().unwrap();
-        let inode = vol.inode(ino).unwrap();
-        for b in 0..taken {
-            assert_eq!(vol.read(&inode, b * BS, BS as usize).unwrap(), block, "lazy={lazy}: block {b}");
-        }
-        vol.shutdown().unwrap();
-        drop(vol);
-        common::e2fsck_clean_in(&img, lazy);
-    }
-}
-
 /// Allocations other than write-back's leave the kernel's reserve alone while
 /// data waits: write-back may need extent-tree blocks beyond the data's own
 /// (a file in many pieces needs a leaf). With the reserve taken, the last

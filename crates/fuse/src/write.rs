@@ -2,7 +2,7 @@
 
 use crate::{errno, Ext4Fuse};
 use fs::{CreateKind, FsError, SetAttr, Timestamp};
-use fusewire::abi::{WRITE_CACHE, WRITE_KILL_SUIDGID};
+use fusewire::abi::WRITE_KILL_SUIDGID;
 use fusewire::{reply, Errno, Op, Request, SetAttrIn, SetTime};
 use ondisk::inode::mode;
 use std::ffi::OsStr;
@@ -74,9 +74,7 @@ impl Ext4Fuse {
                 // KILLPRIV_V2: a write drops the file capability, and set-user-ID /
                 // set-group-ID when the kernel says the writer lacks CAP_FSETID.
                 self.vol.drop_privileges(i, write_flags & WRITE_KILL_SUIDGID != 0).map_err(|e| errno(&e))?;
-                let from =
-                    if write_flags & WRITE_CACHE != 0 { fs::WriteFrom::PageCache } else { fs::WriteFrom::Caller };
-                let n = self.vol.write_from(from, i, offset, data).map_err(|e| errno(&e))?;
+                let n = self.vol.write(i, offset, data).map_err(|e| errno(&e))?;
                 reply::written(out, n as u32);
             }
             Op::SetAttr(a) => {

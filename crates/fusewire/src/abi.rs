@@ -137,8 +137,6 @@ pub mod fattr {
 
 pub const FOPEN_DIRECT_IO: u32 = 1 << 0;
 pub const FOPEN_KEEP_CACHE: u32 = 1 << 1;
-/// WRITE from the page cache's write-back (a store through a shared mapping), not from a write(2).
-pub const WRITE_CACHE: u32 = 1 << 0;
 pub const WRITE_KILL_SUIDGID: u32 = 1 << 2;
 pub const OPEN_KILL_SUIDGID: u32 = 1 << 0;
 pub const FSYNC_FDATASYNC: u32 = 1 << 0;

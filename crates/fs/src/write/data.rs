@@ -21,19 +21,6 @@ pub enum Falloc {
     ZeroRange,
 }
 
-/// Who sends a write. A write(2) that does not fit is refused with ENOSPC
-/// and its caller told. The page cache's write-back of stores made through a
-/// shared mapping has nobody to tell: the kernel's ext4 reserved their
-/// blocks at the fault (SIGBUS if it could not), FUSE gives no such hook,
-/// and a refused write-back loses the bytes. So it may take half of the
-/// kernel's reserve before it is refused (`put_delayed`); the other half
-/// stays for write-back's extent-tree blocks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WriteFrom {
-    Caller,
-    PageCache,
-}
-
 impl Volume {
     /// Write a whole data block, block `lblk` of `ino`, at physical block `pblk`.
     pub(super) fn write_data(&self, ino: u32, lblk: u64, pblk: u64, data: &[u8]) -> Result<()> {
@@ -65,11 +52,6 @@ impl Volume {
     /// a crash may keep a prefix of it, as the kernel's may. An error after a
     /// piece is done makes a short write.
     pub fn write(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
-        self.write_from(WriteFrom::Caller, ino, offset, data)
-    }
-
-    /// [`Volume::write`], saying who sends the data (`WriteFrom`).
-    pub fn write_from(&self, from: WriteFrom, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         if data.is_empty() {
             return Ok(0);
         }
@@ -82,7 +64,7 @@ impl Volume {
             let _map = self.data_lock(ino).write();
             let inode = self.inode(ino)?;
             self.zero_past_end_before(&inode, offset)?;
-            self.write_delayed(&inode, offset, data, from)?
+            self.write_delayed(&inode, offset, data)?
         };
         if let Some(n) = delayed {
             return Ok(n);

@@ -84,13 +84,7 @@ impl Volume {
     /// the runs over holes wait in memory, the runs over mapped blocks are
     /// written in place (`write_piece`). Called under the file's data lock;
     /// None when the file does not delay (the caller writes it the old way).
-    pub(super) fn write_delayed(
-        &self,
-        inode: &Inode,
-        offset: u64,
-        data: &[u8],
-        from: super::WriteFrom,
-    ) -> Result<Option<usize>> {
+    pub(super) fn write_delayed(&self, inode: &Inode, offset: u64, data: &[u8]) -> Result<Option<usize>> {
         let ino = inode.ino;
         if !self.delays(inode) || self.goes_inline(inode, offset + data.len() as u64)? {
             return Ok(None);
@@ -108,7 +102,7 @@ impl Volume {
             };
             let run_end = ((lblk + blocks.max(1)) * bs).min(offset + data.len() as u64);
             let piece = &data[done..done + (run_end - at) as usize];
-            let r = if hole { self.put_delayed(ino, at, piece, from) } else { self.write_in_pieces(ino, at, piece) };
+            let r = if hole { self.put_delayed(ino, at, piece) } else { self.write_in_pieces(ino, at, piece) };
             match r {
                 Ok(n) => {
                     done += n;
@@ -125,9 +119,8 @@ impl Volume {
 
     /// One operation: `data` at `offset`, all of it over holes, into memory;
     /// the inode takes the new size and times. ENOSPC when its new blocks
-    /// do not fit in what is free and not reserved (`WriteFrom` says how
-    /// much of the kernel's reserve is).
-    fn put_delayed(&self, ino: u32, offset: u64, data: &[u8], from: super::WriteFrom) -> Result<usize> {
+    /// do not fit in what is free and not reserved.
+    fn put_delayed(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
             regular_file(&inode)?;
@@ -140,13 +133,8 @@ impl Volume {
                 return Err(FsError::FileTooBig);
             }
             let data = &data[..data.len().min((max - offset) as usize)];
-            // The kernel's reserve stays for write-back's extent-tree blocks;
-            // half of it for a page-cache write-back nobody could be told of.
-            let reserve = match from {
-                super::WriteFrom::Caller => self.kernel_reserve_blocks(),
-                super::WriteFrom::PageCache => self.kernel_reserve_blocks() / 2,
-            };
-            let limit = self.free_counts().0.saturating_sub(reserve);
+            // The kernel's reserve stays for write-back's extent-tree blocks.
+            let limit = self.free_counts().0.saturating_sub(self.kernel_reserve_blocks());
             let disk_size = inode.size(); // no overlay yet when the file is new here
             let made = self.delayed.put(ino, disk_size, offset, data, limit).ok_or(FsError::NoSpace)?;
             let end = offset + data.len() as u64;

@@ -35,7 +35,7 @@ mod xattrops;
 pub use crate::error::journal_err;
 pub use crate::journaling::{CleanerPolicy, Jbd2};
 pub use attrs::SetAttr;
-pub use data::{Falloc, WriteFrom};
+pub use data::Falloc;
 pub use iflags::OpenAccess;
 pub use namespace::CreateKind;
 pub(crate) use split::Split;
