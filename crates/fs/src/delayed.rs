@@ -148,6 +148,11 @@ impl Delayed {
         self.blocks.load(Ordering::Acquire)
     }
 
+    /// Files tracked (with data waiting, or a size the disk lacks).
+    pub(crate) fn files(&self) -> u64 {
+        self.tracked.load(Ordering::Acquire) as u64
+    }
+
     /// Bytes waiting over all files.
     pub(crate) fn bytes(&self) -> u64 {
         self.blocks() * self.block_size as u64

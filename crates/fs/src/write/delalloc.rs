@@ -68,8 +68,8 @@ impl Volume {
     }
 
     /// Blocks an allocation other than write-back's may take: the free ones
-    /// less those reserved for waiting data and the kernel's reserve, which
-    /// write-back's extent-tree blocks need. Without the reserve, other
+    /// less those reserved for waiting data, a tree block per file waiting
+    /// and the kernel's reserve, which write-back's extent-tree blocks need. Without the reserve, other
     /// allocations (directories, xattrs, preallocation) could take the volume
     /// down to exactly the waiting blocks, and the first tree block
     /// write-back then needed left one of them without a block: data lost at
@@ -77,7 +77,8 @@ impl Volume {
     /// limit to compute).
     pub(crate) fn unreserved_free_blocks(&self) -> Option<u64> {
         let waiting = self.delayed.blocks();
-        (waiting > 0).then(|| self.free_counts().0.saturating_sub(waiting + self.kernel_reserve_blocks()))
+        (waiting > 0)
+            .then(|| self.free_counts().0.saturating_sub(waiting + self.delayed.files() + self.kernel_reserve_blocks()))
     }
 
     /// Write `data` at `offset` of `inode` (as read under its data lock):
@@ -133,8 +134,15 @@ impl Volume {
                 return Err(FsError::FileTooBig);
             }
             let data = &data[..data.len().min((max - offset) as usize)];
-            // The kernel's reserve stays for write-back's extent-tree blocks.
-            let limit = self.free_counts().0.saturating_sub(self.kernel_reserve_blocks());
+            // Write-back may need an extent-tree block for a file beside its
+            // data (a leaf once the inode's four extents are taken): one is
+            // held back per file waiting, this one included, and the
+            // kernel's reserve for deeper trees. Without them, 400 files of
+            // four extents each, one more block written into each and a
+            // volume then filled, lost 160 blocks and the whole fill at
+            // unmount (tests/system/test_full_volume_writeback.py).
+            let tree_blocks = self.delayed.files() + u64::from(!self.delayed.has(ino));
+            let limit = self.free_counts().0.saturating_sub(self.kernel_reserve_blocks() + tree_blocks);
             let disk_size = inode.size(); // no overlay yet when the file is new here
             let made = self.delayed.put(ino, disk_size, offset, data, limit).ok_or(FsError::NoSpace)?;
             let end = offset + data.len() as u64;
