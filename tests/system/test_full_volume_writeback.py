@@ -73,3 +73,82 @@ def test_writes_into_files_with_full_extent_roots_survive_a_full_volume(adapter,
     util.run(["umount", mnt])
     p = util.run(["e2fsck", "-fn", img], check=False)
     assert p.returncode == 0, p.stdout
+
+
+def scattered_until_full(adapter, workdir):
+    """A 64 MiB volume of 1 KiB blocks; file f has one block far out on disk
+    (logical block 4,000,000), so that write-back inserts every new extent in
+    front of it and splits leaves in half (about 42 extents a leaf). Then f
+    gets every other block from block 2 until ENOSPC, with file g's 10 blocks
+    written after f's first. Returns (blocks lost of f, f's accepted count,
+    whether g reads back whole) after an unmount and a remount."""
+    bs = 1024
+    img = os.path.join(workdir, "split.img")
+    mnt = os.path.join(workdir, "split-mnt")
+    os.makedirs(mnt, exist_ok=True)
+    util.run(["truncate", "-s", "64M", img])
+    util.run(["mkfs.ext4", "-F", "-q", "-m", "0", "-b", str(bs), img])
+    far = 4_000_000
+    f_path, g_path = os.path.join(mnt, "f"), os.path.join(mnt, "g")
+    util.run([adapter.bin, "mount", "-o", "rw", img, mnt])
+    try:
+        with open(f_path, "wb") as f:
+            f.seek(far * bs)
+            f.write(block(1, far, bs))
+            os.fsync(f.fileno())
+    finally:
+        util.run([adapter.bin, "umount", mnt])
+    util.run([adapter.bin, "mount", "-o", "rw,data_expire=3600,delalloc_mb=2048", img, mnt])
+    accepted = 0
+    g_data = b"g" * (10 * bs)
+    try:
+        fd = os.open(f_path, os.O_WRONLY)
+        try:
+            while True:
+                lblk = 2 + 2 * accepted
+                try:
+                    assert os.pwrite(fd, block(2, lblk, bs), lblk * bs) == bs
+                except OSError:
+                    break
+                accepted += 1
+                if accepted == 1:
+                    with open(g_path, "wb") as g:
+                        g.write(g_data)
+        finally:
+            os.close(fd)
+    finally:
+        util.run([adapter.bin, "umount", mnt])
+    util.run([adapter.bin, "mount", "-o", "rw", img, mnt])
+    try:
+        lost = 0
+        with open(f_path, "rb") as f:
+            for i in range(accepted):
+                lblk = 2 + 2 * i
+                f.seek(lblk * bs)
+                lost += f.read(bs) != block(2, lblk, bs)
+        with open(g_path, "rb") as g:
+            g_whole = g.read() == g_data
+    finally:
+        util.run([adapter.bin, "umount", mnt])
+    p = util.run(["e2fsck", "-fn", img], check=False)
+    assert p.returncode == 0, p.stdout
+    return lost, accepted, g_whole
+
+
+def test_a_final_write_back_that_runs_out_keeps_what_it_wrote(adapter, workdir):
+    """When write-back finds no room for f's tree blocks at unmount, what went
+    out before is committed and the other files are still tried: the unmount
+    used to return at the first error without a commit, which lost 13,131 of
+    f's 54,711 blocks where a few dozen had no room."""
+    lost, accepted, g_whole = scattered_until_full(adapter, workdir)
+    lost += 0 if g_whole else 10
+    assert lost * 100 <= accepted, f"{lost} of {accepted} blocks lost: more than the blocks that had no room"
+
+
+@pytest.mark.xfail(strict=True, reason="one tree block per file is held back, not one per leaf a write-back may split (issue #26)")
+def test_a_write_back_that_splits_leaves_loses_nothing(adapter, workdir):
+    """The kernel's ext4 keeps every block of the same workload; ext4lazy still
+    loses the few blocks for which no tree block was held back (f's, or g's
+    when f's leaves took their room)."""
+    lost, _, g_whole = scattered_until_full(adapter, workdir)
+    assert lost == 0 and g_whole

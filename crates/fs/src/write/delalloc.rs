@@ -353,6 +353,16 @@ impl Volume {
         self.writeback_inos(&files)
     }
 
+    /// Send out every file's waiting data, oldest first, one file at a
+    /// time, going on past files that fail (their data stays waiting).
+    pub(crate) fn writeback_each_file(&self) {
+        for (ino, _) in self.delayed.files_by_age() {
+            if self.writeback_file(ino).is_err() && self.failure().is_some() {
+                return; // read-only now: nothing more can go out
+            }
+        }
+    }
+
     /// Write back, oldest files first, until no more than `target` bytes wait.
     pub(crate) fn writeback_down_to(&self, target: u64) -> Result<()> {
         let files = self.delayed.files_by_age();

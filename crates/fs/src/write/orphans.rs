@@ -93,9 +93,15 @@ impl Volume {
     /// Final flush at unmount: free orphans, commit, write everything home,
     /// empty the journal, mark the volume clean.
     pub fn shutdown(&self) -> Result<()> {
-        if self.failure().is_none() {
-            self.writeback_files(None)?;
-        }
+        // Delayed data that cannot go out (no room for a file's extent-tree
+        // blocks) must not take the rest with it: the other files go out
+        // one by one, and what went out is committed before the error is
+        // returned. Returning at once lost every block written back since
+        // the last commit (13,131 blocks where 8 had no room).
+        let lost = match self.failure() {
+            None => self.writeback_files(None).err().inspect(|_| self.writeback_each_file()),
+            Some(_) => None,
+        };
         let mut ws = self.lock_write().ok_or(FsError::ReadOnly)?;
         let ws = &mut *ws;
         if let Some(why) = &ws.failed {
@@ -105,7 +111,8 @@ impl Volume {
         self.free_orphans(ws)?;
         self.commit(ws)?;
         ws.sb.f.state |= ondisk::superblock::STATE_VALID;
-        self.close_journal(ws)
+        self.close_journal(ws)?;
+        lost.map_or(Ok(()), Err)
     }
 
     /// Finish every inode on the orphan list, as the kernel's
