@@ -13,6 +13,7 @@ use std::marker::PhantomData;
 
 thread_local! {
     static ARMED: Cell<bool> = const { Cell::new(false) };
+    static NO_ROOM_FOR: Cell<u32> = const { Cell::new(0) };
 }
 
 /// This thread armed for one request; disarmed when dropped, fired or not.
@@ -37,6 +38,30 @@ impl Drop for Armed {
 /// The message of an injected panic in the engine.
 pub const MESSAGE: &str =
     "injected panic (inject_panic): a modifying operation stopped halfway, holding the write lock";
+
+/// While held, the write-back of inode `ino`'s delayed data on this thread
+/// fails with ENOSPC; cleared when dropped.
+pub struct NoRoom {
+    _thread: PhantomData<*const ()>,
+}
+
+impl NoRoom {
+    pub fn for_inode(ino: u32) -> NoRoom {
+        NO_ROOM_FOR.set(ino);
+        NoRoom { _thread: PhantomData }
+    }
+}
+
+impl Drop for NoRoom {
+    fn drop(&mut self) {
+        NO_ROOM_FOR.set(0);
+    }
+}
+
+/// Whether this thread's write-back of `ino` is to find no room.
+pub(crate) fn no_room_for(ino: u32) -> bool {
+    NO_ROOM_FOR.get() == ino
+}
 
 /// Panic if this thread is armed (once: the arming is used up).
 pub(crate) fn panic_if_armed() {

@@ -55,6 +55,14 @@ impl Volume {
         if data.is_empty() {
             return Ok(0);
         }
+        match self.write_once(ino, offset, data) {
+            Err(FsError::NoSpace) if self.freed_room_by_writeback()? => self.write_once(ino, offset, data),
+            r => r,
+        }
+    }
+
+    /// [`Volume::write`] without its one retry.
+    fn write_once(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         // Room first: with too much data waiting, some goes out before this
         // write takes more, so a failed write-back refuses this write (nothing
         // of it taken) rather than failing one whose data was already taken.

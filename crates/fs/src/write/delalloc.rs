@@ -12,10 +12,16 @@
 //!
 //! Space: each waiting block is counted against the free blocks at write
 //! time, so a full disk is reported to the writer, never found at
-//! write-back; the kernel's reserve (2% of the volume, at most 4096 blocks)
-//! is kept back from delayed data for the extent-tree blocks write-back
-//! needs. Other allocations leave the waiting blocks' reservations and the
-//! reserve alone.
+//! write-back. Beside the data, the extent-tree blocks its write-back may
+//! need are held back (`tree_blocks_for`), and the kernel's reserve (2% of
+//! the volume, at most 4096 blocks) for deeper trees. Other allocations
+//! leave all of these alone. As free space runs low beside the waiting
+//! data, delayed allocation steps aside the way the kernel's does
+//! (ext4_nonda_switch): from half of the free blocks waiting, a writer first
+//! sends everything out; from two thirds, or where the reservation would
+//! refuse a write, the write allocates its blocks at once; a write refused
+//! while data waits is retried once that data is out, so the worst case
+//! held back for the tree never costs the writer room the volume has.
 //!
 //! Ordering: write-back's data goes through the device like any other
 //! data write, and reaches the disk before the commit of the operation that
@@ -68,17 +74,53 @@ impl Volume {
     }
 
     /// Blocks an allocation other than write-back's may take: the free ones
-    /// less those reserved for waiting data, a tree block per file waiting
-    /// and the kernel's reserve, which write-back's extent-tree blocks need. Without the reserve, other
-    /// allocations (directories, xattrs, preallocation) could take the volume
-    /// down to exactly the waiting blocks, and the first tree block
-    /// write-back then needed left one of them without a block: data lost at
-    /// unmount (opfuzz enospc, lazy, seed 1). None when nothing waits (no
-    /// limit to compute).
+    /// less those reserved for waiting data, the tree blocks its write-back
+    /// may need and the kernel's reserve. Without them, other allocations
+    /// (directories, xattrs, preallocation) could take the volume down to
+    /// exactly the waiting blocks, and the first tree block write-back then
+    /// needed left one of them without a block: data lost at unmount
+    /// (opfuzz enospc, lazy, seed 1). None when nothing waits (no limit to
+    /// compute).
     pub(crate) fn unreserved_free_blocks(&self) -> Option<u64> {
         let waiting = self.delayed.blocks();
-        (waiting > 0)
-            .then(|| self.free_counts().0.saturating_sub(waiting + self.delayed.files() + self.kernel_reserve_blocks()))
+        (waiting > 0).then(|| self.free_counts().0.saturating_sub(self.held_back_for(waiting, self.delayed.files())))
+    }
+
+    /// The blocks held back from other allocations for `waiting` delayed
+    /// blocks of `files` files: the blocks themselves, their tree blocks and
+    /// the kernel's reserve.
+    fn held_back_for(&self, waiting: u64, files: u64) -> u64 {
+        waiting + self.tree_blocks_for(waiting, files) + self.kernel_reserve_blocks()
+    }
+
+    /// Extent-tree blocks the write-back of `waiting` blocks of `files`
+    /// files may need: a leaf per file (its inode's four extents may be
+    /// taken), and a leaf per half a leaf of blocks, should every block
+    /// become an extent of its own inserted into leaves that split in half
+    /// (free space in one-block pieces, extents going in front of one on
+    /// disk). With a tree block per file only, write-back ran out at
+    /// unmount in both cases (tests/system/test_full_volume_writeback.py).
+    /// The kernel's reserve covers the index blocks above the leaves.
+    fn tree_blocks_for(&self, waiting: u64, files: u64) -> u64 {
+        let leaf_entries = (u64::from(self.block_size()) - 12) / 12;
+        files + waiting.div_ceil((leaf_entries / 2).max(1))
+    }
+
+    /// Whether a write of `more` blocks into holes should allocate them at
+    /// once instead of waiting (the kernel's ext4_nonda_switch): two thirds
+    /// of the free blocks would wait, or the reservation would refuse it.
+    fn space_is_low(&self, ino: u32, more: u64) -> bool {
+        let free = self.free_counts().0;
+        let waiting = self.delayed.blocks() + more;
+        let files = self.delayed.files() + u64::from(!self.delayed.has(ino));
+        2 * free < 3 * waiting || self.held_back_for(waiting, files) > free
+    }
+
+    /// Whether writers should send all waiting data out before they write
+    /// (the kernel's writeback at low free space): half of the free blocks wait.
+    fn space_runs_short(&self) -> bool {
+        let waiting = self.delayed.blocks();
+        waiting > 0 && self.free_counts().0 < 2 * waiting
     }
 
     /// Write `data` at `offset` of `inode` (as read under its data lock):
@@ -91,6 +133,13 @@ impl Volume {
             return Ok(None);
         }
         let bs = u64::from(self.block_size());
+        let spans = (offset + data.len() as u64).div_ceil(bs) - offset / bs;
+        if self.space_is_low(ino, spans) {
+            // Its own waiting data goes out first: the write then finds
+            // every block it covers mapped or a hole on disk.
+            self.writeback_locked(ino)?;
+            return Ok(Some(self.write_in_pieces(ino, offset, data)?));
+        }
         let mut done = 0usize;
         while done < data.len() {
             let at = offset + done as u64;
@@ -134,15 +183,14 @@ impl Volume {
                 return Err(FsError::FileTooBig);
             }
             let data = &data[..data.len().min((max - offset) as usize)];
-            // Write-back may need an extent-tree block for a file beside its
-            // data (a leaf once the inode's four extents are taken): one is
-            // held back per file waiting, this one included, and the
-            // kernel's reserve for deeper trees. Without them, 400 files of
-            // four extents each, one more block written into each and a
-            // volume then filled, lost 160 blocks and the whole fill at
-            // unmount (tests/system/test_full_volume_writeback.py).
-            let tree_blocks = self.delayed.files() + u64::from(!self.delayed.has(ino));
-            let limit = self.free_counts().0.saturating_sub(self.kernel_reserve_blocks() + tree_blocks);
+            // The tree blocks write-back may need are held back beside the
+            // data, this file's and this write's included (the blocks it
+            // spans: at most what it adds).
+            let bs = u64::from(self.block_size());
+            let spans = (offset + data.len() as u64).div_ceil(bs) - offset / bs;
+            let files = self.delayed.files() + u64::from(!self.delayed.has(ino));
+            let tree = self.tree_blocks_for(self.delayed.blocks() + spans, files);
+            let limit = self.free_counts().0.saturating_sub(tree + self.kernel_reserve_blocks());
             let disk_size = inode.size(); // no overlay yet when the file is new here
             let made = self.delayed.put(ino, disk_size, offset, data, limit).ok_or(FsError::NoSpace)?;
             let end = offset + data.len() as u64;
@@ -180,6 +228,9 @@ impl Volume {
         // Freed meanwhile (its last name and handle gone): dropped, nothing to map.
         if !self.delayed.holds_block(ino, start) {
             return Ok(false);
+        }
+        if crate::inject::no_room_for(ino) {
+            return Err(FsError::NoSpace);
         }
         ws.claiming_delayed = true;
         let bs = u64::from(self.block_size());
@@ -381,15 +432,34 @@ impl Volume {
     }
 
     /// Before a write (no data lock held): a writer that finds the whole
-    /// `delalloc_mb=` waiting writes back the oldest half itself.
+    /// `delalloc_mb=` waiting writes back the oldest half itself, and one
+    /// that finds half of the free blocks waiting writes back all of it.
     pub(super) fn delalloc_backpressure(&self) -> Result<()> {
         let limit = self.opts.delalloc_bytes;
-        if limit > 0 && self.delayed.bytes() > limit {
-            let began = Instant::now();
-            self.writeback_down_to(limit / 2)?;
-            self.delayed.count_stall(began.elapsed());
-        }
+        let target = if self.space_runs_short() {
+            0
+        } else if limit > 0 && self.delayed.bytes() > limit {
+            limit / 2
+        } else {
+            return Ok(());
+        };
+        let began = Instant::now();
+        self.writeback_down_to(target)?;
+        self.delayed.count_stall(began.elapsed());
         Ok(())
+    }
+
+    /// After a write refused for room (no data lock held): whether data was
+    /// waiting, now sent out, so that the write may be tried once more with
+    /// the room its worst-case tree blocks held back given back.
+    pub(super) fn freed_room_by_writeback(&self) -> Result<bool> {
+        if self.delayed.blocks() == 0 {
+            return Ok(false);
+        }
+        let began = Instant::now();
+        self.writeback_down_to(0)?;
+        self.delayed.count_stall(began.elapsed());
+        Ok(true)
     }
 
     /// The background tick's share: data older than `data_expire=`, then
