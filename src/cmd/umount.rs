@@ -1,5 +1,6 @@
 //! `ext4lazy umount`: unmount, then wait until the daemon has let go of the
-//! image (it holds an exclusive flock on it while it runs).
+//! image (it holds an exclusive flock on it while it runs), and fail when
+//! its final write-back did not finish.
 
 use anyhow::{bail, Context, Result};
 use std::ffi::CString;
@@ -19,7 +20,29 @@ pub fn run(mountpoint: &Path) -> Result<()> {
         let e = std::io::Error::last_os_error();
         bail!("cannot unmount {}: {e}", mnt.display());
     }
-    wait_for_daemon(&source)
+    wait_for_daemon(&source)?;
+    daemon_outcome(&mnt, &source)
+}
+
+/// What the daemon left in its outcome file (`mount::outcome_path`): no file
+/// when its final write-back finished (or it kept none), "running" when it
+/// died first, else the error that stopped it. Data it could not write is
+/// lost, so the unmount fails, pointing at the log.
+fn daemon_outcome(mnt: &Path, image: &Path) -> Result<()> {
+    let path = super::mount::outcome_path(mnt);
+    let Ok(Some(text)) = fs::safefile::read_trusted(&path, 64 << 10) else {
+        return Ok(());
+    };
+    let _ = std::fs::remove_file(&path);
+    let log = super::mount::log_path(mnt);
+    match String::from_utf8_lossy(&text).trim() {
+        "running" => bail!(
+            "the daemon for {} ended before its final write-back; the journal is replayed at the next mount (see {})",
+            image.display(),
+            log.display()
+        ),
+        why => bail!("the final write-back of {} failed: {why} (see {})", image.display(), log.display()),
+    }
 }
 
 /// Lazily detach a mount (cleanup after a failed handshake).

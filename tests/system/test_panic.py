@@ -179,13 +179,18 @@ class Volume:
     def panic_lines(self):
         return [l for l in self.log_text().splitlines() if "panic serving" in l]
 
-    def umount(self):
-        """`ext4lazy umount`, timed; returns the seconds it took."""
+    def umount(self, fails_with=None):
+        """`ext4lazy umount`, timed; returns the seconds it took. With
+        `fails_with`, it must exit non-zero saying that."""
         t = time.monotonic()
         try:
-            util.run([self.bin, "umount", self.mnt], timeout=60)
+            p = subprocess.run([self.bin, "umount", self.mnt], capture_output=True, text=True, timeout=60)
         finally:
             self.mounted = False
+        if fails_with is None:
+            assert p.returncode == 0, f"umount: {p.stderr}"
+        else:
+            assert p.returncode != 0 and fails_with in p.stderr, f"umount exited {p.returncode}: {p.stderr}"
         return time.monotonic() - t
 
     def final_stats(self):
@@ -256,7 +261,8 @@ def test_a_panic_under_the_write_lock_is_answered_eio_and_turns_read_only(adapte
         # Further changes fail cleanly, at once.
         answered("create", v.path("after"), v.mnt, "EROFS")
         answered("mkdir", v.path("dir"), v.mnt, "EROFS")
-        took = v.umount()
+        # Nothing more reached the disk at unmount, and umount says so.
+        took = v.umount(fails_with="final write-back of")
         print(f"{transport}: umount took {took:.2f} s")
         assert took < UMOUNT_S, f"umount took {took:.1f} s"
         stats = v.final_stats()
