@@ -37,6 +37,12 @@ pub(crate) struct DirtyFile {
     pub(crate) disk_size: u64,
     /// When its oldest block waiting was written.
     pub(crate) since: Instant,
+    /// Runs of consecutive blocks waiting.
+    runs: u64,
+    /// The depth of its extent tree when data was last put.
+    depth: u16,
+    /// Its share of [`Delayed::tree_blocks`].
+    tree: u64,
 }
 
 /// Files kept apart by inode number, each part under its own lock: every
@@ -55,6 +61,11 @@ pub(crate) struct Delayed {
     /// Files tracked, changed likewise: lets every inode read skip the
     /// locks while nothing waits.
     tracked: AtomicUsize,
+    /// The extent-tree blocks write-back may need for the waiting blocks,
+    /// at worst, over all files (`Delayed::worst_tree`); changed likewise.
+    tree: AtomicU64,
+    /// Extents in half a leaf block.
+    half_leaf: u64,
     /// Unshared blocks kept for reuse (contents stale), at most `spare_cap`.
     spare: Mutex<Vec<Arc<[u8]>>>,
     spare_cap: usize,
@@ -72,6 +83,8 @@ impl Delayed {
             shards: (0..SHARDS).map(|_| Mutex::new(Files::new())).collect(),
             blocks: AtomicU64::new(0),
             tracked: AtomicUsize::new(0),
+            tree: AtomicU64::new(0),
+            half_leaf: ((u64::from(block_size) - 12) / 12 / 2).max(1),
             spare: Mutex::new(Vec::new()),
             spare_cap: usize::try_from(spare_bytes / u64::from(block_size)).unwrap_or(usize::MAX),
             block_size: block_size as usize,
@@ -140,7 +153,55 @@ impl Delayed {
     fn remove(&self, files: &mut Files, ino: u32) -> Option<DirtyFile> {
         let f = files.remove(&ino)?;
         self.tracked.fetch_sub(1, Ordering::AcqRel);
+        self.tree.fetch_sub(f.tree, Ordering::AcqRel);
         Some(f)
+    }
+
+    /// The extent-tree blocks the write-back of `blocks` blocks waiting in
+    /// `runs` runs, of a file whose tree is `depth` deep, may need at worst.
+    /// Each run goes into the tree at its own place, and each of its blocks
+    /// may become an extent of its own (free space in one-block pieces): a
+    /// place splits one leaf, plus one for each half a leaf of extents put
+    /// there; each split may climb every level, and the root may grow one.
+    /// Holding back less lost data at unmount: one leaf per file, or one per
+    /// half a leaf of blocks, where single blocks went into thousands of
+    /// full leaves of a deep tree (tests/system/test_full_volume_writeback.py).
+    fn worst_tree(&self, runs: u64, blocks: u64, depth: u16) -> u64 {
+        if blocks == 0 {
+            return 0;
+        }
+        (u64::from(depth) + 2) * (runs + blocks.div_ceil(self.half_leaf))
+    }
+
+    /// Set `f`'s share of the tree blocks to what its waiting data needs.
+    fn retally(&self, f: &mut DirtyFile) {
+        let now = self.worst_tree(f.runs, f.blocks.len() as u64, f.depth);
+        if now >= f.tree {
+            self.tree.fetch_add(now - f.tree, Ordering::AcqRel);
+        } else {
+            self.tree.fetch_sub(f.tree - now, Ordering::AcqRel);
+        }
+        f.tree = now;
+        debug_assert!(
+            f.blocks.len() > 4096 || f.runs == runs_touching(&f.blocks, 0, u64::MAX),
+            "run count {} drifted",
+            f.runs
+        );
+    }
+
+    /// Take blocks `a..b` of `f` out (those waiting), keeping its run count.
+    fn take_range(&self, f: &mut DirtyFile, a: u64, b: u64) -> Vec<Arc<[u8]>> {
+        debug_assert!(a < b);
+        // The runs around a..b become those of a - 1 and b, if they wait.
+        let touching = runs_touching(&f.blocks, a.saturating_sub(1), b);
+        let keys: Vec<u64> = f.blocks.range(a..b).map(|(&l, _)| l).collect();
+        let gone: Vec<Arc<[u8]>> = keys.iter().filter_map(|l| f.blocks.remove(l)).collect();
+        let stays = u64::from(a > 0 && f.blocks.contains_key(&(a - 1))) + u64::from(f.blocks.contains_key(&b));
+        debug_assert!(f.runs + stays >= touching, "run count {} below {touching} - {stays}", f.runs);
+        f.runs = (f.runs + stays).saturating_sub(touching);
+        self.retally(f);
+        self.lost(gone.len() as u64);
+        gone
     }
 
     /// Blocks waiting over all files (each has a block reserved for it).
@@ -148,9 +209,16 @@ impl Delayed {
         self.blocks.load(Ordering::Acquire)
     }
 
-    /// Files tracked (with data waiting, or a size the disk lacks).
-    pub(crate) fn files(&self) -> u64 {
-        self.tracked.load(Ordering::Acquire) as u64
+    /// The extent-tree blocks their write-back may need, at worst.
+    pub(crate) fn tree_blocks(&self) -> u64 {
+        self.tree.load(Ordering::Acquire)
+    }
+
+    /// What [`Self::tree_blocks`] may grow by when `more` blocks of one run
+    /// are put into a file `depth` deep: an upper bound, for a caller
+    /// deciding before it puts.
+    pub(crate) fn tree_growth(&self, more: u64, depth: u16) -> u64 {
+        self.worst_tree(1, more, depth) + u64::from(depth) + 2
     }
 
     /// Bytes waiting over all files.
@@ -181,21 +249,43 @@ impl Delayed {
 
     /// Copy `data` into `ino` from byte `offset`, each block not waiting
     /// yet created (zeros where nothing was written). `disk_size`: the
-    /// inode's on-disk size, for a file not tracked yet. `limit`: the blocks
-    /// that may wait over all files; when the new ones would pass it,
-    /// nothing changes and None comes back. Returns the new blocks (each one
-    /// more reserved), for [`Self::unput`].
-    pub(crate) fn put(&self, ino: u32, disk_size: u64, offset: u64, data: &[u8], limit: u64) -> Option<Vec<u64>> {
+    /// inode's on-disk size, for a file not tracked yet; `depth`: its
+    /// extent tree's. `room`: the blocks the waiting data and its tree
+    /// blocks (`tree_blocks`) may take over all files; when the new ones
+    /// would pass it, nothing changes and None comes back. Returns the new
+    /// blocks (each one more reserved), for [`Self::unput`].
+    pub(crate) fn put(
+        &self,
+        ino: u32,
+        disk_size: u64,
+        offset: u64,
+        data: &[u8],
+        depth: u16,
+        room: u64,
+    ) -> Option<Vec<u64>> {
         let bs = self.block_size as u64;
         if data.is_empty() {
             return Some(Vec::new());
         }
         let (first, last) = (offset / bs, (offset + data.len() as u64 - 1) / bs);
         let mut files = self.shard(ino);
-        let waiting = files.get(&ino).map_or(0, |f| f.blocks.range(first..=last).count() as u64);
+        let file = files.get(&ino);
+        let waiting = file.map_or(0, |f| f.blocks.range(first..=last).count() as u64);
         let new = last - first + 1 - waiting;
-        if new > 0 && self.blocks() + new > limit {
-            return None;
+        // The file once first..=last all wait: one run with the runs beside it.
+        let (runs, depth) = match file {
+            Some(f) => (
+                f.runs + 1 - runs_touching(&f.blocks, first.saturating_sub(1), last.saturating_add(1)),
+                f.depth.max(depth),
+            ),
+            None => (1, depth),
+        };
+        if new > 0 {
+            let (len, had) = file.map_or((0, 0), |f| (f.blocks.len() as u64, f.tree));
+            let tree = self.tree_blocks() - had + self.worst_tree(runs, len + new, depth);
+            if self.blocks() + new + tree > room {
+                return None;
+            }
         }
         let mut fresh = {
             let mut spare = self.spare.lock();
@@ -204,7 +294,15 @@ impl Delayed {
         };
         let file = files.entry(ino).or_insert_with(|| {
             self.tracked.fetch_add(1, Ordering::AcqRel);
-            DirtyFile { blocks: BTreeMap::new(), size: disk_size, disk_size, since: Instant::now() }
+            DirtyFile {
+                blocks: BTreeMap::new(),
+                size: disk_size,
+                disk_size,
+                since: Instant::now(),
+                runs: 0,
+                depth,
+                tree: 0,
+            }
         });
         if file.blocks.is_empty() {
             file.since = Instant::now();
@@ -242,6 +340,11 @@ impl Delayed {
             }
         }
         debug_assert_eq!(made.len() as u64, new);
+        if new > 0 {
+            file.runs = runs;
+            file.depth = depth;
+            self.retally(file);
+        }
         self.gained(new);
         if !fresh.is_empty() {
             self.recycle(fresh);
@@ -253,9 +356,14 @@ impl Delayed {
     pub(crate) fn unput(&self, ino: u32, made: &[u64]) {
         let mut files = self.shard(ino);
         let Some(f) = files.get_mut(&ino) else { return };
-        let gone: Vec<Arc<[u8]>> = made.iter().filter_map(|l| f.blocks.remove(l)).collect();
-        self.lost(gone.len() as u64);
-        self.recycle(gone);
+        // `made` ascends: take it out a run at a time.
+        let mut rest = made;
+        while let Some(&a) = rest.first() {
+            let n = rest.iter().zip(a..).take_while(|(&l, want)| l == *want).count();
+            let gone = self.take_range(f, a, a + n as u64);
+            self.recycle(gone);
+            rest = &rest[n..];
+        }
     }
 
     /// The inode `ino` is written with size `size`: readers see it; the
@@ -346,16 +454,13 @@ impl Delayed {
         let mut files = self.shard(ino);
         let bs = self.block_size as u64;
         let f = files.get_mut(&ino)?;
-        let keys: Vec<u64> = f.blocks.range(start..start + len).map(|(&l, _)| l).collect();
-        let gone: Vec<Arc<[u8]>> = keys.iter().filter_map(|l| f.blocks.remove(l)).collect();
-        let removed = gone.len() as u64;
+        let gone = self.take_range(f, start, start + len);
         let done = f.blocks.is_empty();
         f.disk_size = disk_size_reached(f, bs, start + len, f.blocks.keys().next().copied());
         let disk_size = f.disk_size;
         if done {
             self.remove(&mut files, ino);
         }
-        self.lost(removed);
         self.recycle(gone);
         Some((disk_size, done))
     }
@@ -366,10 +471,9 @@ impl Delayed {
     pub(crate) fn drop_from(&self, ino: u32, from: u64) -> u64 {
         let mut files = self.shard(ino);
         let Some(f) = files.get_mut(&ino) else { return 0 };
-        let gone = f.blocks.split_off(&from);
+        let gone = self.take_range(f, from, u64::MAX);
         let n = gone.len() as u64;
-        self.lost(n);
-        self.recycle(gone.into_values());
+        self.recycle(gone);
         n
     }
 
@@ -402,6 +506,19 @@ impl Delayed {
     }
 }
 
+/// Runs of consecutive blocks of `blocks` with a block in `lo..=hi`.
+fn runs_touching(blocks: &BTreeMap<u64, Arc<[u8]>>, lo: u64, hi: u64) -> u64 {
+    let mut n = 0;
+    let mut prev: Option<u64> = None;
+    for (&l, _) in blocks.range(lo..=hi) {
+        if prev.is_none_or(|p| p + 1 != l) {
+            n += 1;
+        }
+        prev = Some(l);
+    }
+    n
+}
+
 /// The on-disk size of `f` once its data up to logical block `end` is on
 /// disk and `next` is its first block still waiting (None: nothing waits):
 /// it may cover the written run, but no block still waiting; with nothing
@@ -420,9 +537,9 @@ mod tests {
     #[test]
     fn put_overlay_and_written_keep_the_counts_and_the_sizes() {
         let d = Delayed::new(1024, 0);
-        assert_eq!(d.put(7, 100, 3 * 1024 + 10, b"abc", 10), Some(vec![3]));
-        assert_eq!(d.put(7, 100, 3 * 1024 + 20, b"de", 10), Some(vec![]), "the same block again: not new");
-        assert_eq!(d.put(7, 100, 4 * 1024, b"z", 10), Some(vec![4]));
+        assert_eq!(d.put(7, 100, 3 * 1024 + 10, b"abc", 0, 10), Some(vec![3]));
+        assert_eq!(d.put(7, 100, 3 * 1024 + 20, b"de", 0, 10), Some(vec![]), "the same block again: not new");
+        assert_eq!(d.put(7, 100, 4 * 1024, b"z", 0, 10), Some(vec![4]));
         assert_eq!(d.blocks(), 2);
         assert_eq!(d.sizes_at_write(7, 4097), Some(100), "the disk keeps its size");
         assert_eq!(d.size(7), Some(4097));
@@ -446,10 +563,43 @@ mod tests {
     }
 
     #[test]
+    fn the_tree_held_back_follows_the_runs_and_the_depth() {
+        let d = Delayed::new(1024, 0); // half a leaf: 42 extents
+                                       // Every other block: 10 runs of one, into a tree 2 deep (4 levels at worst).
+        for l in 0..10 {
+            d.put(1, 0, 2 * l * 1024, b"x", 2, 1000).unwrap();
+        }
+        assert_eq!(d.tree_blocks(), 4 * (10 + 1));
+        // The gaps filled: one run of 19.
+        for l in 0..9 {
+            d.put(1, 0, (2 * l + 1) * 1024, b"y", 2, 1000).unwrap();
+        }
+        assert_eq!(d.tree_blocks(), 4 * (1 + 1));
+        // Blocks 5..8 written back: two runs are left.
+        d.written(1, 5, 3);
+        assert_eq!(d.tree_blocks(), 4 * (2 + 1));
+        // A truncate to 3 blocks: one run.
+        assert_eq!(d.drop_from(1, 3), 13);
+        assert_eq!(d.tree_blocks(), 4 * (1 + 1));
+        // A second file, new (depth 0); a write refused by the room takes nothing.
+        d.put(2, 0, 0, &[1u8; 3000], 0, 1000).unwrap();
+        assert_eq!(d.tree_blocks(), 8 + 2 * (1 + 1));
+        let used = d.blocks() + d.tree_blocks();
+        assert_eq!(d.put(2, 0, 10 * 1024, b"z", 0, used + 2), None, "a block and a new run: 3 more");
+        assert_eq!(d.put(2, 0, 10 * 1024, b"z", 0, used + 3).map(|m| m.len()), Some(1));
+        d.unput(2, &[10]);
+        assert_eq!(d.blocks() + d.tree_blocks(), used, "unput gives it all back");
+        assert_eq!(d.forget(1), 3);
+        assert_eq!(d.tree_blocks(), 2 * (1 + 1));
+        d.written(2, 0, 3);
+        assert_eq!((d.tree_blocks(), d.blocks()), (0, 0));
+    }
+
+    #[test]
     fn truncate_and_forget_give_back_their_blocks() {
         let d = Delayed::new(1024, 0);
         for l in 0..10 {
-            d.put(1, 0, l * 1024, b"x", 100);
+            d.put(1, 0, l * 1024, b"x", 0, 100);
         }
         d.sizes_at_write(1, 10 * 1024);
         assert_eq!(d.drop_from(1, 8), 2);
@@ -465,7 +615,7 @@ mod tests {
         assert_eq!(d.size(1), None);
         // A truncate that drops every block: the file is forgotten at its
         // inode's write, which records the whole size.
-        d.put(3, 0, 5 * 1024, b"q", 100);
+        d.put(3, 0, 5 * 1024, b"q", 0, 100);
         assert_eq!(d.drop_from(3, 0), 1);
         assert_eq!(d.sizes_at_write(3, 100), Some(100));
         assert!(!d.has(3));
@@ -475,7 +625,7 @@ mod tests {
     fn a_run_stops_at_a_gap_and_at_its_limit() {
         let d = Delayed::new(512, 0);
         for l in [0, 1, 2, 5, 6] {
-            d.put(2, 0, l * 512, b"y", 100);
+            d.put(2, 0, l * 512, b"y", 0, 100);
         }
         assert_eq!(d.run_from(2, 0, 2).map(|(s, r)| (s, r.len())), Some((0, 2)));
         assert_eq!(d.run_from(2, 1, 16).map(|(s, r)| (s, r.len())), Some((1, 2)));
@@ -488,10 +638,10 @@ mod tests {
         let d = Delayed::new(512, 0);
         let data: Vec<u8> = (0..1500u32).map(|i| (i % 251) as u8 + 1).collect();
         // Bytes 100..1600: blocks 0 to 3, the first and last in part.
-        assert_eq!(d.put(9, 0, 100, &data, 4), Some(vec![0, 1, 2, 3]));
-        assert_eq!(d.put(9, 0, 2048, b"x", 4), None, "a fifth block passes the limit");
+        assert_eq!(d.put(9, 0, 100, &data, 0, 8), Some(vec![0, 1, 2, 3]));
+        assert_eq!(d.put(9, 0, 2048, b"x", 0, 8), None, "a fifth block and its tree blocks pass the room");
         assert_eq!((d.blocks(), d.file_blocks(9)), (4, 4), "a refused write changes nothing");
-        assert_eq!(d.put(9, 0, 1000, b"over", 4), Some(vec![]), "rewriting waiting blocks needs no room");
+        assert_eq!(d.put(9, 0, 1000, b"over", 0, 8), Some(vec![]), "rewriting waiting blocks needs no room");
         let mut buf = vec![0xffu8; 2048];
         d.overlay(9, 0, &mut buf);
         let mut want = vec![0u8; 2048];
@@ -506,14 +656,14 @@ mod tests {
     fn freed_blocks_are_reused_whole_and_never_while_shared() {
         let d = Delayed::new(512, 3 * 512);
         for l in 0..5 {
-            d.put(4, 0, l * 512, &[7u8; 512], 100);
+            d.put(4, 0, l * 512, &[7u8; 512], 0, 100);
         }
         let (_, shared) = d.run_from(4, 0, 1).unwrap(); // block 0 still out at the device
         assert_eq!(d.forget(4), 5);
         assert_eq!(d.spare_blocks(), 3, "kept up to the cap, the shared one never");
         drop(shared);
         // A partial write into a reused block: stale bytes gone, zeros around.
-        assert_eq!(d.put(5, 0, 10, b"ab", 100), Some(vec![0]));
+        assert_eq!(d.put(5, 0, 10, b"ab", 0, 100), Some(vec![0]));
         assert_eq!(d.spare_blocks(), 2);
         let mut buf = vec![0xffu8; 512];
         d.overlay(5, 0, &mut buf);

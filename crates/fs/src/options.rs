@@ -47,6 +47,11 @@ pub struct VolumeOptions {
     /// and syncfs(2) never reach a FUSE daemon (the kernel sends FUSE_SYNCFS
     /// to virtiofs only), so time is the only bound on what a crash loses.
     pub data_expire: std::time::Duration,
+    /// Blocks held back for extent-tree blocks on extent volumes, as the
+    /// kernel's `reserved_clusters` (its sysfs tunable); None for its
+    /// default, 2% of the volume and at most 4096. Tests set 0 to reach a
+    /// volume with no free block at all.
+    pub reserved_blocks: Option<u64>,
 }
 
 impl Default for VolumeOptions {
@@ -66,6 +71,7 @@ impl Default for VolumeOptions {
             data_writeback_bytes: 64 << 20,
             delalloc_bytes: 256 << 20,
             data_expire: std::time::Duration::from_secs(5),
+            reserved_blocks: None,
         }
     }
 }

@@ -38,15 +38,15 @@ impl Volume {
         }
     }
 
-    /// The blocks the kernel holds back on extent volumes for emergencies
-    /// (s_resv_clusters): 2% of the volume, at most 4096. Not counted as
-    /// available; delayed data may not take them (`delalloc.rs`).
+    /// The blocks the kernel holds back on extent volumes for extent-tree
+    /// blocks (s_resv_clusters): 2% of the volume, at most 4096, unless
+    /// `VolumeOptions::reserved_blocks` says otherwise. Not counted as
+    /// available; only tree blocks may take them (`write/alloc.rs`).
     pub(crate) fn kernel_reserve_blocks(&self) -> u64 {
-        if self.sb.has_incompat(feature::incompat::EXTENTS) {
-            (self.sb.blocks_count() / 50).min(4096)
-        } else {
-            0
+        if !self.sb.has_incompat(feature::incompat::EXTENTS) {
+            return 0;
         }
+        self.opts.reserved_blocks.unwrap_or((self.sb.blocks_count() / 50).min(4096))
     }
 
     /// Inodes free in the bitmaps that the allocator skips: the kernel still

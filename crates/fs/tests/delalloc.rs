@@ -330,9 +330,10 @@ fn a_full_disk_is_reported_at_write_time_and_write_back_never_fails() {
             assert!(data.chunks(chunk.len()).all(|c| c == &chunk[..c.len()]), "lazy={lazy}: f{f}");
         }
         // The tree blocks held back for the waiting data did not cost room:
-        // the volume filled to the kernel's reserve (163 blocks of 8,192).
+        // the volume filled to within one refused write (64 blocks) of the
+        // kernel's reserve (163 blocks of 8,192), which data leaves alone.
         let free = vol.statfs().bfree;
-        assert!(free <= 163 + 8, "lazy={lazy}: {free} blocks left free");
+        assert!((163..163 + 64).contains(&free), "lazy={lazy}: {free} blocks left free");
         vol.shutdown().unwrap();
         drop(vol);
         common::e2fsck_clean_in(&img, lazy);

@@ -15,9 +15,13 @@ use std::sync::Arc;
 /// Delayed allocation off: these cases build each extent-tree edge with
 /// writes that allocate as they go (write-back maps through the same code,
 /// `ensure_mapped`; tests/delalloc.rs covers its own edges).
+/// No blocks held back for tree blocks: the full-volume cases below fill
+/// every block, so that a split finds none.
 fn open(img: &Path, lazy: bool) -> Volume {
     let dev = Arc::new(FileDevice::open(img, true).unwrap());
-    Volume::open(dev, VolumeOptions { read_only: false, lazy, delalloc_bytes: 0, ..Default::default() }).unwrap()
+    let opts =
+        VolumeOptions { read_only: false, lazy, delalloc_bytes: 0, reserved_blocks: Some(0), ..Default::default() };
+    Volume::open(dev, opts).unwrap()
 }
 
 /// Block `lblk`'s contents: every 8 bytes name the block (never all zeros).

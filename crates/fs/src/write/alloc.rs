@@ -171,12 +171,28 @@ impl Volume {
     /// Allocate up to `max` contiguous blocks, as close after `goal` as possible.
     /// Returns (first block, count >= 1).
     pub(crate) fn alloc_blocks(&self, ws: &mut WriteState, goal: u64, max: u64) -> Result<(u64, u64)> {
+        self.alloc_blocks_within(ws, goal, max, false)
+    }
+
+    /// One block for an extent-tree node: it may take the kernel's reserve,
+    /// which is kept for such blocks (the kernel's EXT4_MB_USE_RESERVED), so
+    /// that on a volume full to the reserve a punch or a truncate that
+    /// splits an extent still finds one.
+    pub(crate) fn alloc_tree_block(&self, ws: &mut WriteState, goal: u64) -> Result<u64> {
+        self.alloc_blocks_within(ws, goal, 1, true).map(|(b, _)| b)
+    }
+
+    fn alloc_blocks_within(&self, ws: &mut WriteState, goal: u64, max: u64, tree: bool) -> Result<(u64, u64)> {
         debug_assert!(max > 0);
-        // Blocks reserved for delayed data are its own (`delalloc.rs`).
-        let max = match (ws.claiming_delayed, self.unreserved_free_blocks()) {
-            (false, Some(0)) => return Err(FsError::NoSpace),
-            (false, Some(room)) => max.min(room),
-            _ => max,
+        // Write-back takes the blocks reserved for delayed data; anything
+        // else leaves them alone (`delalloc.rs`).
+        let max = if ws.claiming_delayed {
+            max
+        } else {
+            match self.unreserved_free_blocks(tree) {
+                0 => return Err(FsError::NoSpace),
+                room => max.min(room),
+            }
         };
         let ngroups = self.group_count();
         let goal = if goal < u64::from(self.sb.f.first_data_block) || goal >= self.sb.blocks_count() {

@@ -13,8 +13,8 @@
 //! Space: each waiting block is counted against the free blocks at write
 //! time, so a full disk is reported to the writer, never found at
 //! write-back. Beside the data, the extent-tree blocks its write-back may
-//! need are held back (`tree_blocks_for`), and the kernel's reserve (2% of
-//! the volume, at most 4096 blocks) for deeper trees. Other allocations
+//! need at worst are held back (`Delayed::worst_tree`), and the kernel's
+//! reserve (2% of the volume, at most 4096 blocks). Other allocations
 //! leave all of these alone. As free space runs low beside the waiting
 //! data, delayed allocation steps aside the way the kernel's does
 //! (ext4_nonda_switch): from half of the free blocks waiting, a writer first
@@ -35,6 +35,7 @@ use crate::bmap::Mapping;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use blockdev::IoClass;
+use ondisk::extent;
 use ondisk::inode::{flags, Inode};
 use ondisk::superblock::feature;
 use parking_lot::RwLock;
@@ -75,45 +76,26 @@ impl Volume {
 
     /// Blocks an allocation other than write-back's may take: the free ones
     /// less those reserved for waiting data, the tree blocks its write-back
-    /// may need and the kernel's reserve. Without them, other allocations
-    /// (directories, xattrs, preallocation) could take the volume down to
-    /// exactly the waiting blocks, and the first tree block write-back then
-    /// needed left one of them without a block: data lost at unmount
-    /// (opfuzz enospc, lazy, seed 1). None when nothing waits (no limit to
-    /// compute).
-    pub(crate) fn unreserved_free_blocks(&self) -> Option<u64> {
-        let waiting = self.delayed.blocks();
-        (waiting > 0).then(|| self.free_counts().0.saturating_sub(self.held_back_for(waiting, self.delayed.files())))
+    /// may need and, unless it is for a `tree` node, the kernel's reserve.
+    /// Without them, other allocations (directories, xattrs, preallocation)
+    /// could take the volume down to exactly the waiting blocks, and the
+    /// first tree block write-back then needed left one of them without a
+    /// block: data lost at unmount (opfuzz enospc, lazy, seed 1).
+    pub(crate) fn unreserved_free_blocks(&self, tree: bool) -> u64 {
+        let reserve = if tree { 0 } else { self.kernel_reserve_blocks() };
+        let held = self.delayed.blocks() + self.delayed.tree_blocks() + reserve;
+        self.free_counts().0.saturating_sub(held)
     }
 
-    /// The blocks held back from other allocations for `waiting` delayed
-    /// blocks of `files` files: the blocks themselves, their tree blocks and
-    /// the kernel's reserve.
-    fn held_back_for(&self, waiting: u64, files: u64) -> u64 {
-        waiting + self.tree_blocks_for(waiting, files) + self.kernel_reserve_blocks()
-    }
-
-    /// Extent-tree blocks the write-back of `waiting` blocks of `files`
-    /// files may need: a leaf per file (its inode's four extents may be
-    /// taken), and a leaf per half a leaf of blocks, should every block
-    /// become an extent of its own inserted into leaves that split in half
-    /// (free space in one-block pieces, extents going in front of one on
-    /// disk). With a tree block per file only, write-back ran out at
-    /// unmount in both cases (tests/system/test_full_volume_writeback.py).
-    /// The kernel's reserve covers the index blocks above the leaves.
-    fn tree_blocks_for(&self, waiting: u64, files: u64) -> u64 {
-        let leaf_entries = (u64::from(self.block_size()) - 12) / 12;
-        files + waiting.div_ceil((leaf_entries / 2).max(1))
-    }
-
-    /// Whether a write of `more` blocks into holes should allocate them at
-    /// once instead of waiting (the kernel's ext4_nonda_switch): two thirds
-    /// of the free blocks would wait, or the reservation would refuse it.
-    fn space_is_low(&self, ino: u32, more: u64) -> bool {
+    /// Whether a write of `more` blocks into holes of a file whose extent
+    /// tree is `depth` deep should allocate them at once instead of waiting
+    /// (the kernel's ext4_nonda_switch): two thirds of the free blocks
+    /// would wait, or the reservation would refuse it.
+    fn space_is_low(&self, more: u64, depth: u16) -> bool {
         let free = self.free_counts().0;
         let waiting = self.delayed.blocks() + more;
-        let files = self.delayed.files() + u64::from(!self.delayed.has(ino));
-        2 * free < 3 * waiting || self.held_back_for(waiting, files) > free
+        let tree = self.delayed.tree_blocks() + self.delayed.tree_growth(more, depth);
+        2 * free < 3 * waiting || waiting + tree + self.kernel_reserve_blocks() > free
     }
 
     /// Whether writers should send all waiting data out before they write
@@ -134,7 +116,7 @@ impl Volume {
         }
         let bs = u64::from(self.block_size());
         let spans = (offset + data.len() as u64).div_ceil(bs) - offset / bs;
-        if self.space_is_low(ino, spans) {
+        if self.space_is_low(spans, extent::header_depth(&inode.base.block)) {
             // Its own waiting data goes out first: the write then finds
             // every block it covers mapped or a hole on disk.
             self.writeback_locked(ino)?;
@@ -183,16 +165,12 @@ impl Volume {
                 return Err(FsError::FileTooBig);
             }
             let data = &data[..data.len().min((max - offset) as usize)];
-            // The tree blocks write-back may need are held back beside the
-            // data, this file's and this write's included (the blocks it
-            // spans: at most what it adds).
-            let bs = u64::from(self.block_size());
-            let spans = (offset + data.len() as u64).div_ceil(bs) - offset / bs;
-            let files = self.delayed.files() + u64::from(!self.delayed.has(ino));
-            let tree = self.tree_blocks_for(self.delayed.blocks() + spans, files);
-            let limit = self.free_counts().0.saturating_sub(tree + self.kernel_reserve_blocks());
+            // The data and the tree blocks its write-back may need fit
+            // beside the kernel's reserve (`Delayed::put` counts both).
+            let room = self.free_counts().0.saturating_sub(self.kernel_reserve_blocks());
+            let depth = extent::header_depth(&inode.base.block);
             let disk_size = inode.size(); // no overlay yet when the file is new here
-            let made = self.delayed.put(ino, disk_size, offset, data, limit).ok_or(FsError::NoSpace)?;
+            let made = self.delayed.put(ino, disk_size, offset, data, depth, room).ok_or(FsError::NoSpace)?;
             let end = offset + data.len() as u64;
             if end > inode.size() {
                 inode.set_size(end);

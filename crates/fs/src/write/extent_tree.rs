@@ -186,7 +186,7 @@ impl Volume {
 
     /// A block for a new node, near `goal`.
     fn alloc_node(&self, ws: &mut WriteState, inode: &mut Inode, goal: u64) -> Result<u64> {
-        let (blk, _) = self.alloc_blocks(ws, goal, 1)?;
+        let blk = self.alloc_tree_block(ws, goal)?;
         self.adjust_blocks(inode, 1);
         Ok(blk)
     }
