@@ -8,5 +8,6 @@ pub mod install;
 pub mod memory;
 pub mod mount;
 pub mod options;
+pub mod outcome;
 pub mod stat;
 pub mod umount;

@@ -75,14 +75,13 @@ fn spawn_daemon(option_args: &[String], image: &Path, mountpoint: &Path) -> Resu
 /// Open, mount and serve until unmounted. Reports readiness or the first error on `ready`.
 fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option<File>) -> Result<()> {
     super::memory::tune_malloc(super::memory::budget().unwrap_or(u64::MAX));
-    let outcome = outcome_path(mountpoint);
-    let _ = std::fs::remove_file(&outcome); // an earlier daemon's, never read
     if opts.floor {
+        super::outcome::Outcome::clear(mountpoint);
         return serve_floor(opts, image, mountpoint, ready);
     }
     let session = reported(prepare(opts, image, mountpoint), &mut ready)?;
-    // Until the final write-back is done: a daemon that dies first leaves it.
-    let _ = fs::safefile::replace(&outcome, b"running\n");
+    // Held until the final write-back is done: a daemon that dies first leaves "running".
+    let outcome = super::outcome::Outcome::claim(mountpoint);
     let live = live_stats_path(mountpoint);
     let hints = if let Some(mut r) = ready.take() {
         detach(mountpoint)?;
@@ -167,11 +166,10 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
             fuse::report(format_args!("cannot write the stats file {}: {e:#}", path.display()));
         }
     }
-    // Settled before the lock goes: `umount` reads it once it has the lock.
-    let _ = match &done {
-        Ok(()) => std::fs::remove_file(&outcome),
-        Err(e) => fs::safefile::replace(&outcome, format!("{e:#}\n").as_bytes()),
-    };
+    // Before the image's lock goes: `umount` reads it, then waits for that one.
+    if let Some(o) = outcome {
+        o.settle(&done);
+    }
     drop(lock);
     done
 }
@@ -633,12 +631,6 @@ pub fn jmap_snapshot_path(image: &Path) -> PathBuf {
     }
     let flat: String = image.display().to_string().chars().map(|c| if c == '/' { '_' } else { c }).collect();
     PathBuf::from("/var/lib/ext4lazy").join(format!("{}.jmap", flat.trim_start_matches('_')))
-}
-
-/// How a daemon's final write-back ended, for `ext4lazy umount`: "running"
-/// until it ends, then gone when it finished, or the error that stopped it.
-pub fn outcome_path(mountpoint: &Path) -> PathBuf {
-    run_file(mountpoint, "outcome")
 }
 
 /// Where a daemon keeps its live figures (`ext4lazy stat MOUNTPOINT`).

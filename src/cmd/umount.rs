@@ -4,10 +4,8 @@
 
 use anyhow::{bail, Context, Result};
 use std::ffi::CString;
-use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 pub fn run(mountpoint: &Path) -> Result<()> {
     let mnt = std::fs::canonicalize(mountpoint).with_context(|| format!("{}", mountpoint.display()))?;
@@ -20,29 +18,9 @@ pub fn run(mountpoint: &Path) -> Result<()> {
         let e = std::io::Error::last_os_error();
         bail!("cannot unmount {}: {e}", mnt.display());
     }
+    let said = super::outcome::wait(&mnt, &source, &super::mount::log_path(&mnt));
     wait_for_daemon(&source)?;
-    daemon_outcome(&mnt, &source)
-}
-
-/// What the daemon left in its outcome file (`mount::outcome_path`): no file
-/// when its final write-back finished (or it kept none), "running" when it
-/// died first, else the error that stopped it. Data it could not write is
-/// lost, so the unmount fails, pointing at the log.
-fn daemon_outcome(mnt: &Path, image: &Path) -> Result<()> {
-    let path = super::mount::outcome_path(mnt);
-    let Ok(Some(text)) = fs::safefile::read_trusted(&path, 64 << 10) else {
-        return Ok(());
-    };
-    let _ = std::fs::remove_file(&path);
-    let log = super::mount::log_path(mnt);
-    match String::from_utf8_lossy(&text).trim() {
-        "running" => bail!(
-            "the daemon for {} ended before its final write-back; the journal is replayed at the next mount (see {})",
-            image.display(),
-            log.display()
-        ),
-        why => bail!("the final write-back of {} failed: {why} (see {})", image.display(), log.display()),
-    }
+    said
 }
 
 /// Lazily detach a mount (cleanup after a failed handshake).
@@ -110,22 +88,7 @@ pub fn wait_for_daemon(image: &Path) -> Result<()> {
     let Ok(f) = std::fs::File::open(image) else {
         return Ok(()); // not a file we can lock (gone or a foreign source): nothing to wait for
     };
-    let start = Instant::now();
-    let mut told = false;
-    loop {
-        // SAFETY: flock on a descriptor we own; released when `f` closes.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return Ok(());
-        }
-        if !told && start.elapsed() > Duration::from_secs(2) {
-            eprintln!("ext4lazy: waiting for the daemon to finish writing {} ...", image.display());
-            told = true;
-        }
-        if start.elapsed() > Duration::from_secs(3600) {
-            bail!("the daemon for {} did not exit within an hour", image.display());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    super::outcome::wait_for_lock(&f, image)
 }
 
 /// Where `image` is mounted now, by ext4lazy (as the source) or by the kernel

@@ -11,8 +11,10 @@
 //! - [`open_log`] opens an append log only if it is a regular file we own
 //!   with one link; anything else at the path is removed and the file made
 //!   afresh with O_EXCL.
+//! - [`create_fresh`] removes whatever is at the path and makes the file
+//!   anew with O_EXCL.
 //! - [`read_trusted`] reads a file only if it is regular, owned by root or
-//!   us, and writable by nobody else.
+//!   us, and writable by nobody else ([`open_trusted`] opens one).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -103,10 +105,43 @@ pub fn open_log(path: &Path) -> io::Result<File> {
     create_new(path, true)
 }
 
+/// Make `path` a new empty file, read-write, whatever was there before
+/// (removed first: a symlink, a file of an earlier run).
+pub fn create_fresh(path: &Path) -> io::Result<File> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(MODE)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
 /// Read `path` if it is a file we may trust: not a symlink, a regular file,
 /// owned by root or by us, writable by no one else, at most `max_len` bytes.
 /// `Ok(None)` when there is no file; an error says why one is refused.
 pub fn read_trusted(path: &Path, max_len: u64) -> io::Result<Option<Vec<u8>>> {
+    let Some(f) = open_trusted(path)? else { return Ok(None) };
+    let len = f.metadata()?.len();
+    if len > max_len {
+        return Err(invalid(path, &format!("{len} bytes, more than the {max_len} it can hold")));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    // take(): the file may grow after the check.
+    f.take(max_len + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max_len {
+        return Err(invalid(path, "grew while read"));
+    }
+    Ok(Some(bytes))
+}
+
+/// Open `path` for reading if it is a file we may trust (see
+/// [`read_trusted`]); `Ok(None)` when there is none.
+pub fn open_trusted(path: &Path) -> io::Result<Option<File>> {
     let f = match OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
@@ -127,16 +162,7 @@ pub fn read_trusted(path: &Path, max_len: u64) -> io::Result<Option<Vec<u8>>> {
     if m.mode() & 0o022 != 0 {
         return Err(invalid(path, &format!("writable by others (mode {:o})", m.mode() & 0o7777)));
     }
-    if m.len() > max_len {
-        return Err(invalid(path, &format!("{} bytes, more than the {max_len} it can hold", m.len())));
-    }
-    let mut bytes = Vec::with_capacity(m.len() as usize);
-    // take(): the file may grow after the check.
-    f.take(max_len + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max_len {
-        return Err(invalid(path, "grew while read"));
-    }
-    Ok(Some(bytes))
+    Ok(Some(f))
 }
 
 #[cfg(test)]
