@@ -148,20 +148,20 @@ def test_a_write_back_that_splits_leaves_loses_nothing(adapter, workdir):
 
 
 def test_single_blocks_into_thousands_of_full_leaves_lose_nothing(adapter, workdir):
-    """One 1 KiB block written into a hole in the middle of each of 4,200 full
-    extent leaves (12 sparse files the kernel wrote, every other block an
-    extent, so that the trees are 2 deep), on a 512 MiB volume filled with the
+    """One 1 KiB block written into a hole in the middle of each of 7,992 full
+    extent leaves (24 sparse files the kernel wrote, every other block an
+    extent, so that the trees are 2 deep), on a 1 GiB volume filled with the
     kernel down to about two blocks free per write. Each block's write-back
     splits a full leaf, and the splits climb: with a leaf held back per half a
     leaf of waiting blocks, 31 of 6,380 accepted blocks were lost at 1 GiB
     (review, 2026-12-06). Now each run of waiting blocks holds back a leaf per
     level, every accepted block survives, and umount says nothing failed."""
-    bs, per_leaf, leaves, files = 1024, 84, 350, 12
+    bs, per_leaf, leaves, files = 1024, 84, 333, 24
     img = os.path.join(workdir, "leaves.img")
     mnt = os.path.join(workdir, "leaves-mnt")
     os.makedirs(mnt, exist_ok=True)
-    util.run(["truncate", "-s", "512M", img])
-    util.run(["mkfs.ext4", "-F", "-q", "-m", "0", "-b", str(bs), "-N", "1024", img])
+    util.run(["truncate", "-s", "1G", img])
+    util.run(["mkfs.ext4", "-F", "-q", "-m", "0", "-b", str(bs), "-N", "2048", img])
     util.run(["mount", "-t", "ext4", "-o", "loop", img, mnt])
     try:
         one = b"\xaa" * bs
@@ -199,7 +199,7 @@ def test_single_blocks_into_thousands_of_full_leaves_lose_nothing(adapter, workd
     assert p.returncode == 0, p.stderr
     # The volume filled. Each write reaches the daemon as its whole 4 KiB
     # page, whose other hole then takes a block of zeros too: two blocks and
-    # two leaf splits a write, from about 4,300 blocks beside the reserve.
+    # two leaf splits a write, from about 12,000 blocks beside the reserve.
     print(f"{len(written)} of {leaves * files} writes accepted")
     assert leaves * files // 8 < len(written) < leaves * files, f"{len(written)} of {leaves * files} writes accepted"
     util.run(["mount", "-t", "ext4", "-o", "loop", img, mnt])  # the kernel reads it back

@@ -489,16 +489,25 @@ fn full_volume_fails_operations_whole() {
         let fill = vol.create(ROOT_INO, b"fill", CreateKind::File, 0o644, 0, 0).unwrap();
         let chunk = vec![0xabu8; 64 << 10];
         let mut filled = 0u64;
-        while vol.write(fill.ino, filled, &chunk).is_ok() {
-            filled += chunk.len() as u64;
+        // Until refused, or cut short (a write that finds the last blocks).
+        while let Ok(n) = vol.write(fill.ino, filled, &chunk) {
+            filled += n as u64;
+            if n < chunk.len() {
+                break;
+            }
         }
         vol.unlink(ROOT_INO, b"fill").unwrap();
         let again = vol.create(ROOT_INO, b"again", CreateKind::File, 0o644, 0, 0).unwrap();
         for off in (0..filled).step_by(chunk.len()) {
-            vol.write(again.ino, off, &chunk)
+            let len = (filled - off).min(chunk.len() as u64) as usize;
+            let n = vol
+                .write(again.ino, off, &chunk[..len])
                 .unwrap_or_else(|e| panic!("{variant}: rewriting {filled} freed bytes at {off}: {e}"));
+            assert_eq!(n, len, "{variant}: rewriting {filled} freed bytes at {off}");
         }
-        model.insert("again".into(), Node::File(chunk.repeat((filled / chunk.len() as u64) as usize)));
+        let mut data = chunk.repeat(filled.div_ceil(chunk.len() as u64) as usize);
+        data.truncate(filled as usize);
+        model.insert("again".into(), Node::File(data));
         eprintln!("{variant}: {ok} operations, {nospace} ENOSPC; {filled} bytes refilled after an unlink");
         unmount_and_verify(vol, &img, &model);
     }
