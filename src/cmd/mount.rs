@@ -76,7 +76,6 @@ fn spawn_daemon(option_args: &[String], image: &Path, mountpoint: &Path) -> Resu
 fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option<File>) -> Result<()> {
     super::memory::tune_malloc(super::memory::budget().unwrap_or(u64::MAX));
     if opts.floor {
-        super::outcome::Outcome::clear(mountpoint);
         return serve_floor(opts, image, mountpoint, ready);
     }
     let session = reported(prepare(opts, image, mountpoint), &mut ready)?;
@@ -222,6 +221,8 @@ fn serve_floor(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: 
         Ok((mount_session(opts, &image, &mnt, fs, counters.clone())?, lock))
     };
     let (session, lock) = reported(start(), &mut ready)?;
+    // Nothing to write back: it only tells `umount` the daemon did not die first.
+    let outcome = super::outcome::Outcome::claim(mountpoint);
     let live = live_stats_path(mountpoint);
     if let Some(mut r) = ready.take() {
         detach(mountpoint)?;
@@ -234,6 +235,9 @@ fn serve_floor(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: 
         if let Err(e) = write_json(&stats(&counters), path) {
             fuse::report(format_args!("cannot write the stats file {}: {e:#}", path.display()));
         }
+    }
+    if let Some(o) = outcome {
+        o.settle(&served);
     }
     drop(lock);
     served

@@ -1,19 +1,19 @@
 //! How a daemon's final write-back ended, for `ext4lazy umount`.
 //!
-//! The daemon keeps `/run/ext4lazy/<FNV-1a 64 of the mount point>.outcome`
-//! (the hint socket's naming: mount points that differ only in `/` and `_`
-//! get different files) locked for its whole life, with "running" in it.
-//! Once its final write-back has ended it removes the file (everything
-//! written) or writes the error into it, and lets go. `umount` waits for
-//! that lock: it needs neither the image's path (an image renamed while
-//! mounted) nor the daemon's process, and a daemon that died first leaves
-//! "running" behind.
+//! The daemon keeps `/run/ext4lazy/fuse-<major>-<minor>.outcome`, named
+//! by its FUSE connection's device number (the mount's, in mountinfo), locked
+//! for its whole life, with "running" in it. Once its final write-back has
+//! ended it removes the file (everything written) or writes the error into
+//! it, and lets go. `umount` finds the same number in mountinfo and waits
+//! for that lock. Named by the connection, the file stays the mount's own
+//! whatever happens to paths: the mount point or a directory above renamed,
+//! a second mount stacked on the same point, an image renamed while
+//! mounted; a daemon that died first leaves "running" behind.
 
 use anyhow::{bail, Result};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -23,10 +23,22 @@ const RUNNING: &str = "running";
 /// The most of an error kept: the rest is in the daemon's log.
 const MAX_TEXT: usize = 4096;
 
-/// Where the outcome of the daemon serving `mountpoint` is kept.
-pub fn path(mountpoint: &Path) -> PathBuf {
-    let m = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
-    PathBuf::from(format!("/run/ext4lazy/{:016x}.outcome", super::hints::fnv1a64(m.as_os_str().as_bytes())))
+/// Where the outcome of the daemon serving the FUSE connection `dev`
+/// (`major:minor`, as mountinfo gives it) is kept.
+pub fn path(dev: &str) -> PathBuf {
+    PathBuf::from(format!("/run/ext4lazy/fuse-{}.outcome", dev.replace(':', "-")))
+}
+
+/// The connection of the newest FUSE mount at `mountpoint`: the daemon's
+/// own, read right after its mount.
+fn connection_at(mountpoint: &Path) -> Option<String> {
+    let m = std::fs::canonicalize(mountpoint).ok()?;
+    super::umount::mounts()
+        .ok()?
+        .into_iter()
+        .rev()
+        .find(|e| e.target == m && e.fstype.starts_with("fuse"))
+        .map(|e| e.dev)
 }
 
 /// The daemon's side: its outcome file, locked, saying "running".
@@ -36,16 +48,12 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// Remove an earlier daemon's file at `mountpoint`'s name (never read,
-    /// or a mount that failed): before a mount that keeps none, a floor.
-    pub fn clear(mountpoint: &Path) {
-        let _ = std::fs::remove_file(path(mountpoint));
-    }
-
-    /// Make the file anew, lock it and say "running". None when /run has
-    /// no room for it: `umount` then only waits for the image's lock.
+    /// Make the file of the FUSE mount just made at `mountpoint` anew (an
+    /// earlier connection of the same number may have left one), lock it
+    /// and say "running". None when /run has no room for it: `umount` then
+    /// only waits for the image's lock.
     pub fn claim(mountpoint: &Path) -> Option<Outcome> {
-        let path = path(mountpoint);
+        let path = path(&connection_at(mountpoint)?);
         let mut file = fs::safefile::create_fresh(&path).ok()?;
         // SAFETY: flock on a descriptor we own; a fresh file nobody else holds.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
@@ -59,9 +67,7 @@ impl Outcome {
     /// error; the lock goes with the descriptor.
     pub fn settle(self, done: &Result<()>) {
         let written = match done {
-            // Only our own file: another mount over the same point may have made its own.
-            Ok(()) if self.is_at_path() => std::fs::remove_file(&self.path),
-            Ok(()) => Ok(()),
+            Ok(()) => std::fs::remove_file(&self.path),
             Err(e) => {
                 let text = format!("{e:#}");
                 let cut = text.char_indices().map(|(i, _)| i).take_while(|&i| i <= MAX_TEXT).last().unwrap_or(0);
@@ -73,21 +79,14 @@ impl Outcome {
             fuse::report(format_args!("cannot record the unmount's outcome in {}: {e}", self.path.display()));
         }
     }
-
-    /// Whether the path still names this file.
-    fn is_at_path(&self) -> bool {
-        match (self.file.metadata(), std::fs::symlink_metadata(&self.path)) {
-            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-            _ => false,
-        }
-    }
 }
 
-/// `umount`'s side: wait until the daemon of `mnt` has let go of its
-/// outcome file, then return its word: Ok when it removed the file (or
-/// never kept one), else why the final write-back did not finish.
-pub fn wait(mnt: &Path, image: &Path, log: &Path) -> Result<()> {
-    let path = path(mnt);
+/// `umount`'s side: wait until the daemon of the FUSE connection `dev` has
+/// let go of its outcome file, then return its word: Ok when it removed
+/// the file (or never kept one), else why the final write-back did not
+/// finish.
+pub fn wait(dev: &str, image: &Path, log: &Path) -> Result<()> {
+    let path = path(dev);
     let mut file = match fs::safefile::open_trusted(&path) {
         Ok(Some(f)) => f,
         Ok(None) => return Ok(()),

@@ -9,16 +9,17 @@ use std::path::{Path, PathBuf};
 
 pub fn run(mountpoint: &Path) -> Result<()> {
     let mnt = std::fs::canonicalize(mountpoint).with_context(|| format!("{}", mountpoint.display()))?;
-    let Some(source) = fuse_mount_source(&mnt)? else {
+    let Some(entry) = fuse_mount(&mnt)? else {
         bail!("{} is not an ext4lazy mount", mnt.display());
     };
+    let source = PathBuf::from(&entry.source);
     let c = CString::new(mnt.as_os_str().as_bytes())?;
     // SAFETY: umount2 with a valid C string.
     if unsafe { libc::umount2(c.as_ptr(), 0) } != 0 {
         let e = std::io::Error::last_os_error();
         bail!("cannot unmount {}: {e}", mnt.display());
     }
-    let said = super::outcome::wait(&mnt, &source, &super::mount::log_path(&mnt));
+    let said = super::outcome::wait(&entry.dev, &source, &super::mount::log_path(&mnt));
     wait_for_daemon(&source)?;
     said
 }
@@ -31,13 +32,9 @@ pub fn detach(mnt: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The source (image path) of the FUSE mount at `mnt`, if there is one.
-pub fn fuse_mount_source(mnt: &Path) -> Result<Option<PathBuf>> {
-    Ok(mounts()?
-        .into_iter()
-        .rev()
-        .find(|m| m.target == mnt && m.fstype.starts_with("fuse"))
-        .map(|m| PathBuf::from(m.source)))
+/// The newest FUSE mount at `mnt`, if there is one.
+pub fn fuse_mount(mnt: &Path) -> Result<Option<MountEntry>> {
+    Ok(mounts()?.into_iter().rev().find(|m| m.target == mnt && m.fstype.starts_with("fuse")))
 }
 
 /// One line of /proc/self/mountinfo.

@@ -39,10 +39,18 @@ pub(crate) struct DirtyFile {
     pub(crate) since: Instant,
     /// Runs of consecutive blocks waiting.
     runs: u64,
-    /// The depth of its extent tree when data was last put.
-    depth: u16,
+    /// Its extent tree when data was last put.
+    shape: TreeShape,
     /// Its share of [`Delayed::tree_blocks`].
     tree: u64,
+}
+
+/// What a file's extent tree looked like when data was put into it: its
+/// depth, and, at depth 0, the free entries of its root in the inode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TreeShape {
+    pub(crate) depth: u16,
+    pub(crate) root_room: u16,
 }
 
 /// Files kept apart by inode number, each part under its own lock: every
@@ -158,24 +166,42 @@ impl Delayed {
     }
 
     /// The extent-tree blocks the write-back of `blocks` blocks waiting in
-    /// `runs` runs, of a file whose tree is `depth` deep, may need at worst.
-    /// Each run goes into the tree at its own place, and each of its blocks
-    /// may become an extent of its own (free space in one-block pieces): a
-    /// place splits one leaf, plus one for each half a leaf of extents put
-    /// there; each split may climb every level, and the root may grow one.
-    /// Holding back less lost data at unmount: one leaf per file, or one per
-    /// half a leaf of blocks, where single blocks went into thousands of
-    /// full leaves of a deep tree (tests/system/test_full_volume_writeback.py).
-    fn worst_tree(&self, runs: u64, blocks: u64, depth: u16) -> u64 {
-        if blocks == 0 {
+    /// `runs` runs, of a file whose tree is `shape`, may need at worst.
+    /// Each block may become an extent of its own (free space in one-block
+    /// pieces): none when that many still fit in the root in the inode;
+    /// otherwise each run goes into the tree at its own place, a place
+    /// splits one leaf plus one for each half a leaf of extents put there,
+    /// each split may climb every level, and the root may grow one. Holding
+    /// back less lost data at unmount: one leaf per file, or one per half a
+    /// leaf of blocks, where single blocks went into thousands of full
+    /// leaves of a deep tree (tests/system/test_full_volume_writeback.py);
+    /// holding back this for small files too refused mkdir and fallocate on
+    /// a volume with 26 MiB free while 2,470 files of one block waited.
+    fn worst_tree(&self, runs: u64, blocks: u64, shape: TreeShape) -> u64 {
+        if blocks == 0 || (shape.depth == 0 && blocks <= u64::from(shape.root_room)) {
             return 0;
         }
-        (u64::from(depth) + 2) * (runs + blocks.div_ceil(self.half_leaf))
+        (u64::from(shape.depth) + 2) * (runs + blocks.div_ceil(self.half_leaf))
+    }
+
+    /// What `ino` would have once logical blocks `first..=last` all wait,
+    /// its tree being `shape`: (blocks new, its runs, the tree blocks held
+    /// back over all files). Read under its shard's lock.
+    fn if_put(&self, files: &Files, ino: u32, first: u64, last: u64, shape: TreeShape) -> (u64, u64, u64) {
+        let span = last - first + 1;
+        let Some(f) = files.get(&ino) else {
+            return (span, 1, self.tree_blocks() + self.worst_tree(1, span, shape));
+        };
+        let new = span - f.blocks.range(first..=last).count() as u64;
+        // first..=last becomes one run with the runs beside it.
+        let runs = f.runs + 1 - runs_touching(&f.blocks, first.saturating_sub(1), last.saturating_add(1));
+        let tree = self.tree_blocks() - f.tree + self.worst_tree(runs, f.blocks.len() as u64 + new, shape);
+        (new, runs, tree)
     }
 
     /// Set `f`'s share of the tree blocks to what its waiting data needs.
     fn retally(&self, f: &mut DirtyFile) {
-        let now = self.worst_tree(f.runs, f.blocks.len() as u64, f.depth);
+        let now = self.worst_tree(f.runs, f.blocks.len() as u64, f.shape);
         if now >= f.tree {
             self.tree.fetch_add(now - f.tree, Ordering::AcqRel);
         } else {
@@ -214,11 +240,17 @@ impl Delayed {
         self.tree.load(Ordering::Acquire)
     }
 
-    /// What [`Self::tree_blocks`] may grow by when `more` blocks of one run
-    /// are put into a file `depth` deep: an upper bound, for a caller
-    /// deciding before it puts.
-    pub(crate) fn tree_growth(&self, more: u64, depth: u16) -> u64 {
-        self.worst_tree(1, more, depth) + u64::from(depth) + 2
+    /// What a put of `len` bytes at `offset` into `ino`, whose tree is
+    /// `shape`, would leave waiting over all files: (blocks, tree blocks).
+    /// For a caller deciding before it puts.
+    pub(crate) fn held_if_put(&self, ino: u32, offset: u64, len: u64, shape: TreeShape) -> (u64, u64) {
+        let bs = self.block_size as u64;
+        if len == 0 {
+            return (self.blocks(), self.tree_blocks());
+        }
+        let files = self.shard(ino);
+        let (new, _, tree) = self.if_put(&files, ino, offset / bs, (offset + len - 1) / bs, shape);
+        (self.blocks() + new, tree)
     }
 
     /// Bytes waiting over all files.
@@ -260,7 +292,7 @@ impl Delayed {
         disk_size: u64,
         offset: u64,
         data: &[u8],
-        depth: u16,
+        shape: TreeShape,
         room: u64,
     ) -> Option<Vec<u64>> {
         let bs = self.block_size as u64;
@@ -269,23 +301,9 @@ impl Delayed {
         }
         let (first, last) = (offset / bs, (offset + data.len() as u64 - 1) / bs);
         let mut files = self.shard(ino);
-        let file = files.get(&ino);
-        let waiting = file.map_or(0, |f| f.blocks.range(first..=last).count() as u64);
-        let new = last - first + 1 - waiting;
-        // The file once first..=last all wait: one run with the runs beside it.
-        let (runs, depth) = match file {
-            Some(f) => (
-                f.runs + 1 - runs_touching(&f.blocks, first.saturating_sub(1), last.saturating_add(1)),
-                f.depth.max(depth),
-            ),
-            None => (1, depth),
-        };
-        if new > 0 {
-            let (len, had) = file.map_or((0, 0), |f| (f.blocks.len() as u64, f.tree));
-            let tree = self.tree_blocks() - had + self.worst_tree(runs, len + new, depth);
-            if self.blocks() + new + tree > room {
-                return None;
-            }
+        let (new, runs, tree) = self.if_put(&files, ino, first, last, shape);
+        if new > 0 && self.blocks() + new + tree > room {
+            return None;
         }
         let mut fresh = {
             let mut spare = self.spare.lock();
@@ -300,7 +318,7 @@ impl Delayed {
                 disk_size,
                 since: Instant::now(),
                 runs: 0,
-                depth,
+                shape,
                 tree: 0,
             }
         });
@@ -342,7 +360,7 @@ impl Delayed {
         debug_assert_eq!(made.len() as u64, new);
         if new > 0 {
             file.runs = runs;
-            file.depth = depth;
+            file.shape = shape;
             self.retally(file);
         }
         self.gained(new);
@@ -534,12 +552,17 @@ fn disk_size_reached(f: &DirtyFile, bs: u64, end: u64, next: Option<u64>) -> u64
 mod tests {
     use super::*;
 
+    /// A tree `depth` deep with no room in the inode's root.
+    fn deep(depth: u16) -> TreeShape {
+        TreeShape { depth, root_room: 0 }
+    }
+
     #[test]
     fn put_overlay_and_written_keep_the_counts_and_the_sizes() {
         let d = Delayed::new(1024, 0);
-        assert_eq!(d.put(7, 100, 3 * 1024 + 10, b"abc", 0, 10), Some(vec![3]));
-        assert_eq!(d.put(7, 100, 3 * 1024 + 20, b"de", 0, 10), Some(vec![]), "the same block again: not new");
-        assert_eq!(d.put(7, 100, 4 * 1024, b"z", 0, 10), Some(vec![4]));
+        assert_eq!(d.put(7, 100, 3 * 1024 + 10, b"abc", deep(0), 10), Some(vec![3]));
+        assert_eq!(d.put(7, 100, 3 * 1024 + 20, b"de", deep(0), 10), Some(vec![]), "the same block again: not new");
+        assert_eq!(d.put(7, 100, 4 * 1024, b"z", deep(0), 10), Some(vec![4]));
         assert_eq!(d.blocks(), 2);
         assert_eq!(d.sizes_at_write(7, 4097), Some(100), "the disk keeps its size");
         assert_eq!(d.size(7), Some(4097));
@@ -567,12 +590,12 @@ mod tests {
         let d = Delayed::new(1024, 0); // half a leaf: 42 extents
                                        // Every other block: 10 runs of one, into a tree 2 deep (4 levels at worst).
         for l in 0..10 {
-            d.put(1, 0, 2 * l * 1024, b"x", 2, 1000).unwrap();
+            d.put(1, 0, 2 * l * 1024, b"x", deep(2), 1000).unwrap();
         }
         assert_eq!(d.tree_blocks(), 4 * (10 + 1));
         // The gaps filled: one run of 19.
         for l in 0..9 {
-            d.put(1, 0, (2 * l + 1) * 1024, b"y", 2, 1000).unwrap();
+            d.put(1, 0, (2 * l + 1) * 1024, b"y", deep(2), 1000).unwrap();
         }
         assert_eq!(d.tree_blocks(), 4 * (1 + 1));
         // Blocks 5..8 written back: two runs are left.
@@ -582,11 +605,11 @@ mod tests {
         assert_eq!(d.drop_from(1, 3), 13);
         assert_eq!(d.tree_blocks(), 4 * (1 + 1));
         // A second file, new (depth 0); a write refused by the room takes nothing.
-        d.put(2, 0, 0, &[1u8; 3000], 0, 1000).unwrap();
+        d.put(2, 0, 0, &[1u8; 3000], deep(0), 1000).unwrap();
         assert_eq!(d.tree_blocks(), 8 + 2 * (1 + 1));
         let used = d.blocks() + d.tree_blocks();
-        assert_eq!(d.put(2, 0, 10 * 1024, b"z", 0, used + 2), None, "a block and a new run: 3 more");
-        assert_eq!(d.put(2, 0, 10 * 1024, b"z", 0, used + 3).map(|m| m.len()), Some(1));
+        assert_eq!(d.put(2, 0, 10 * 1024, b"z", deep(0), used + 2), None, "a block and a new run: 3 more");
+        assert_eq!(d.put(2, 0, 10 * 1024, b"z", deep(0), used + 3).map(|m| m.len()), Some(1));
         d.unput(2, &[10]);
         assert_eq!(d.blocks() + d.tree_blocks(), used, "unput gives it all back");
         assert_eq!(d.forget(1), 3);
@@ -596,10 +619,25 @@ mod tests {
     }
 
     #[test]
+    fn blocks_that_fit_in_the_roots_free_entries_hold_back_no_tree() {
+        let d = Delayed::new(4096, 0); // half a leaf: 170 extents
+        let root = TreeShape { depth: 0, root_room: 3 };
+        for l in [0, 2, 4] {
+            d.put(1, 0, l * 4096, b"x", root, 100).unwrap();
+        }
+        assert_eq!(d.tree_blocks(), 0, "three extents at most, three free entries");
+        d.put(1, 0, 6 * 4096, b"x", root, 100).unwrap();
+        assert_eq!(d.tree_blocks(), 2 * (4 + 1), "a fourth may not fit: a leaf, and what may climb");
+        assert_eq!(d.held_if_put(2, 0, 4096, root), (5, 2 * (4 + 1)), "a one-block file beside it: no more");
+        d.written(1, 0, 1);
+        assert_eq!(d.tree_blocks(), 0, "three left");
+    }
+
+    #[test]
     fn truncate_and_forget_give_back_their_blocks() {
         let d = Delayed::new(1024, 0);
         for l in 0..10 {
-            d.put(1, 0, l * 1024, b"x", 0, 100);
+            d.put(1, 0, l * 1024, b"x", deep(0), 100);
         }
         d.sizes_at_write(1, 10 * 1024);
         assert_eq!(d.drop_from(1, 8), 2);
@@ -615,7 +653,7 @@ mod tests {
         assert_eq!(d.size(1), None);
         // A truncate that drops every block: the file is forgotten at its
         // inode's write, which records the whole size.
-        d.put(3, 0, 5 * 1024, b"q", 0, 100);
+        d.put(3, 0, 5 * 1024, b"q", deep(0), 100);
         assert_eq!(d.drop_from(3, 0), 1);
         assert_eq!(d.sizes_at_write(3, 100), Some(100));
         assert!(!d.has(3));
@@ -625,7 +663,7 @@ mod tests {
     fn a_run_stops_at_a_gap_and_at_its_limit() {
         let d = Delayed::new(512, 0);
         for l in [0, 1, 2, 5, 6] {
-            d.put(2, 0, l * 512, b"y", 0, 100);
+            d.put(2, 0, l * 512, b"y", deep(0), 100);
         }
         assert_eq!(d.run_from(2, 0, 2).map(|(s, r)| (s, r.len())), Some((0, 2)));
         assert_eq!(d.run_from(2, 1, 16).map(|(s, r)| (s, r.len())), Some((1, 2)));
@@ -638,10 +676,10 @@ mod tests {
         let d = Delayed::new(512, 0);
         let data: Vec<u8> = (0..1500u32).map(|i| (i % 251) as u8 + 1).collect();
         // Bytes 100..1600: blocks 0 to 3, the first and last in part.
-        assert_eq!(d.put(9, 0, 100, &data, 0, 8), Some(vec![0, 1, 2, 3]));
-        assert_eq!(d.put(9, 0, 2048, b"x", 0, 8), None, "a fifth block and its tree blocks pass the room");
+        assert_eq!(d.put(9, 0, 100, &data, deep(0), 8), Some(vec![0, 1, 2, 3]));
+        assert_eq!(d.put(9, 0, 2048, b"x", deep(0), 8), None, "a fifth block and its tree blocks pass the room");
         assert_eq!((d.blocks(), d.file_blocks(9)), (4, 4), "a refused write changes nothing");
-        assert_eq!(d.put(9, 0, 1000, b"over", 0, 8), Some(vec![]), "rewriting waiting blocks needs no room");
+        assert_eq!(d.put(9, 0, 1000, b"over", deep(0), 8), Some(vec![]), "rewriting waiting blocks needs no room");
         let mut buf = vec![0xffu8; 2048];
         d.overlay(9, 0, &mut buf);
         let mut want = vec![0u8; 2048];
@@ -656,14 +694,14 @@ mod tests {
     fn freed_blocks_are_reused_whole_and_never_while_shared() {
         let d = Delayed::new(512, 3 * 512);
         for l in 0..5 {
-            d.put(4, 0, l * 512, &[7u8; 512], 0, 100);
+            d.put(4, 0, l * 512, &[7u8; 512], deep(0), 100);
         }
         let (_, shared) = d.run_from(4, 0, 1).unwrap(); // block 0 still out at the device
         assert_eq!(d.forget(4), 5);
         assert_eq!(d.spare_blocks(), 3, "kept up to the cap, the shared one never");
         drop(shared);
         // A partial write into a reused block: stale bytes gone, zeros around.
-        assert_eq!(d.put(5, 0, 10, b"ab", 0, 100), Some(vec![0]));
+        assert_eq!(d.put(5, 0, 10, b"ab", deep(0), 100), Some(vec![0]));
         assert_eq!(d.spare_blocks(), 2);
         let mut buf = vec![0xffu8; 512];
         d.overlay(5, 0, &mut buf);

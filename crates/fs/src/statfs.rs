@@ -24,8 +24,11 @@ impl Volume {
         let ffree = ffree.saturating_sub(self.free_but_held_inodes());
         // Freed by the running transaction: free already, reusable after its commit.
         let bfree = bfree + self.deferred_free_blocks();
-        // Reserved for delayed data: used, as the kernel counts its dirty clusters.
-        let bfree = bfree.saturating_sub(self.delayed.blocks());
+        // Reserved for delayed data and the tree blocks its write-back may
+        // need: used, as the kernel counts its dirty clusters (and, before
+        // 3.10, the metadata it reserved for them). Other allocations may
+        // not take them either.
+        let bfree = bfree.saturating_sub(self.delayed.blocks() + self.delayed.tree_blocks());
         let reserved = self.sb.r_blocks_count() + self.kernel_reserve_blocks();
         StatFs {
             blocks: total.saturating_sub(overhead),

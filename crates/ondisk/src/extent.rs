@@ -243,14 +243,20 @@ pub fn set_block_checksum(block: &mut [u8], inode_seed: u32) {
     put_le32(block, off, c);
 }
 
-/// The depth a node's header records (an inode's i_block holds the root),
-/// read without parsing the entries; 0 for no header, at most [`MAX_DEPTH`].
-/// For estimates only: the tree itself is checked when it is walked.
-pub fn header_depth(buf: &[u8]) -> u16 {
+/// The header at the start of `buf` (an inode's i_block holds the root),
+/// read without the entries or any check beyond the magic; the depth at
+/// most [`MAX_DEPTH`]. For estimates only: the tree itself is checked when
+/// it is walked.
+pub fn peek_header(buf: &[u8]) -> Option<ExtentHeader> {
     if buf.len() < HEADER_SIZE || le16(buf, 0) != EXTENT_MAGIC {
-        return 0;
+        return None;
     }
-    le16(buf, 6).min(MAX_DEPTH)
+    Some(ExtentHeader {
+        entries: le16(buf, 2),
+        max: le16(buf, 4),
+        depth: le16(buf, 6).min(MAX_DEPTH),
+        generation: le32(buf, 8),
+    })
 }
 
 #[cfg(test)]
@@ -259,17 +265,17 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn header_depth_reads_what_write_wrote() {
+    fn peek_header_reads_what_write_wrote() {
         let node = ExtentNode::Index(
-            ExtentHeader { entries: 1, max: 4, depth: 2, generation: 0 },
+            ExtentHeader { entries: 1, max: 4, depth: 2, generation: 7 },
             vec![ExtentIndex { block: 0, leaf: 9 }],
         );
         let mut buf = [0u8; 60];
         node.write(&mut buf);
-        assert_eq!(header_depth(&buf), 2);
+        assert_eq!(peek_header(&buf), Some(*node.header()));
         put_le16(&mut buf, 6, 40);
-        assert_eq!(header_depth(&buf), MAX_DEPTH, "bounded");
-        assert_eq!(header_depth(&[0u8; 60]), 0, "no magic: no tree");
+        assert_eq!(peek_header(&buf).map(|h| h.depth), Some(MAX_DEPTH), "bounded");
+        assert_eq!(peek_header(&[0u8; 60]), None, "no magic: no tree");
     }
 
     #[test]

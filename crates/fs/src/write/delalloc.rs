@@ -32,6 +32,7 @@ use super::iflags::{refuse_if, regular_file, wants_sync};
 use super::ops::touch;
 use super::WriteState;
 use crate::bmap::Mapping;
+use crate::delayed::TreeShape;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use blockdev::IoClass;
@@ -87,14 +88,13 @@ impl Volume {
         self.free_counts().0.saturating_sub(held)
     }
 
-    /// Whether a write of `more` blocks into holes of a file whose extent
-    /// tree is `depth` deep should allocate them at once instead of waiting
-    /// (the kernel's ext4_nonda_switch): two thirds of the free blocks
-    /// would wait, or the reservation would refuse it.
-    fn space_is_low(&self, more: u64, depth: u16) -> bool {
+    /// Whether a write of `len` bytes at `offset` into holes of `inode`
+    /// should allocate its blocks at once instead of waiting (the kernel's
+    /// ext4_nonda_switch): two thirds of the free blocks would wait, or the
+    /// reservation would refuse it.
+    fn space_is_low(&self, inode: &Inode, offset: u64, len: u64) -> bool {
         let free = self.free_counts().0;
-        let waiting = self.delayed.blocks() + more;
-        let tree = self.delayed.tree_blocks() + self.delayed.tree_growth(more, depth);
+        let (waiting, tree) = self.delayed.held_if_put(inode.ino, offset, len, tree_shape(inode));
         2 * free < 3 * waiting || waiting + tree + self.kernel_reserve_blocks() > free
     }
 
@@ -115,8 +115,7 @@ impl Volume {
             return Ok(None);
         }
         let bs = u64::from(self.block_size());
-        let spans = (offset + data.len() as u64).div_ceil(bs) - offset / bs;
-        if self.space_is_low(spans, extent::header_depth(&inode.base.block)) {
+        if self.space_is_low(inode, offset, data.len() as u64) {
             // Its own waiting data goes out first: the write then finds
             // every block it covers mapped or a hole on disk.
             self.writeback_locked(ino)?;
@@ -168,9 +167,9 @@ impl Volume {
             // The data and the tree blocks its write-back may need fit
             // beside the kernel's reserve (`Delayed::put` counts both).
             let room = self.free_counts().0.saturating_sub(self.kernel_reserve_blocks());
-            let depth = extent::header_depth(&inode.base.block);
             let disk_size = inode.size(); // no overlay yet when the file is new here
-            let made = self.delayed.put(ino, disk_size, offset, data, depth, room).ok_or(FsError::NoSpace)?;
+            let made =
+                self.delayed.put(ino, disk_size, offset, data, tree_shape(&inode), room).ok_or(FsError::NoSpace)?;
             let end = offset + data.len() as u64;
             if end > inode.size() {
                 inode.set_size(end);
@@ -455,5 +454,15 @@ impl Volume {
             self.writeback_down_to(half)?;
         }
         Ok(())
+    }
+}
+
+/// `inode`'s extent tree as the delayed store counts it: its depth, and the
+/// free entries of its root when that holds the extents itself.
+fn tree_shape(inode: &Inode) -> TreeShape {
+    match extent::peek_header(&inode.base.block) {
+        Some(h) if h.depth == 0 => TreeShape { depth: 0, root_room: h.max.saturating_sub(h.entries) },
+        Some(h) => TreeShape { depth: h.depth, root_room: 0 },
+        None => TreeShape::default(),
     }
 }
