@@ -458,10 +458,12 @@ impl Volume {
 }
 
 /// `inode`'s extent tree as the delayed store counts it: its depth, and the
-/// free entries of its root when that holds the extents itself.
+/// free entries of its root when that holds the extents itself (at most the
+/// four i_block has room for, whatever a damaged header claims).
 fn tree_shape(inode: &Inode) -> TreeShape {
+    const ROOT_ENTRIES: u16 = 4;
     match extent::peek_header(&inode.base.block) {
-        Some(h) if h.depth == 0 => TreeShape { depth: 0, root_room: h.max.saturating_sub(h.entries) },
+        Some(h) if h.depth == 0 => TreeShape { depth: 0, root_room: h.max.min(ROOT_ENTRIES).saturating_sub(h.entries) },
         Some(h) => TreeShape { depth: h.depth, root_room: 0 },
         None => TreeShape::default(),
     }
