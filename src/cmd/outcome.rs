@@ -33,12 +33,7 @@ pub fn path(dev: &str) -> PathBuf {
 /// own, read right after its mount.
 fn connection_at(mountpoint: &Path) -> Option<String> {
     let m = std::fs::canonicalize(mountpoint).ok()?;
-    super::umount::mounts()
-        .ok()?
-        .into_iter()
-        .rev()
-        .find(|e| e.target == m && e.fstype.starts_with("fuse"))
-        .map(|e| e.dev)
+    super::umount::fuse_mount(&m).ok()?.map(|e| e.dev)
 }
 
 /// The daemon's side: its outcome file, locked, saying "running".

@@ -281,7 +281,7 @@ impl Delayed {
 
     /// Copy `data` into `ino` from byte `offset`, each block not waiting
     /// yet created (zeros where nothing was written). `disk_size`: the
-    /// inode's on-disk size, for a file not tracked yet; `depth`: its
+    /// inode's on-disk size, for a file not tracked yet; `shape`: its
     /// extent tree's. `room`: the blocks the waiting data and its tree
     /// blocks (`tree_blocks`) may take over all files; when the new ones
     /// would pass it, nothing changes and None comes back. Returns the new

@@ -28,6 +28,14 @@ fn open(img: &Path, lazy: bool) -> (Arc<CountingDevice>, Volume) {
     (dev, vol)
 }
 
+/// A clean unmount, then `e2fsck -fn` finds nothing (after the kernel's
+/// replay for a lazy volume).
+fn unmount_clean(vol: Volume, img: &Path, lazy: bool) {
+    vol.shutdown().unwrap();
+    drop(vol);
+    common::e2fsck_clean_in(img, lazy);
+}
+
 fn data_written(dev: &CountingDevice) -> u64 {
     dev.counts().get(IoClass::Data, true).bytes
 }
@@ -86,9 +94,7 @@ fn small_writes_in_any_order_become_one_extent_at_write_back() {
         }
         assert_eq!(vol.read(&inode, 0, want.len()).unwrap(), want, "read back from the disk");
         assert_eq!(vol.stat(&inode).blocks, blocks * BS / 512, "allocated blocks, no longer reserved ones");
-        vol.shutdown().unwrap();
-        drop(vol);
-        common::e2fsck_clean_in(&img, lazy);
+        unmount_clean(vol, &img, lazy);
         // The kernel reads what was written.
         let ok = common::with_kernel_mount(&img, |mnt| {
             assert_eq!(std::fs::read(mnt.join("f")).unwrap(), want, "lazy={lazy}: the kernel's read");
@@ -169,9 +175,7 @@ fn small_files_go_out_together_while_others_write() {
                 "lazy={lazy} f{i}: one extent of {blocks} blocks, found {m:?}"
             );
         }
-        vol.shutdown().unwrap();
-        drop(vol);
-        common::e2fsck_clean_in(&img, lazy);
+        unmount_clean(vol, &img, lazy);
         let ok = common::with_kernel_mount(&img, |mnt| {
             for i in 0..files {
                 assert!(
@@ -257,9 +261,7 @@ fn a_batch_of_small_files_fits_a_small_journal() {
     assert!(vol.failure().is_none(), "the volume failed: {:?}", vol.failure());
     assert_eq!(vol.read(&vol.inode(a).unwrap(), 0, 70_000).unwrap(), pattern(1, 63 * KB as usize));
     assert_eq!(vol.read(&vol.inode(b).unwrap(), 0, 70_000).unwrap(), pattern(2, 64 * KB as usize));
-    vol.shutdown().unwrap();
-    drop(vol);
-    common::e2fsck_clean(&img);
+    unmount_clean(vol, &img, false);
 }
 
 #[test]
@@ -288,9 +290,7 @@ fn a_file_deleted_before_write_back_costs_no_data_io() {
     let inode = vol.inode(ino).unwrap();
     assert_eq!(vol.read(&inode, 0, 100).unwrap(), pattern(1, 10));
     assert_eq!(vol.statfs().bfree, free_before - 1, "every reservation given back");
-    vol.shutdown().unwrap();
-    drop(vol);
-    common::e2fsck_clean(&img);
+    unmount_clean(vol, &img, false);
 }
 
 #[test]
@@ -334,9 +334,7 @@ fn a_full_disk_is_reported_at_write_time_and_write_back_never_fails() {
         // kernel's reserve (163 blocks of 8,192), which data leaves alone.
         let free = vol.statfs().bfree;
         assert!((163..163 + 64).contains(&free), "lazy={lazy}: {free} blocks left free");
-        vol.shutdown().unwrap();
-        drop(vol);
-        common::e2fsck_clean_in(&img, lazy);
+        unmount_clean(vol, &img, lazy);
     }
 }
 
@@ -383,9 +381,7 @@ fn other_allocations_leave_write_back_the_reserve() {
                 "lazy={lazy}"
             );
         }
-        vol.shutdown().unwrap();
-        drop(vol);
-        common::e2fsck_clean_in(&img, lazy);
+        unmount_clean(vol, &img, lazy);
     }
 }
 
@@ -418,9 +414,7 @@ fn an_unmount_whose_write_back_runs_out_still_sends_the_others_out() {
             let want = if k == 1 { Vec::new() } else { pattern(k as u8, 3 * BS as usize) };
             assert_eq!(vol.read(&inode, 0, 4 * BS as usize).unwrap(), want, "lazy={lazy}: {name}");
         }
-        vol.shutdown().unwrap();
-        drop(vol);
-        common::e2fsck_clean_in(&img, lazy);
+        unmount_clean(vol, &img, lazy);
     }
 }
 
@@ -450,9 +444,7 @@ fn small_files_waiting_leave_what_statfs_shows_to_others() {
         for i in 0..8 {
             vol.create(ROOT_INO, format!("d{i}").as_bytes(), CreateKind::Dir, 0o755, 0, 0).unwrap();
         }
-        vol.shutdown().unwrap();
-        drop(vol);
-        common::e2fsck_clean_in(&img, lazy);
+        unmount_clean(vol, &img, lazy);
     }
 }
 
@@ -480,9 +472,7 @@ fn a_crash_before_write_back_leaves_the_size_that_reached_the_disk() {
     assert_eq!(vol.read(&a, 0, 20_000).unwrap(), pattern(1, 12_288));
     let b = vol.inode(lookup(&vol, "b")).unwrap();
     assert_eq!(b.size(), 0, "a new file whose data never went out is empty, not 5,000 zeros");
-    vol.shutdown().unwrap();
-    drop(vol);
-    common::e2fsck_clean(&img);
+    unmount_clean(vol, &img, false);
 }
 
 /// Write a new copy, rename it over the old file, crash: the name holds the
@@ -511,9 +501,7 @@ fn a_rename_over_a_file_writes_the_new_copy_back_first() {
     let inode = vol.inode(lookup(&vol, "config")).unwrap();
     assert_eq!(inode.ino, new);
     assert_eq!(vol.read(&inode, 0, 100_000).unwrap(), pattern(2, 70_000));
-    vol.shutdown().unwrap();
-    drop(vol);
-    common::e2fsck_clean(&img);
+    unmount_clean(vol, &img, false);
 }
 
 #[test]
@@ -578,9 +566,7 @@ fn read_into_a_callers_buffer_matches_read() {
     assert_eq!(vol.read_into(&inode, 100, &mut buf).unwrap(), None, "not on a block: read() serves it");
     let mut short = vec![0u8; BS as usize + 10];
     assert_eq!(vol.read_into(&inode, 0, &mut short).unwrap(), None, "the second block would not fit");
-    vol.shutdown().unwrap();
-    drop(vol);
-    common::e2fsck_clean_in(&img, false);
+    unmount_clean(vol, &img, false);
     let mut whole = on_disk;
     whole.resize(6 * BS as usize, 0);
     whole.extend_from_slice(&delayed);

@@ -420,10 +420,7 @@ impl Volume {
         } else {
             return Ok(());
         };
-        let began = Instant::now();
-        self.writeback_down_to(target)?;
-        self.delayed.count_stall(began.elapsed());
-        Ok(())
+        self.stall_writing_back_to(target)
     }
 
     /// After a write refused for room (no data lock held): whether data was
@@ -433,10 +430,17 @@ impl Volume {
         if self.delayed.blocks() == 0 {
             return Ok(false);
         }
-        let began = Instant::now();
-        self.writeback_down_to(0)?;
-        self.delayed.count_stall(began.elapsed());
+        self.stall_writing_back_to(0)?;
         Ok(true)
+    }
+
+    /// A writer writes back until at most `target` bytes wait, and the time
+    /// it waited counts as a stall.
+    fn stall_writing_back_to(&self, target: u64) -> Result<()> {
+        let began = Instant::now();
+        self.writeback_down_to(target)?;
+        self.delayed.count_stall(began.elapsed());
+        Ok(())
     }
 
     /// The background tick's share: data older than `data_expire=`, then
