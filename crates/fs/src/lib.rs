@@ -31,6 +31,7 @@ mod open;
 mod options;
 mod overlay;
 mod read_core;
+pub mod requester;
 pub mod safefile;
 mod statfs;
 pub mod stepahead;

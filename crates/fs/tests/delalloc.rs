@@ -574,3 +574,57 @@ fn read_into_a_callers_buffer_matches_read() {
         assert_eq!(std::fs::read(mnt.join("f")).unwrap(), whole, "the kernel's read");
     });
 }
+
+fn unprivileged(_: &fs::requester::Requester) -> fs::requester::Details {
+    fs::requester::Details::default()
+}
+
+/// Root's reserve (mkfs `-m`) is refused to a requester who may not take
+/// it, whether its data waits or is allocated at once, and left whole for
+/// the reserve's user, as the kernel's `ext4_has_free_clusters` does.
+#[test]
+fn roots_reserve_is_left_to_root() {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    for lazy in [false, true] {
+        let img = common::make_image(work.path(), "roots.img", 32, &["-b", "4096", "-m", "10"], &empty);
+        let (_dev, vol) = open(&img, lazy);
+        let user = fs::requester::Requester { uid: 1000, gid: 1000, pid: 0, details: unprivileged };
+        let chunk = pattern(5, 256 << 10);
+        let ino = vol.create(ROOT_INO, b"user", CreateKind::File, 0o644, 1000, 1000).unwrap().ino;
+        let mut written = 0u64;
+        {
+            let _as_user = fs::requester::Serving::as_requester(user);
+            for step in [chunk.len(), BS as usize] {
+                loop {
+                    match vol.write(ino, written, &chunk[..step]) {
+                        Ok(n) => written += n as u64,
+                        Err(FsError::NoSpace) => break,
+                        Err(e) => panic!("lazy={lazy}: {e:?}"),
+                    }
+                }
+            }
+            let st = vol.statfs();
+            // 819 of 8,192 blocks are root's, 163 the kernel's reserve;
+            // the user stopped within one 4 KiB write of them.
+            assert!((819 + 163..819 + 163 + 2).contains(&st.bfree), "lazy={lazy}: {} blocks left free", st.bfree);
+            assert_eq!(st.bavail, st.bfree - 819 - 163, "lazy={lazy}");
+            let grow = vol.fallocate(ino, written, 64 * BS, fs::Falloc::Allocate, false);
+            assert!(matches!(grow, Err(FsError::NoSpace)), "lazy={lazy}: fallocate as the user: {grow:?}");
+        }
+        // Root (no requester named: the file system's own callers) takes it.
+        let root_file = vol.create(ROOT_INO, b"root", CreateKind::File, 0o644, 0, 0).unwrap().ino;
+        let mut taken = 0u64;
+        while let Ok(n) = vol.write(root_file, taken, &chunk) {
+            taken += n as u64;
+        }
+        assert!(taken >= 800 * BS, "lazy={lazy}: root got {taken} bytes of its reserve");
+        vol.sync().unwrap();
+        let inode = vol.inode(ino).unwrap();
+        assert_eq!(inode.size(), written, "lazy={lazy}");
+        let data = vol.read(&inode, 0, chunk.len()).unwrap();
+        assert_eq!(data, chunk, "lazy={lazy}: the user's first chunk");
+        unmount_clean(vol, &img, lazy);
+    }
+}

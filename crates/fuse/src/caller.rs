@@ -5,6 +5,8 @@
 //! second line) and keeping the set-group-ID bit when an access ACL is set
 //! (in the file's group or CAP_FSETID; the kernel's flag for it needs
 //! FUSE_SETXATTR_EXT, which we do not ask for).
+//! It also tells the engine, when an allocation would take root's reserved
+//! blocks, whether the caller may (`fs::requester`).
 //! If the process is gone or not visible, uid 0 counts as holding every
 //! capability and the request's gid is the only group.
 
@@ -12,6 +14,7 @@ use fusewire::Request;
 
 pub const CAP_FSETID: u32 = 4;
 pub const CAP_LINUX_IMMUTABLE: u32 = 9;
+pub const CAP_SYS_RESOURCE: u32 = 24;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
@@ -50,6 +53,18 @@ impl Caller {
     pub fn in_group(&self, gid: u32) -> bool {
         self.gid == gid || self.groups.contains(&gid)
     }
+}
+
+/// The engine's view of `req`'s caller: the header's ids now, the rest
+/// from /proc only if the engine asks.
+pub fn requester(req: &Request) -> fs::requester::Requester {
+    fs::requester::Requester { uid: req.uid, gid: req.gid, pid: req.pid, details: details_from_proc }
+}
+
+fn details_from_proc(who: &fs::requester::Requester) -> fs::requester::Details {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", who.pid)).ok();
+    let c = Caller::from_status(who.uid, who.gid, status.as_deref());
+    fs::requester::Details { sys_resource: c.has_cap(CAP_SYS_RESOURCE), groups: c.groups }
 }
 
 #[cfg(test)]

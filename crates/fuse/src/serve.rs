@@ -180,7 +180,11 @@ impl Ext4Fuse {
                 reply::lseek(out, to);
             }
             Op::Unsupported(_) => return Err(Errno::ENOSYS),
-            op => self.modify(req, op, out)?,
+            op => {
+                // Allocations that would take root's reserved blocks ask who this is.
+                let _who = fs::requester::Serving::as_requester(crate::caller::requester(req));
+                self.modify(req, op, out)?
+            }
         }
         Ok(())
     }

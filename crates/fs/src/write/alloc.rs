@@ -189,7 +189,7 @@ impl Volume {
         let max = if ws.claiming_delayed {
             max
         } else {
-            match self.unreserved_free_blocks(tree) {
+            match self.unreserved_free_blocks(tree, max) {
                 0 => return Err(FsError::NoSpace),
                 room => max.min(room),
             }

@@ -82,10 +82,26 @@ impl Volume {
     /// could take the volume down to exactly the waiting blocks, and the
     /// first tree block write-back then needed left one of them without a
     /// block: data lost at unmount (opfuzz enospc, lazy, seed 1).
-    pub(crate) fn unreserved_free_blocks(&self, tree: bool) -> u64 {
+    /// Root's reserve is held back too, from requesters that may not take
+    /// it (`requester.rs`); who asks is looked at only when `want` blocks
+    /// would not fit beside it.
+    pub(crate) fn unreserved_free_blocks(&self, tree: bool, want: u64) -> u64 {
         let reserve = if tree { 0 } else { self.kernel_reserve_blocks() };
         let held = self.delayed.blocks() + self.delayed.tree_blocks() + reserve;
-        self.free_counts().0.saturating_sub(held)
+        let room = self.free_counts().0.saturating_sub(held);
+        let roots = self.sb.r_blocks_count();
+        if tree || room < roots.saturating_add(want) && self.requester_may_take_root_reserve() {
+            room
+        } else {
+            room.saturating_sub(roots)
+        }
+    }
+
+    /// Whether the request being served may take the blocks reserved for
+    /// root (the kernel's rule: `requester.rs`).
+    fn requester_may_take_root_reserve(&self) -> bool {
+        let (resuid, resgid) = (u32::from(self.sb.f.def_resuid), u32::from(self.sb.f.def_resgid));
+        crate::requester::may_take_root_reserve(resuid, resgid)
     }
 
     /// Whether a write of `len` bytes at `offset` into holes of `inode`
@@ -166,10 +182,15 @@ impl Volume {
             let data = &data[..data.len().min((max - offset) as usize)];
             // The data and the tree blocks its write-back may need fit
             // beside the kernel's reserve (`Delayed::put` counts both).
+            // Root's reserve too, unless the requester may take it: asked
+            // only when the data would not fit beside it.
             let room = self.free_counts().0.saturating_sub(self.kernel_reserve_blocks());
+            let roots = self.sb.r_blocks_count();
             let disk_size = inode.size(); // no overlay yet when the file is new here
-            let made =
-                self.delayed.put(ino, disk_size, offset, data, tree_shape(&inode), room).ok_or(FsError::NoSpace)?;
+            let put = |room| self.delayed.put(ino, disk_size, offset, data, tree_shape(&inode), room);
+            let made = put(room.saturating_sub(roots))
+                .or_else(|| (roots > 0 && self.requester_may_take_root_reserve()).then(|| put(room)).flatten())
+                .ok_or(FsError::NoSpace)?;
             let end = offset + data.len() as u64;
             if end > inode.size() {
                 inode.set_size(end);
