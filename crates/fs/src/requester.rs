@@ -42,20 +42,30 @@ impl Details {
     }
 }
 
+/// The request being served, and the answer once asked: an allocation
+/// inside the reserve asks for each block run, and the details may cost a
+/// read of /proc.
+#[derive(Clone, Copy)]
+struct Current {
+    who: Requester,
+    /// (resuid, resgid, may take the reserve)
+    answer: Option<(u32, u32, bool)>,
+}
+
 thread_local! {
-    static SERVING: Cell<Option<Requester>> = const { Cell::new(None) };
+    static SERVING: Cell<Option<Current>> = const { Cell::new(None) };
 }
 
 /// This thread serves `Requester`'s request until dropped.
 pub struct Serving {
-    previous: Option<Requester>,
+    previous: Option<Current>,
     /// The naming belongs to this thread: not Send.
     _thread: PhantomData<*const ()>,
 }
 
 impl Serving {
     pub fn as_requester(who: Requester) -> Serving {
-        Serving { previous: SERVING.replace(Some(who)), _thread: PhantomData }
+        Serving { previous: SERVING.replace(Some(Current { who, answer: None })), _thread: PhantomData }
     }
 }
 
@@ -68,12 +78,20 @@ impl Drop for Serving {
 /// Whether the request this thread serves may take root's reserved blocks
 /// on a volume whose reserve belongs to `resuid` and `resgid`.
 pub(crate) fn may_take_root_reserve(resuid: u32, resgid: u32) -> bool {
-    let Some(who) = SERVING.get() else { return true };
-    if who.uid == resuid || (resgid != 0 && who.gid == resgid) {
-        return true;
+    let Some(mut current) = SERVING.get() else { return true };
+    if let Some((u, g, may)) = current.answer {
+        if (u, g) == (resuid, resgid) {
+            return may;
+        }
     }
-    let details = (who.details)(&who);
-    (resgid != 0 && details.groups.contains(&resgid)) || details.sys_resource
+    let who = current.who;
+    let may = who.uid == resuid || (resgid != 0 && who.gid == resgid) || {
+        let details = (who.details)(&who);
+        (resgid != 0 && details.groups.contains(&resgid)) || details.sys_resource
+    };
+    current.answer = Some((resuid, resgid, may));
+    SERVING.set(Some(current));
+    may
 }
 
 #[cfg(test)]
@@ -90,6 +108,26 @@ mod tests {
 
     fn user(uid: u32, gid: u32, details: fn(&Requester) -> Details) -> Requester {
         Requester { uid, gid, pid: 1, details }
+    }
+
+    thread_local! {
+        static ASKED: Cell<u32> = const { Cell::new(0) };
+    }
+
+    fn counted(_: &Requester) -> Details {
+        ASKED.set(ASKED.get() + 1);
+        Details { groups: vec![24], sys_resource: false }
+    }
+
+    #[test]
+    fn the_details_are_read_once_a_request() {
+        for _request in 0..2 {
+            let _s = Serving::as_requester(user(1000, 1000, counted));
+            for _allocation in 0..5 {
+                assert!(may_take_root_reserve(0, 24));
+            }
+        }
+        assert_eq!(ASKED.get(), 2);
     }
 
     #[test]

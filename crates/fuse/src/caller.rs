@@ -26,8 +26,19 @@ pub struct Caller {
 
 impl Caller {
     pub fn of(req: &Request) -> Caller {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", req.pid)).ok();
-        Caller::from_status(req.uid, req.gid, status.as_deref())
+        Caller::of_process(req.pid, req.uid, req.gid)
+    }
+
+    fn of_process(pid: u32, uid: u32, gid: u32) -> Caller {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok();
+        let mut c = Caller::from_status(uid, gid, status.as_deref());
+        // Capabilities held in a user namespace of its own grant nothing
+        // here: the kernel asks for them in the initial namespace, and any
+        // user may make a namespace (`unshare -Ur`) and hold them all there.
+        if in_other_user_namespace(pid) {
+            c.cap_effective = 0;
+        }
+        c
     }
 
     /// From the text of /proc/PID/status (None: unreadable).
@@ -55,6 +66,17 @@ impl Caller {
     }
 }
 
+/// Whether process `pid` is in a user namespace other than the daemon's.
+/// A process gone or not visible is taken to be in ours.
+fn in_other_user_namespace(pid: u32) -> bool {
+    static OURS: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let ours = OURS.get_or_init(|| std::fs::read_link("/proc/self/ns/user").ok());
+    match (ours, std::fs::read_link(format!("/proc/{pid}/ns/user"))) {
+        (Some(ours), Ok(theirs)) => *ours != theirs,
+        _ => false,
+    }
+}
+
 /// The engine's view of `req`'s caller: the header's ids now, the rest
 /// from /proc only if the engine asks.
 pub fn requester(req: &Request) -> fs::requester::Requester {
@@ -62,8 +84,7 @@ pub fn requester(req: &Request) -> fs::requester::Requester {
 }
 
 fn details_from_proc(who: &fs::requester::Requester) -> fs::requester::Details {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", who.pid)).ok();
-    let c = Caller::from_status(who.uid, who.gid, status.as_deref());
+    let c = Caller::of_process(who.pid, who.uid, who.gid);
     fs::requester::Details { sys_resource: c.has_cap(CAP_SYS_RESOURCE), groups: c.groups }
 }
 
