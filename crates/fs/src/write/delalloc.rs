@@ -210,7 +210,12 @@ impl Volume {
         let mut from = 0;
         while let Some((start, run)) = self.delayed.run_from(ino, from, most) {
             let len = run.len() as u64;
-            if self.atomic(|ws| self.map_delayed_run(ws, ino, start, &run))? {
+            let mapped = self.atomic(|ws| self.map_delayed_run(ws, ino, start, &run))?;
+            // Our references go first: `written` keeps for reuse only the
+            // blocks nobody else holds (a streaming write otherwise freed and
+            // allocated every block, and the heap grew and faulted page by page).
+            drop(run);
+            if mapped {
                 self.delayed.written(ino, start, len);
             }
             from = start + len;
@@ -328,9 +333,11 @@ impl Volume {
             });
             match mapped {
                 Ok(mapped) => {
-                    for ((ino, start, run), m) in batch.iter().zip(mapped) {
+                    // Our references go first (see `writeback_locked`).
+                    let done: Vec<_> = batch.drain(..).map(|(ino, start, run)| (ino, start, run.len() as u64)).collect();
+                    for ((ino, start, len), m) in done.into_iter().zip(mapped) {
                         if m {
-                            self.delayed.written(*ino, *start, run.len() as u64);
+                            self.delayed.written(ino, start, len);
                         }
                     }
                 }
