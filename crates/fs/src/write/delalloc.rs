@@ -334,7 +334,8 @@ impl Volume {
             match mapped {
                 Ok(mapped) => {
                     // Our references go first (see `writeback_locked`).
-                    let done: Vec<_> = batch.drain(..).map(|(ino, start, run)| (ino, start, run.len() as u64)).collect();
+                    let done: Vec<_> =
+                        batch.drain(..).map(|(ino, start, run)| (ino, start, run.len() as u64)).collect();
                     for ((ino, start, len), m) in done.into_iter().zip(mapped) {
                         if m {
                             self.delayed.written(ino, start, len);
