@@ -628,3 +628,33 @@ fn roots_reserve_is_left_to_root() {
         unmount_clean(vol, &img, lazy);
     }
 }
+
+/// Data waiting when its file stops delaying (chattr +S) goes out before
+/// the file's next write, which would otherwise map the same blocks: the
+/// waiting copy then read over the new bytes and overwrote them at
+/// write-back, so the new write was lost.
+#[test]
+fn a_write_after_chattr_sync_is_not_undone_by_older_waiting_data() {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    for lazy in [false, true] {
+        let img = common::make_image(work.path(), "sync.img", 32, &["-b", "4096"], &empty);
+        let (_dev, vol) = open(&img, lazy);
+        let ino = vol.create(ROOT_INO, b"f", CreateKind::File, 0o644, 0, 0).unwrap().ino;
+        vol.write(ino, 0, &pattern(1, 3 * BS as usize)).unwrap();
+        let flags = vol.flags(&vol.inode(ino).unwrap());
+        vol.set_flags(ino, flags | 0x8, false).unwrap(); // FS_SYNC_FL
+        vol.write(ino, BS, &pattern(2, BS as usize)).unwrap();
+        let mut want = pattern(1, 3 * BS as usize);
+        want[BS as usize..2 * BS as usize].copy_from_slice(&pattern(2, BS as usize));
+        assert_eq!(
+            vol.read(&vol.inode(ino).unwrap(), 0, 3 * BS as usize).unwrap(),
+            want,
+            "lazy={lazy}: before write-back"
+        );
+        vol.sync().unwrap();
+        assert_eq!(vol.read(&vol.inode(ino).unwrap(), 0, 3 * BS as usize).unwrap(), want, "lazy={lazy}: after it");
+        unmount_clean(vol, &img, lazy);
+    }
+}

@@ -78,6 +78,12 @@ impl Volume {
             return Ok(n);
         }
         let _map = self.data_lock(ino).write();
+        // A file that no longer delays (chattr +S) may still have data
+        // waiting: it goes out first. Otherwise the write below maps the
+        // waiting blocks' holes with its own data, and the older waiting
+        // copy wins: readers see it over the new bytes, and its write-back
+        // overwrites them (the new bytes were lost; found by a review).
+        self.writeback_locked(ino)?;
         self.write_in_pieces(ino, offset, data)
     }
 
