@@ -575,10 +575,6 @@ fn read_into_a_callers_buffer_matches_read() {
     });
 }
 
-fn unprivileged(_: &fs::requester::Requester) -> fs::requester::Details {
-    fs::requester::Details::default()
-}
-
 /// Root's reserve (mkfs `-m`) is refused to a requester who may not take
 /// it, whether its data waits or is allocated at once, and left whole for
 /// the reserve's user, as the kernel's `ext4_has_free_clusters` does.
@@ -590,7 +586,8 @@ fn roots_reserve_is_left_to_root() {
     for lazy in [false, true] {
         let img = common::make_image(work.path(), "roots.img", 32, &["-b", "4096", "-m", "10"], &empty);
         let (_dev, vol) = open(&img, lazy);
-        let user = fs::requester::Requester { uid: 1000, gid: 1000, pid: 0, details: unprivileged };
+        let user =
+            fs::requester::Requester { uid: 1000, gid: 1000, pid: 0, details: fs::requester::Details::default_for };
         let chunk = pattern(5, 256 << 10);
         let ino = vol.create(ROOT_INO, b"user", CreateKind::File, 0o644, 1000, 1000).unwrap().ino;
         let mut written = 0u64;
