@@ -158,6 +158,11 @@ pub enum EmuCommand {
         /// Give up after this many real seconds
         #[arg(long)]
         timeout: Option<f64>,
+        /// Do not wait in real time: the drive's background work happens at
+        /// once, in model time (the cleaning seconds are the same). Only once
+        /// the host has finished with the drive.
+        #[arg(long)]
+        skip: bool,
     },
     /// Totals so far of a served model, by class and direction
     Report {
@@ -254,7 +259,7 @@ pub fn run(cmd: EmuCommand) -> Result<()> {
             println!("{}", serde_json::to_string(&res)?);
             Ok(())
         }
-        EmuCommand::WaitIdle { dir, timeout } => wait_idle(&dir, timeout),
+        EmuCommand::WaitIdle { dir, timeout, skip } => wait_idle(&dir, timeout, skip),
         EmuCommand::Report { json, dir } => report(&dir, json),
         EmuCommand::Layout { image } => layout_json(&image),
         EmuCommand::Params { model, params, markdown } => {
@@ -411,8 +416,13 @@ fn read_stats(dir: &Path) -> Result<serde_json::Value> {
     serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", p.display()))
 }
 
-fn wait_idle(dir: &Path, timeout: Option<f64>) -> Result<()> {
+fn wait_idle(dir: &Path, timeout: Option<f64>, skip: bool) -> Result<()> {
     let t0 = Instant::now();
+    if skip {
+        // The server skips to idle while it opens the file.
+        let p = dir.join("skip-idle");
+        std::fs::File::open(&p).with_context(|| format!("cannot open {} (is `emu serve` running?)", p.display()))?;
+    }
     loop {
         let v = read_stats(dir)?;
         let st = &v["state"];

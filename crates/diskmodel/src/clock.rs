@@ -41,6 +41,23 @@ impl Clock {
         }
     }
 
+    /// Jump to model time `t` (never backwards) without waiting for it: a
+    /// real clock's start moves back by the real time `t` is away, so the
+    /// model behaves as if that time had passed with no host request.
+    pub fn skip_to(&mut self, t: f64) {
+        match self {
+            Clock::Real { start, speed } => {
+                let ahead = t - start.elapsed().as_secs_f64() * *speed;
+                if ahead > 0.0 {
+                    let back = Duration::from_secs_f64((ahead / *speed).min(1e9));
+                    // An Instant cannot go before the host's boot: skip what fits.
+                    *start = start.checked_sub(back).unwrap_or(*start);
+                }
+            }
+            Clock::Virtual { .. } => self.advance_to(t),
+        }
+    }
+
     /// The real instant at which model time reaches `t` (None for virtual time).
     pub fn instant_of(&self, t: f64) -> Option<Instant> {
         match self {
@@ -83,6 +100,21 @@ pub fn sleep_until(deadline: Instant) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skipping_moves_a_real_clock_ahead_without_waiting() {
+        let mut c = Clock::real(1.0);
+        let t0 = Instant::now();
+        c.skip_to(3600.0);
+        assert!(c.now() >= 3600.0, "now {}", c.now());
+        assert!(t0.elapsed() < Duration::from_secs(1));
+        // never backwards
+        c.skip_to(10.0);
+        assert!(c.now() >= 3600.0);
+        let mut v = Clock::virtual_time();
+        v.skip_to(5.0);
+        assert_eq!(v.now(), 5.0);
+    }
 
     #[test]
     fn virtual_time_never_goes_backwards() {

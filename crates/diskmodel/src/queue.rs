@@ -85,6 +85,12 @@ impl Scheduler {
         self.queue.len()
     }
 
+    /// Whether a host request is queued, or done and not yet taken by the
+    /// thread waiting for it.
+    pub fn host_outstanding(&self) -> bool {
+        !self.queue.is_empty() || !self.done.is_empty()
+    }
+
     /// Let the model work idle up to `t`, sampling its state once per series
     /// bucket so the cache fill over idle periods shows in the series.
     fn idle_to(&mut self, t: f64) {

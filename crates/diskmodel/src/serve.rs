@@ -8,6 +8,10 @@
 //! - `stats.json`: a report ([`crate::Report`]) generated when it is opened;
 //!   `emu report` and `emu wait-idle` read it.
 //! - `series.json`: the throughput/cache-fill time series so far.
+//! - `skip-idle`: opening it lets the drive finish its background work
+//!   (cleaning) at once, in model time, instead of in real time
+//!   ([`ModelDevice::skip_to_idle`]); `emu wait-idle --skip` opens it once
+//!   the host has finished.
 //!
 //! Request classes: the kernel does not tell FUSE whether a write is journal,
 //! metadata or data, so the server derives it from the volume layout
@@ -33,7 +37,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 const INO_DISK: u64 = 2;
 const INO_STATS: u64 = 3;
 const INO_SERIES: u64 = 4;
-const FILES: [(u64, &str); 3] = [(INO_DISK, "disk.img"), (INO_STATS, "stats.json"), (INO_SERIES, "series.json")];
+const INO_SKIP_IDLE: u64 = 5;
+const FILES: [(u64, &str); 4] =
+    [(INO_DISK, "disk.img"), (INO_STATS, "stats.json"), (INO_SERIES, "series.json"), (INO_SKIP_IDLE, "skip-idle")];
 
 pub struct ImageServer {
     dev: Arc<ModelDevice>,
@@ -129,6 +135,7 @@ impl ImageServer {
             1 => (FileType::Directory, 0o755, 0),
             INO_DISK => (FileType::RegularFile, 0o644, self.dev.size()),
             INO_STATS | INO_SERIES => (FileType::RegularFile, 0o444, self.generate(ino).len() as u64),
+            INO_SKIP_IDLE => (FileType::RegularFile, 0o444, 0),
             _ => return None,
         };
         Some(FileAttr {
@@ -212,6 +219,10 @@ impl Filesystem for ImageServer {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         match ino {
             INO_DISK => reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO),
+            INO_SKIP_IDLE => {
+                self.dev.skip_to_idle();
+                reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO)
+            }
             INO_STATS | INO_SERIES => {
                 let data = Arc::new(self.generate(ino));
                 if let Ok(mut s) = self.snapshots.lock() {
@@ -264,6 +275,7 @@ impl Filesystem for ImageServer {
                     Err(e) => reply.error(io_errno(&e)),
                 }
             }
+            INO_SKIP_IDLE => reply.data(&[]),
             INO_STATS | INO_SERIES => {
                 let snap = self.snapshots.lock().ok().and_then(|s| s.get(&u64::from(fh)).cloned());
                 let data = snap.unwrap_or_else(|| Arc::new(self.generate(u64::from(ino))));

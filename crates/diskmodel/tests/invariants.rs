@@ -136,6 +136,37 @@ fn idle_cleaning_drains_the_cache_and_wait_idle_reports_it() {
 }
 
 #[test]
+fn skipping_to_idle_does_the_cleaning_a_wait_would_without_the_wait() {
+    // The same writes on a real clock (speed 1, the drive's own pace), then a
+    // skip, and on a virtual clock, then a wait: the same bands cleaned, the
+    // same cleaning seconds, and the real clock's minutes of cleaning take no
+    // real minutes.
+    let params = [("cache_bytes", "64M"), ("band_bytes", "1M")];
+    let real = ModelOptions { speed: Some(1.0), ..virtual_opts(&params) };
+    let mut runs = Vec::new();
+    for (opts, skip) in [(real, true), (virtual_opts(&params), false)] {
+        let dev = open_null_device("smr-seagate", &opts).unwrap();
+        let mut rng = Rng::new(7);
+        for _ in 0..200 {
+            let off = rng.below(dev.size() / 4096) * 4096;
+            dev.write_at(off, &[1u8; 4096], IoClass::Metadata).unwrap();
+        }
+        let t0 = std::time::Instant::now();
+        let cleaning = if skip { dev.skip_to_idle() } else { dev.wait_idle() };
+        let st = dev.model_state();
+        assert_eq!(st.cache_used_bytes, 0);
+        assert!(!st.cleaning_pending);
+        if skip {
+            assert!(cleaning > 200.0 * 0.1, "each band costs at least its merge: {cleaning}");
+            assert!(t0.elapsed().as_secs_f64() < cleaning / 10.0, "{:?} for {cleaning} s", t0.elapsed());
+        }
+        runs.push((st.bands_cleaned, cleaning));
+    }
+    assert_eq!(runs[0].0, runs[1].0);
+    assert!((runs[0].1 - runs[1].1).abs() < 0.01 * runs[1].1, "{runs:?}");
+}
+
+#[test]
 fn a_full_cache_makes_writes_wait() {
     for model in ["smr-seagate", "smr-wd"] {
         let opts = virtual_opts(&[("cache_bytes", "16M"), ("band_bytes", "1M")]);
