@@ -21,6 +21,10 @@ const BS: u64 = 1024;
 const GAP: u64 = 255;
 /// Blocks of the spread file: with GAP, it reaches over the whole volume.
 const SPREAD_BLOCKS: u64 = 480;
+/// Free blocks the spread volume is left with besides the spread file's
+/// holes: fewer than `one_write_into_fragmented_free_space` writes, so that
+/// its write must go into the holes.
+const ROOM: u64 = 300;
 
 use common::{open_rw as open, open_rw_on as open_on};
 
@@ -38,19 +42,35 @@ fn pattern(i: u64) -> Vec<u8> {
     word.iter().copied().cycle().take(BS as usize).collect()
 }
 
-/// A file `name` whose SPREAD_BLOCKS one-block extents lie GAP blocks apart
-/// on disk (the filler `name.fill` takes the blocks between), written.
+/// A file `name` whose SPREAD_BLOCKS one-block extents lie about GAP
+/// blocks apart on disk, written. The filler `name.fill` first takes every
+/// free block; then one block of it every GAP + 1, in turn, is punched out,
+/// committed, and taken by the next block of the file (the only free one),
+/// whatever the allocator's placement policy. The filler's tail is given
+/// back first, so that its extents may split and the tests' other files
+/// find room; it lies at the volume's end, after every hole punched.
 fn spread(vol: &Volume, name: &str) -> u32 {
     let ino = vol.create(ROOT_INO, name.as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino;
     let fill = vol.create(ROOT_INO, format!("{name}.fill").as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino;
-    for i in 0..SPREAD_BLOCKS {
-        // Every other logical block: the extents never merge.
-        vol.write(ino, 2 * i * BS, &pattern(i)).unwrap();
-        vol.writeback_file(ino).unwrap(); // its block now, before the filler's
-        match vol.fallocate(fill, i * GAP * BS, GAP * BS, Falloc::Allocate, false) {
-            Ok(()) | Err(FsError::NoSpace) => {}
-            Err(e) => panic!("filler: {e}"),
+    let mut filled = 0;
+    for chunk in [4096, 256, 16, 1] {
+        loop {
+            match vol.fallocate(fill, filled * BS, chunk * BS, Falloc::Allocate, false) {
+                Ok(()) => filled += chunk,
+                Err(FsError::NoSpace) => break,
+                Err(e) => panic!("filler: {e}"),
+            }
         }
+    }
+    assert!(filled > SPREAD_BLOCKS * (GAP + 1) + ROOM, "the filler took {filled} blocks");
+    vol.fallocate(fill, (filled - ROOM) * BS, ROOM * BS, Falloc::PunchHole, false).unwrap();
+    vol.sync().unwrap();
+    for i in 0..SPREAD_BLOCKS {
+        vol.fallocate(fill, i * (GAP + 1) * BS, BS, Falloc::PunchHole, false).unwrap();
+        vol.sync().unwrap(); // a freed block is free once its transaction commits
+                             // Every other logical block: the extents never merge.
+        vol.write(ino, 2 * i * BS, &pattern(i)).unwrap();
+        vol.writeback_file(ino).unwrap();
     }
     ino
 }

@@ -7,7 +7,7 @@
 //! goal (the block after the file's last one), so sequential writes stay
 //! sequential on disk. Uninitialised groups get a real bitmap on first use.
 
-use super::WriteState;
+use super::{windows, WriteState};
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use ondisk::bitmap::{self, Kind};
@@ -171,7 +171,22 @@ impl Volume {
     /// Allocate up to `max` contiguous blocks, as close after `goal` as possible.
     /// Returns (first block, count >= 1).
     pub(crate) fn alloc_blocks(&self, ws: &mut WriteState, goal: u64, max: u64) -> Result<(u64, u64)> {
-        self.alloc_blocks_within(ws, goal, max, false)
+        self.alloc_blocks_within(ws, goal, max, false, None)
+    }
+
+    /// Blocks for logical blocks `lblk..` of file `ino`'s data, as
+    /// [`Self::alloc_blocks`]: the file's stream window is its own to use,
+    /// and a file of [`windows::STREAM_MIN_BLOCKS`] or more gets a new one
+    /// after what it was given (`windows.rs`).
+    pub(crate) fn alloc_data_blocks(
+        &self,
+        ws: &mut WriteState,
+        ino: u32,
+        lblk: u64,
+        goal: u64,
+        max: u64,
+    ) -> Result<(u64, u64)> {
+        self.alloc_blocks_within(ws, goal, max, false, Some((ino, lblk)))
     }
 
     /// One block for an extent-tree node: it may take the kernel's reserve,
@@ -179,10 +194,18 @@ impl Volume {
     /// that on a volume full to the reserve a punch or a truncate that
     /// splits an extent still finds one.
     pub(crate) fn alloc_tree_block(&self, ws: &mut WriteState, goal: u64) -> Result<u64> {
-        self.alloc_blocks_within(ws, goal, 1, true).map(|(b, _)| b)
+        self.alloc_blocks_within(ws, goal, 1, true, None).map(|(b, _)| b)
     }
 
-    fn alloc_blocks_within(&self, ws: &mut WriteState, goal: u64, max: u64, tree: bool) -> Result<(u64, u64)> {
+    /// `data`: (file, logical block) when the blocks are a file's data.
+    fn alloc_blocks_within(
+        &self,
+        ws: &mut WriteState,
+        goal: u64,
+        max: u64,
+        tree: bool,
+        data: Option<(u32, u64)>,
+    ) -> Result<(u64, u64)> {
         debug_assert!(max > 0);
         // Write-back takes the blocks reserved for delayed data; anything
         // else leaves them alone (`delalloc.rs`).
@@ -194,6 +217,40 @@ impl Volume {
                 room => max.min(room),
             }
         };
+        // A file's data first looks for a free run that holds all of it (up
+        // to 8 MiB), as mballoc does: the first hole after the goal would
+        // split a new file over the gaps deleted files left. The run that
+        // continues the file at its goal is always taken.
+        let whole = if data.is_some() { max.min(WHOLE_RUN_CAP) as usize } else { 1 };
+        if whole > 1 {
+            if let Some(found) = self.find_blocks(ws, goal, max, data, whole)? {
+                return Ok(found);
+            }
+        }
+        if let Some(found) = self.find_blocks(ws, goal, max, data, 1)? {
+            return Ok(found);
+        }
+        // Room may be left only in stream windows: they are free blocks.
+        if ws.windows.is_empty() {
+            return Err(FsError::NoSpace);
+        }
+        ws.windows.clear();
+        self.find_blocks(ws, goal, max, data, 1)?.ok_or(FsError::NoSpace)
+    }
+
+    /// The search of [`Self::alloc_blocks_within`]: the first free run at or
+    /// after `goal` of at least `min_run` blocks (or fewer where the goal
+    /// itself is free), stepping over the stream windows of other files;
+    /// None when there is none.
+    fn find_blocks(
+        &self,
+        ws: &mut WriteState,
+        goal: u64,
+        max: u64,
+        data: Option<(u32, u64)>,
+        min_run: usize,
+    ) -> Result<Option<(u64, u64)>> {
+        let owner = data.map(|(ino, _)| ino);
         let ngroups = self.group_count();
         let goal = if goal < u64::from(self.sb.f.first_data_block) || goal >= self.sb.blocks_count() {
             u64::from(self.sb.f.first_data_block)
@@ -207,8 +264,9 @@ impl Volume {
             if gd.free_blocks_count() == 0 {
                 continue;
             }
+            let gfirst = self.group_first_block(g);
             let limit = self.group_blocks(g) as usize;
-            let from = if i == 0 { (goal - self.group_first_block(g)) as usize } else { 0 };
+            let from = if i == 0 { (goal - gfirst) as usize } else { 0 };
             let mut block = self.block_bitmap(g)?;
             // A new file's goal is its group's start: the search would read
             // every bitmap word of the files before it (~270 a file in an
@@ -223,16 +281,47 @@ impl Volume {
                 "a free block below group {g}'s hint {hint}"
             );
             debug_assert_eq!(found, bitmap::find_zero(&block, from, limit), "the hint changed the block found");
-            let Some(at) = found else { continue };
-            let run = bitmap::zero_run(&block, at, limit, max.min(u64::from(u32::MAX)) as usize);
+            let Some(mut at) = found else { continue };
+            // Other files' windows are free in the bitmap: step over them,
+            // and over runs too short for `min_run`.
+            let mut stepped = false;
+            let run = loop {
+                while let Some(end) = ws.windows.skip_other(owner, gfirst + at as u64) {
+                    stepped = true;
+                    let next = (end - gfirst) as usize;
+                    match (next < limit).then(|| bitmap::find_zero(&block, next, limit)).flatten() {
+                        Some(a) => at = a,
+                        None => break,
+                    }
+                }
+                if ws.windows.skip_other(owner, gfirst + at as u64).is_some() {
+                    break 0;
+                }
+                let mut want = max.min(u64::from(u32::MAX));
+                if let Some(stop) = ws.windows.next_other(owner, gfirst + at as u64) {
+                    want = want.min(stop - (gfirst + at as u64));
+                }
+                let run = bitmap::zero_run(&block, at, limit, want as usize);
+                if run >= min_run || (i == 0 && at == from) {
+                    break run;
+                }
+                stepped = true;
+                match bitmap::find_zero(&block, at + run, limit) {
+                    Some(a) => at = a,
+                    None => break 0,
+                }
+            };
+            if run == 0 {
+                continue;
+            }
             // The descriptor's count must cover what the bitmap shows free.
             let Some(free) = gd.free_blocks_count().checked_sub(run as u32) else {
                 return Err(count_disagrees(g, "free blocks count below a free run in the block bitmap", run));
             };
             // A bitmap that shows the group's own metadata free is damaged: the
             // kernel refuses such an allocation too ("overlap fs metadata").
-            self.check_owned(self.group_first_block(g) + at as u64, run as u64, 0, "block bitmap")?;
-            if from <= hint && at >= start {
+            self.check_owned(gfirst + at as u64, run as u64, 0, "block bitmap")?;
+            if from <= hint && at >= start && !stepped {
                 // Found from the hint: the bits from it to the run were set.
                 ws.block_hints.insert(g, at + run);
             }
@@ -240,16 +329,34 @@ impl Volume {
             for b in at..at + run {
                 bitmap::set(bits, b);
             }
+            let first = gfirst + at as u64;
+            if let Some((ino, lblk)) = data {
+                // The room after the run, up to the file's size class, where
+                // no other file's window starts.
+                let (after, end) = (first + run as u64, lblk + run as u64);
+                let mut room = 0;
+                if end >= windows::STREAM_MIN_BLOCKS
+                    && at + run < limit
+                    && ws.windows.skip_other(Some(ino), after).is_none()
+                {
+                    room = windows::window_end(end) - end;
+                    if let Some(stop) = ws.windows.next_other(Some(ino), after) {
+                        room = room.min(stop - after);
+                    }
+                    room = bitmap::zero_run(bits, at + run, limit, room as usize) as u64;
+                }
+                ws.windows.used(ino, first, run as u64);
+                ws.windows.open(ino, after, room);
+            }
             let mut gd = gd;
             gd.lo.flags &= !BG_BLOCK_UNINIT;
             gd.set_free_blocks_count(free);
             self.install(ws, gd.block_bitmap(), block);
             self.set_group(ws, g, gd, Some(Kind::Block));
-            let first = self.group_first_block(g) + at as u64;
             debug_assert!(first + run as u64 <= self.sb.blocks_count());
-            return Ok((first, run as u64));
+            return Ok(Some((first, run as u64)));
         }
-        Err(FsError::NoSpace)
+        Ok(None)
     }
 
     /// Free `len` blocks from `start`: they become free when the running
@@ -348,6 +455,10 @@ impl Volume {
         self.free_blocks(ws, blk, 1)
     }
 }
+
+/// The longest free run a file's data insists on before it takes a shorter
+/// one (8 MiB of 4 KiB blocks).
+const WHOLE_RUN_CAP: u64 = 2048;
 
 /// First clear bit in `from..limit` for which `held` is false.
 fn free_unheld(bits: &[u8], from: usize, limit: usize, held: &dyn Fn(usize) -> bool) -> Option<usize> {

@@ -29,6 +29,7 @@ mod split;
 pub(crate) mod state;
 pub(crate) mod txn;
 mod undo;
+mod windows;
 pub(crate) mod writer;
 mod xattrops;
 
