@@ -219,7 +219,8 @@ impl State<'_> {
         let idx = self.log.len() - 1;
         // On a tainted path (or another name of a tainted inode): its state may
         // differ. Above one (a directory holding tainted names): its outcome may.
-        let on_taint = op.paths().iter().any(|p| self.tainted.covers(p) || self.ino_tainted(p));
+        let on_taint =
+            op.paths().iter().any(|p| self.tainted.covers(p) || self.ino_tainted(p) || self.links_into_taint(p));
         let touches_taint = on_taint || op.paths().iter().any(|p| self.tainted.below(p));
         let xattr_ino = match &op {
             Op::SetXattr { path, .. } | Op::RemoveXattr { path, .. } => self.kernel_ino(path),
@@ -304,6 +305,34 @@ impl State<'_> {
     fn kernel_ino(&self, p: &str) -> Option<u64> {
         use std::os::unix::fs::MetadataExt;
         std::fs::symlink_metadata(self.sides.kmnt.join(p)).ok().map(|m| m.ino())
+    }
+
+    /// A component of `p` is a symbolic link (on the oracle's side) whose
+    /// target lies on or under a tainted path: an op through it may see the
+    /// difference as an op on that path would (H3: a fallocate through a
+    /// link into a directory exchanged on one side only).
+    fn links_into_taint(&self, p: &str) -> bool {
+        if self.tainted.is_empty() {
+            return false;
+        }
+        let comps: Vec<&str> = p.split('/').filter(|c| !c.is_empty()).collect();
+        (1..=comps.len()).any(|i| {
+            let link = comps[..i].join("/");
+            let Ok(target) = std::fs::read_link(self.sides.kmnt.join(&link)) else { return false };
+            let Some(target) = target.to_str() else { return false };
+            // Relative to the link's directory; the rest of `p` follows it.
+            let mut resolved: Vec<&str> = if target.starts_with('/') { Vec::new() } else { comps[..i - 1].to_vec() };
+            for c in target.split('/').chain(comps[i..].iter().copied()) {
+                match c {
+                    "" | "." => {}
+                    ".." => {
+                        resolved.pop();
+                    }
+                    c => resolved.push(c),
+                }
+            }
+            self.tainted.covers(&resolved.join("/"))
+        })
     }
 
     fn ino_tainted(&self, p: &str) -> bool {

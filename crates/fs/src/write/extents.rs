@@ -62,10 +62,11 @@ impl Volume {
                     let cap = u64::from(MAX_INIT_LEN) - u64::from(unwritten);
                     let want = len.min(end - l).min(cap);
                     let goal = self.alloc_goal(inode, l)?;
-                    // Regular files' data streams (`windows.rs`); directories
-                    // grow a block at a time, as in the kernel (no HINT_DATA).
+                    // Regular files' data looks for a run that holds it;
+                    // directories grow a block at a time, as in the kernel
+                    // (no EXT4_MB_HINT_DATA).
                     let (pblk, got) = if inode.is_reg() {
-                        self.alloc_data_blocks(ws, inode.ino, l, goal, want)?
+                        self.alloc_data_blocks(ws, goal, want)?
                     } else {
                         self.alloc_blocks(ws, goal, want)?
                     };
@@ -164,8 +165,6 @@ impl Volume {
         from: u64,
         split: &mut Split,
     ) -> Result<()> {
-        // The room kept after the file's end is for a file that grows.
-        ws.windows.forget(inode.ino);
         if !inode.has_flag(flags::EXTENTS) {
             return self.truncate_indirect(ws, inode, from, split);
         }

@@ -29,7 +29,6 @@ mod split;
 pub(crate) mod state;
 pub(crate) mod txn;
 mod undo;
-mod windows;
 pub(crate) mod writer;
 mod xattrops;
 

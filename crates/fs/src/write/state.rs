@@ -66,9 +66,6 @@ pub struct WriteState {
     pub(crate) claiming_delayed: bool,
     /// Per group: every block bit below this one is set (`alloc_blocks`).
     pub(crate) block_hints: crate::intmap::IntMap<u32, usize>,
-    /// Free blocks kept after files' last blocks for what they write next
-    /// (`windows.rs`).
-    pub(crate) windows: super::windows::Windows,
     /// The transaction on the commit thread, until it is finished here.
     pub(crate) committing: Option<crate::journaling::committer::Committing>,
     /// The running transaction commits once it holds this many blocks: half
@@ -190,7 +187,6 @@ impl WriteState {
             out_of_inodes: false,
             claiming_delayed: false,
             block_hints: Default::default(),
-            windows: Default::default(),
         }
     }
 }
