@@ -11,21 +11,17 @@ import pytest
 from harness import util
 
 
-def run(*cmd, **kw):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
-
-
 @pytest.fixture
 def served(binary, workdir):
     d = os.path.join(workdir, "skip-idle")
     srv, mnt = os.path.join(d, "srv"), os.path.join(d, "mnt")
     os.makedirs(srv)
     os.makedirs(mnt)
-    run(binary, "emu", "serve", "--model", "smr-seagate", "--size", "1G", "--backing", os.path.join(d, "back.img"),
-        srv)
+    util.run([binary, "emu", "serve", "--model", "smr-seagate", "--size", "1G", "--backing",
+              os.path.join(d, "back.img"), srv])
     loop = None
     try:
-        loop = run("losetup", "-f", "--show", "--direct-io=on", os.path.join(srv, "disk.img")).stdout.strip()
+        loop = util.run(["losetup", "-f", "--show", "--direct-io=on", os.path.join(srv, "disk.img")]).stdout.strip()
         yield srv, mnt, loop
     finally:
         if util.in_proc_mounts(mnt):
@@ -42,17 +38,17 @@ def stats(srv):
 
 def test_the_cleaning_after_the_host_let_go_takes_no_real_time(binary, served):
     srv, mnt, loop = served
-    run("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", loop)
-    run("mount", loop, mnt)
+    util.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", loop])
+    util.run(["mount", loop, mnt])
     for i in range(200):                      # scattered small writes: many bands in the persistent cache
         with open(os.path.join(mnt, f"f{i}"), "wb") as f:
             f.write(os.urandom(4096))
-    run("umount", mnt)
-    run("losetup", "-d", loop)
+    util.run(["umount", mnt])
+    util.run(["losetup", "-d", loop])
     before = stats(srv)
     assert before["state"]["cache_used_bytes"] > 0, before["state"]
     t0 = time.monotonic()
-    out = run(binary, "emu", "wait-idle", "--skip", srv, timeout=120).stdout.splitlines()
+    out = util.run([binary, "emu", "wait-idle", "--skip", srv], timeout=120).stdout.splitlines()
     real = time.monotonic() - t0
     cleaning = float(out[-1])
     after = stats(srv)

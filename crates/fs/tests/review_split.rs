@@ -67,8 +67,9 @@ fn spread(vol: &Volume, name: &str) -> u32 {
     vol.sync().unwrap();
     for i in 0..SPREAD_BLOCKS {
         vol.fallocate(fill, i * (GAP + 1) * BS, BS, Falloc::PunchHole, false).unwrap();
-        vol.sync().unwrap(); // a freed block is free once its transaction commits
-                             // Every other logical block: the extents never merge.
+        // A freed block is free once its transaction commits.
+        vol.sync().unwrap();
+        // Every other logical block: the extents never merge.
         vol.write(ino, 2 * i * BS, &pattern(i)).unwrap();
         vol.writeback_file(ino).unwrap();
     }

@@ -245,7 +245,8 @@ impl Volume {
         for i in 0..=ngroups.min(groups) {
             let g = (g0 + i) % ngroups;
             let gd = self.group(g);
-            if gd.free_blocks_count() == 0 || (gd.free_blocks_count() as usize) < min_run {
+            // min_run >= 1: a full group is passed over too.
+            if (gd.free_blocks_count() as usize) < min_run {
                 continue;
             }
             let gfirst = self.group_first_block(g);
