@@ -141,7 +141,13 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
             let _ = write_json(&j, &live);
         })
     };
+    // Free heap memory goes back to the page cache (`memory::trim_if_over`).
+    let slack = super::memory::trim_slack(super::memory::budget().unwrap_or(u64::MAX));
+    let trimmer = every(Duration::from_secs(1), move || {
+        super::memory::trim_if_over(slack);
+    });
     let served = session.run().context("serving FUSE requests");
+    trimmer.stop();
     drop(hints);
     ticker.stop();
     live_figures.stop();
@@ -327,6 +333,8 @@ fn unlocked_json(vol: &Volume, devices: &Devices, final_figures: bool) -> serde_
         "fuse": fuse_json(&devices.fuse),
     });
     if let Some(m) = j.as_object_mut() {
+        let (in_use, free_held, mmapped) = super::memory::malloc_figures();
+        m.insert("malloc".into(), serde_json::json!({ "in_use": in_use, "free_held": free_held, "mmapped": mmapped }));
         m.extend(stepahead_keys(vol, final_figures));
     }
     j["io"] = io_json(&devices.counting.counts());
