@@ -328,6 +328,7 @@ fn unlocked_json(vol: &Volume, devices: &Devices, final_figures: bool) -> serde_
             "blocks": cache.blocks, "capacity_blocks": cache.capacity,
         },
         "tail_hits": vol.tail_hits(),
+        "delalloc_bytes_waiting": vol.delayed_bytes(),
         "delalloc_writer_stalls": stalls.0,
         "delalloc_writer_stall_s": stalls.1,
         "fuse": fuse_json(&devices.fuse),

@@ -202,6 +202,11 @@ impl ReadCore {
         self.tails.hits()
     }
 
+    /// File data waiting in memory for delayed allocation, in bytes.
+    pub fn delayed_bytes(&self) -> u64 {
+        self.delayed.bytes()
+    }
+
     /// Delayed allocation's back-pressure: (writers stalled, seconds).
     pub fn delalloc_stalls(&self) -> (u64, f64) {
         self.delayed.stalls()
