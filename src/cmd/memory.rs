@@ -5,7 +5,7 @@
 //! own defaults (measured: 256 MiB of delayed data, 256 MiB of cache and
 //! 64 MiB of gathered data in a 256 MiB cgroup killed the daemon).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The daemon's memory budget in bytes (None when nothing can be read).
 pub fn budget() -> Option<u64> {
@@ -83,14 +83,50 @@ pub fn trim_slack(budget: u64) -> u64 {
     (budget / 32).max(8 << 20)
 }
 
+/// How much memory is left before the daemon's limit: the binding cgroup's
+/// limit minus its usage (which counts the page cache its processes use), or
+/// the machine's MemAvailable when no cgroup binds.
+pub struct Headroom {
+    cgroup: Option<(PathBuf, u64)>,
+}
+
+impl Headroom {
+    /// Where to look, found once: the daemon does not change cgroups.
+    pub fn find() -> Headroom {
+        let cgroup = std::fs::read_to_string("/proc/self/cgroup")
+            .ok()
+            .and_then(|c| binding_cgroup(&c, Path::new("/sys/fs/cgroup"), &|p| std::fs::read_to_string(p).ok()));
+        Headroom { cgroup }
+    }
+
+    /// The bytes left now (None when nothing can be read).
+    pub fn bytes(&self) -> Option<u64> {
+        match &self.cgroup {
+            Some((usage, limit)) => {
+                let used: u64 = std::fs::read_to_string(usage).ok()?.trim().parse().ok()?;
+                Some(limit.saturating_sub(used))
+            }
+            None => mem_available(&std::fs::read_to_string("/proc/meminfo").ok()?),
+        }
+    }
+}
+
 /// Give free heap memory back to the system when more than `slack` bytes
-/// of it are resident. The daemon's allocations come in many sizes
-/// (blocks, replies, write-back runs) from a few arenas, and glibc returns
-/// only the free memory at a heap's top: the rest stays resident, charged
-/// to the memory cgroup and so taken from the page cache the files need.
-/// Measured in Postmark under 512 MiB: 126 MiB free in two heaps of 99 MiB
-/// each (docs/results/postmark.md). Returns whether it trimmed.
-pub fn trim_if_over(slack: u64) -> bool {
+/// of it are resident and memory is short (less than twice `slack` left
+/// before the limit). The daemon's allocations come in many sizes (blocks,
+/// replies, write-back runs) from a few arenas, and glibc returns only the
+/// free memory at a heap's top: the rest stays resident, charged to the
+/// memory cgroup and so taken from the page cache the files need. Measured
+/// in Postmark under 512 MiB: 126 MiB free in two heaps of 99 MiB each
+/// (docs/results/postmark.md). Where memory is not short the page cache
+/// loses nothing, and trimming only makes the request threads fault the
+/// pages back in: a review measured a churn of files 15-20% slower in a
+/// 2 GiB cgroup it never filled, trimmed every second. `pad` is kept at
+/// the main heap's top (tune_malloc's top pad). Returns whether it trimmed.
+pub fn trim_if_over(slack: u64, headroom: Option<u64>, pad: usize) -> bool {
+    if headroom.is_none_or(|h| h >= 2 * slack) {
+        return false;
+    }
     let Some(anon) = anonymous_resident() else { return false };
     let (in_use, _, mmapped) = malloc_figures();
     // Stacks and rings are anonymous too; the slack absorbs them.
@@ -98,8 +134,13 @@ pub fn trim_if_over(slack: u64) -> bool {
         return false;
     }
     // SAFETY: malloc_trim releases free pages of every arena; thread-safe.
-    unsafe { libc::malloc_trim(0) };
+    unsafe { libc::malloc_trim(pad) };
     true
+}
+
+/// tune_malloc's top pad for `budget`, for [`trim_if_over`].
+pub fn top_pad(budget: u64) -> usize {
+    malloc_thresholds(budget).1 as usize
 }
 
 /// The process's resident memory that no file backs, in bytes
@@ -115,7 +156,17 @@ fn anonymous_resident() -> Option<u64> {
 
 /// MemTotal from /proc/meminfo, in bytes.
 fn mem_total(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    meminfo_bytes(meminfo, "MemTotal:")
+}
+
+/// MemAvailable from /proc/meminfo, in bytes.
+fn mem_available(meminfo: &str) -> Option<u64> {
+    meminfo_bytes(meminfo, "MemAvailable:")
+}
+
+/// The value of `key` (in kB) in /proc/meminfo, in bytes.
+fn meminfo_bytes(meminfo: &str, key: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with(key))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
@@ -125,16 +176,23 @@ fn mem_total(meminfo: &str) -> Option<u64> {
 /// or a list holding memory, memory.limit_in_bytes). "max" and v1's huge
 /// "unlimited" value count as no limit.
 fn cgroup_limit(proc_cgroup: &str, root: &Path, read: &dyn Fn(&Path) -> Option<String>) -> Option<u64> {
+    binding_cgroup(proc_cgroup, root, read).map(|(_, limit)| limit)
+}
+
+/// The cgroup whose limit binds the daemon, as (the file holding its usage,
+/// the limit): the smallest limit on the way from the daemon's cgroup up to
+/// the root, since a parent's limit binds its children (the bench puts the
+/// daemon in a child of the limited cgroup).
+fn binding_cgroup(proc_cgroup: &str, root: &Path, read: &dyn Fn(&Path) -> Option<String>) -> Option<(PathBuf, u64)> {
     let parse = |s: String| s.trim().parse::<u64>().ok().filter(|&v| v < 1 << 60);
-    // The smallest limit on the way from the cgroup up to the root: a
-    // parent's limit binds its children (the bench puts the daemon in a
-    // child of the limited cgroup).
-    let smallest = |base: std::path::PathBuf, rel: &str, file: &str| {
+    let smallest = |base: PathBuf, rel: &str, limit_file: &str, usage_file: &str| {
         let mut dir = base.join(rel);
-        let mut best: Option<u64> = None;
+        let mut best: Option<(PathBuf, u64)> = None;
         loop {
-            if let Some(v) = read(&dir.join(file)).and_then(parse) {
-                best = Some(best.map_or(v, |b| b.min(v)));
+            if let Some(v) = read(&dir.join(limit_file)).and_then(parse) {
+                if best.as_ref().is_none_or(|(_, b)| v < *b) {
+                    best = Some((dir.join(usage_file), v));
+                }
             }
             if dir == base || !dir.pop() {
                 return best;
@@ -146,9 +204,9 @@ fn cgroup_limit(proc_cgroup: &str, root: &Path, read: &dyn Fn(&Path) -> Option<S
         let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
         let rel = path.trim_start_matches('/');
         let found = if controllers.split(',').any(|c| c == "memory") {
-            smallest(root.join("memory"), rel, "memory.limit_in_bytes")
+            smallest(root.join("memory"), rel, "memory.limit_in_bytes", "memory.usage_in_bytes")
         } else if controllers.is_empty() {
-            smallest(root.to_path_buf(), rel, "memory.max")
+            smallest(root.to_path_buf(), rel, "memory.max", "memory.current")
         } else {
             None
         };
@@ -178,8 +236,10 @@ mod tests {
         let mut blocks: Vec<Vec<u8>> = (0..16_384).map(|i| vec![(i % 251) as u8 + 1; 4096]).collect();
         let kept: Vec<Vec<u8>> = blocks.iter_mut().step_by(16).map(std::mem::take).collect();
         drop(blocks);
+        assert!(!trim_if_over(MIB, Some(2 * MIB), 0), "memory not short (twice the slack left): kept");
+        assert!(!trim_if_over(MIB, None, 0), "headroom unknown: kept");
         let before = anonymous_resident().expect("statm");
-        assert!(trim_if_over(0), "with no slack allowed, the free memory is given back");
+        assert!(trim_if_over(MIB, Some(0), 0), "memory short, more than the slack free: given back");
         let after = anonymous_resident().expect("statm");
         assert!(before >= after + 32 * MIB, "resident {} MiB before, {} MiB after", before / MIB, after / MIB);
         assert!(kept.iter().all(|b| b.len() == 4096 && b[0] != 0), "live blocks untouched");
@@ -220,6 +280,16 @@ mod tests {
         assert_eq!(cgroup_limit("12:memory:/box/daemon\n", root, &read), Some(256 << 20), "a parent's limit binds");
         assert_eq!(cgroup_limit("0::/free\n", root, &read), None);
         assert_eq!(cgroup_limit("4:cpu,memory:/open\n", root, &read), None);
+        assert_eq!(
+            binding_cgroup("12:memory:/box/daemon\n", root, &read),
+            Some((PathBuf::from("/cg/memory/box/memory.usage_in_bytes"), 256 << 20)),
+            "the parent binds: its usage is read"
+        );
+        assert_eq!(
+            binding_cgroup("0::/small\n", root, &read),
+            Some((PathBuf::from("/cg/small/memory.current"), 100 << 20))
+        );
+        assert_eq!(mem_available("MemTotal: 8 kB\nMemAvailable:    1024 kB\n"), Some(1 << 20));
         assert_eq!(mem_total("MemTotal:       24684800 kB\nMemFree: 1 kB\n"), Some(24684800 * 1024));
     }
 }

@@ -142,9 +142,11 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
         })
     };
     // Free heap memory goes back to the page cache (`memory::trim_if_over`).
-    let slack = super::memory::trim_slack(super::memory::budget().unwrap_or(u64::MAX));
+    let budget = super::memory::budget().unwrap_or(u64::MAX);
+    let (slack, pad, headroom) =
+        (super::memory::trim_slack(budget), super::memory::top_pad(budget), super::memory::Headroom::find());
     let trimmer = every(Duration::from_secs(1), move || {
-        super::memory::trim_if_over(slack);
+        super::memory::trim_if_over(slack, headroom.bytes(), pad);
     });
     let served = session.run().context("serving FUSE requests");
     trimmer.stop();
