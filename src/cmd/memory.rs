@@ -79,20 +79,40 @@ pub fn malloc_figures() -> (u64, u64, u64) {
 /// back: a 32nd of the budget, at least 8 MiB. Under the bench's 512 MiB
 /// cgroup that is 16 MiB; on a machine of 24 GiB, 768 MiB, which the
 /// daemon's buffers never leave free, so it never trims there.
-pub fn trim_slack(budget: u64) -> u64 {
+fn trim_slack(budget: u64) -> u64 {
     (budget / 32).max(8 << 20)
 }
 
+/// Gives free heap memory back to the system once memory is short
+/// ([`trim_if_over`]), with the thresholds of a memory budget.
+pub struct Trimmer {
+    slack: u64,
+    pad: usize,
+    headroom: Headroom,
+}
+
+impl Trimmer {
+    pub fn new(budget: u64) -> Trimmer {
+        Trimmer { slack: trim_slack(budget), pad: top_pad(budget), headroom: Headroom::find() }
+    }
+
+    /// One look (the daemon takes one a second); whether it trimmed.
+    pub fn tick(&self) -> bool {
+        trim_if_over(self.slack, self.headroom.bytes(), self.pad)
+    }
+}
+
 /// How much memory is left before the daemon's limit: the binding cgroup's
-/// limit minus its usage (which counts the page cache its processes use), or
-/// the machine's MemAvailable when no cgroup binds.
-pub struct Headroom {
+/// limit minus its usage (which counts the page cache its processes use),
+/// and never more than the machine's MemAvailable (a cgroup may allow more
+/// than the machine has).
+struct Headroom {
     cgroup: Option<(PathBuf, u64)>,
 }
 
 impl Headroom {
     /// Where to look, found once: the daemon does not change cgroups.
-    pub fn find() -> Headroom {
+    fn find() -> Headroom {
         let cgroup = std::fs::read_to_string("/proc/self/cgroup")
             .ok()
             .and_then(|c| binding_cgroup(&c, Path::new("/sys/fs/cgroup"), &|p| std::fs::read_to_string(p).ok()));
@@ -100,14 +120,21 @@ impl Headroom {
     }
 
     /// The bytes left now (None when nothing can be read).
-    pub fn bytes(&self) -> Option<u64> {
-        match &self.cgroup {
-            Some((usage, limit)) => {
-                let used: u64 = std::fs::read_to_string(usage).ok()?.trim().parse().ok()?;
-                Some(limit.saturating_sub(used))
-            }
-            None => mem_available(&std::fs::read_to_string("/proc/meminfo").ok()?),
-        }
+    fn bytes(&self) -> Option<u64> {
+        let cgroup = self.cgroup.as_ref().and_then(|(usage, limit)| {
+            let used: u64 = std::fs::read_to_string(usage).ok()?.trim().parse().ok()?;
+            Some(limit.saturating_sub(used))
+        });
+        let machine = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| mem_available(&m));
+        least_known(cgroup, machine)
+    }
+}
+
+/// The smaller of two figures, either of which may be unknown.
+fn least_known(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -123,7 +150,7 @@ impl Headroom {
 /// pages back in: a review measured a churn of files 15-20% slower in a
 /// 2 GiB cgroup it never filled, trimmed every second. `pad` is kept at
 /// the main heap's top (tune_malloc's top pad). Returns whether it trimmed.
-pub fn trim_if_over(slack: u64, headroom: Option<u64>, pad: usize) -> bool {
+fn trim_if_over(slack: u64, headroom: Option<u64>, pad: usize) -> bool {
     if headroom.is_none_or(|h| h >= 2 * slack) {
         return false;
     }
@@ -139,7 +166,7 @@ pub fn trim_if_over(slack: u64, headroom: Option<u64>, pad: usize) -> bool {
 }
 
 /// tune_malloc's top pad for `budget`, for [`trim_if_over`].
-pub fn top_pad(budget: u64) -> usize {
+fn top_pad(budget: u64) -> usize {
     malloc_thresholds(budget).1 as usize
 }
 
@@ -220,6 +247,15 @@ fn binding_cgroup(proc_cgroup: &str, root: &Path, read: &dyn Fn(&Path) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn headroom_is_the_least_of_the_cgroups_and_the_machines() {
+        assert_eq!(least_known(Some(5), Some(3)), Some(3), "a cgroup may allow more than the machine has");
+        assert_eq!(least_known(Some(2), Some(3)), Some(2));
+        assert_eq!(least_known(None, Some(3)), Some(3), "no cgroup binds");
+        assert_eq!(least_known(Some(2), None), Some(2));
+        assert_eq!(least_known(None, None), None);
+    }
 
     #[test]
     fn trim_slack_is_a_32nd_of_the_budget_at_least_8_mib() {

@@ -141,12 +141,10 @@ fn serve(opts: &MountOptions, image: &Path, mountpoint: &Path, mut ready: Option
             let _ = write_json(&j, &live);
         })
     };
-    // Free heap memory goes back to the page cache (`memory::trim_if_over`).
-    let budget = super::memory::budget().unwrap_or(u64::MAX);
-    let (slack, pad, headroom) =
-        (super::memory::trim_slack(budget), super::memory::top_pad(budget), super::memory::Headroom::find());
+    // Free heap memory goes back to the page cache (`memory::Trimmer`).
+    let trim = super::memory::Trimmer::new(super::memory::budget().unwrap_or(u64::MAX));
     let trimmer = every(Duration::from_secs(1), move || {
-        super::memory::trim_if_over(slack, headroom.bytes(), pad);
+        trim.tick();
     });
     let served = session.run().context("serving FUSE requests");
     trimmer.stop();
