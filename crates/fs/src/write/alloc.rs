@@ -41,17 +41,11 @@ impl Volume {
         self.group_first_block(g)
     }
 
-    /// First block of inode `ino`'s own group (where the kernel puts its
-    /// extended-attribute block).
-    pub(crate) fn inode_group_first_block(&self, ino: u32) -> u64 {
-        self.group_first_block((ino - 1) / self.sb.f.inodes_per_group)
-    }
-
     /// Groups in a flexible block group (1 without flex_bg); a size the
-    /// kernel refuses (above 2^31) counts as none.
+    /// kernel would refuse (2^31 and up) counts as none.
     pub(crate) fn flex_size(&self) -> u32 {
         let log = u32::from(self.sb.f.log_groups_per_flex);
-        if !self.sb.has_incompat(feature::incompat::FLEX_BG) || log > 31 {
+        if !self.sb.has_incompat(feature::incompat::FLEX_BG) || log >= 31 {
             return 1;
         }
         1 << log
