@@ -737,9 +737,7 @@ fn long_unwritten_extents_written_in_order() {
 
 fn deep_directory(lazy: bool) {
     let Some((work, empty)) = common::setup_empty() else { return };
-    // Without flex_bg a file's data shares its directory's group (with it,
-    // files' data starts a group later, as the kernel's does).
-    let img = common::make_image(work.path(), "a.img", 64, &["-b", "1024", "-O", "^dir_index,^flex_bg"], &empty);
+    let img = common::make_image(work.path(), "a.img", 64, &["-b", "1024", "-O", "^dir_index"], &empty);
     let bs = 1024usize;
     let vol = open(&img, lazy);
     let d = vol.create(ROOT_INO, b"d", CreateKind::Dir, 0o755, 0, 0).unwrap().ino;

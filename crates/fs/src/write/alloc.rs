@@ -6,49 +6,17 @@
 //! group or the next one with room. Blocks are taken as contiguous runs from a
 //! goal (the block after the file's last one), so sequential writes stay
 //! sequential on disk. Uninitialised groups get a real bitmap on first use.
-//!
-//! With flex_bg the kernel places by flexible group, and so do we: the
-//! spread of top-level directories picks a flex group and takes its first
-//! group with free inodes, other inodes start in their parent's flex group,
-//! and a new file's data starts in the flex group's second group (its first
-//! holds the flex group's metadata and directories). A flex group's files
-//! then lie together: Postmark's 2,500 top-level directories put their data
-//! in 2,277 of a DM-SMR disk's 30 MiB bands when spread group by group,
-//! where the kernel's placement dirtied 404, and the drive cleans by band.
 
 use super::WriteState;
 use crate::error::{FsError, Result};
 use crate::volume::Volume;
 use ondisk::bitmap::{self, Kind};
 use ondisk::group_desc::{BG_BLOCK_UNINIT, BG_INODE_UNINIT};
-use ondisk::inode::Inode;
-use ondisk::superblock::feature;
 
 impl Volume {
-    /// Where `inode`'s blocks go when nothing before them is mapped: the
-    /// first block of its group, or with flex groups of 4 or more (the
-    /// kernel's ext4_inode_to_goal_block) of its flex group's first group,
-    /// the second one for a regular file's data.
-    pub(crate) fn first_goal(&self, inode: &Inode) -> u64 {
-        let mut g = (inode.ino - 1) / self.sb.f.inodes_per_group;
-        let flex = self.flex_size();
-        if flex >= 4 {
-            g &= !(flex - 1);
-            if inode.is_reg() {
-                g = (g + 1).min(self.group_count() - 1);
-            }
-        }
-        self.group_first_block(g)
-    }
-
-    /// Groups in a flexible block group (1 without flex_bg); a size the
-    /// kernel would refuse (2^31 and up) counts as none.
-    pub(crate) fn flex_size(&self) -> u32 {
-        let log = u32::from(self.sb.f.log_groups_per_flex);
-        if !self.sb.has_incompat(feature::incompat::FLEX_BG) || log >= 31 {
-            return 1;
-        }
-        1 << log
+    /// First block of inode `ino`'s group: the default goal for its blocks.
+    pub(crate) fn inode_group_first_block(&self, ino: u32) -> u64 {
+        self.group_first_block((ino - 1) / self.sb.f.inodes_per_group)
     }
 
     /// Blocks in group `g` (the last group may be short).
@@ -71,12 +39,7 @@ impl Volume {
         let ngroups = self.group_count();
         let ipg = self.sb.f.inodes_per_group;
         let parent_group = (parent - 1) / ipg;
-        let start = if is_dir && parent == ondisk::inode::ROOT_INO {
-            self.orlov_group()
-        } else {
-            // Its parent's flex group, from its first group with room.
-            parent_group & !(self.flex_size() - 1)
-        };
+        let start = if is_dir && parent == ondisk::inode::ROOT_INO { self.orlov_group() } else { parent_group };
         for i in 0..ngroups {
             let g = (start + i) % ngroups;
             let gd = self.group(g);
@@ -150,36 +113,24 @@ impl Volume {
         }
     }
 
-    /// The group for a new top-level directory: among the flex groups (or
-    /// groups) with at least the average free inodes, the one with the
-    /// fewest directories, then the most free blocks; in it, the first
-    /// group with a free inode.
+    /// The group for a new top-level directory.
     fn orlov_group(&self) -> u32 {
         let groups = self.groups.read();
-        let flex = self.flex_size() as usize;
-        // (free inodes, free blocks, directories) of each flex group.
-        let sums: Vec<(u64, u64, u64)> = groups
-            .chunks(flex)
-            .map(|c| {
-                c.iter().fold((0, 0, 0), |(i, b, d), g| {
-                    (
-                        i + u64::from(g.free_inodes_count()),
-                        b + u64::from(g.free_blocks_count()),
-                        d + u64::from(g.used_dirs_count()),
-                    )
-                })
-            })
-            .collect();
-        let avg_free = sums.iter().map(|s| s.0).sum::<u64>() / (sums.len() as u64).max(1);
-        let best = sums
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.0 >= avg_free && s.0 > 0)
-            .min_by_key(|(_, s)| (s.2, u64::MAX - s.1))
-            .map_or(0, |(i, _)| i);
-        let first = best * flex;
-        let in_flex = groups.iter().skip(first).take(flex).position(|g| g.free_inodes_count() > 0);
-        (first + in_flex.unwrap_or(0)) as u32
+        let n = groups.len() as u64;
+        let avg_free: u64 = groups.iter().map(|g| u64::from(g.free_inodes_count())).sum::<u64>() / n.max(1);
+        let mut best = 0usize;
+        let mut best_key = (u32::MAX, 0u32);
+        for (i, g) in groups.iter().enumerate() {
+            if u64::from(g.free_inodes_count()) < avg_free || g.free_inodes_count() == 0 {
+                continue;
+            }
+            let key = (g.used_dirs_count(), u32::MAX - g.free_blocks_count());
+            if key < best_key {
+                best_key = key;
+                best = i;
+            }
+        }
+        best as u32
     }
 
     pub(crate) fn free_inode(&self, ws: &mut WriteState, ino: u32, was_dir: bool) -> Result<()> {

@@ -194,7 +194,7 @@ impl Volume {
     /// Where a new node of `inode` should go: near the data it maps.
     fn node_goal(&self, inode: &Inode, path: &ExtentPath) -> u64 {
         let (exts, pos) = path.leaf();
-        exts.get(pos.saturating_sub(1)).map_or_else(|| self.first_goal(inode), |e| e.start)
+        exts.get(pos.saturating_sub(1)).map_or_else(|| self.inode_group_first_block(inode.ino), |e| e.start)
     }
 
     /// Node `k`'s first key changed: carry it up into the entries that index it.

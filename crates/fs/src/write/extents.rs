@@ -154,7 +154,7 @@ impl Volume {
                 return Ok(pblk + 1);
             }
         }
-        Ok(self.first_goal(inode))
+        Ok(self.inode_group_first_block(inode.ino))
     }
 
     /// Free every block at logical block >= `from` and drop it from the tree.

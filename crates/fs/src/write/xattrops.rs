@@ -233,7 +233,7 @@ impl Volume {
                 } else {
                     self.adjust_blocks(inode, 1);
                 }
-                let goal = self.first_goal(inode);
+                let goal = self.inode_group_first_block(inode.ino);
                 let (b, _) = self.alloc_blocks(ws, goal, 1)?;
                 b
             };
