@@ -32,10 +32,11 @@ impl Volume {
     }
 
     /// What block `lblk` of `ino`, mapped at `pblk`, holds now, into `buf`
-    /// (one block): the copy kept of a file's last block (`tails.rs`), else
-    /// the device. For a write that keeps part of the block.
-    fn read_old_block(&self, ino: u32, lblk: u64, pblk: u64, buf: &mut [u8], why: &str) -> Result<()> {
-        if self.tails.read(ino, lblk, pblk, buf) {
+    /// (one block): its new contents held for write-back (`delayed.rs`),
+    /// the copy kept of a file's last block (`tails.rs`), else the device.
+    /// For a write that keeps part of the block.
+    pub(super) fn read_old_block(&self, ino: u32, lblk: u64, pblk: u64, buf: &mut [u8], why: &str) -> Result<()> {
+        if self.delayed.held_copy(ino, lblk, buf) || self.tails.read(ino, lblk, pblk, buf) {
             return Ok(());
         }
         let bs = u64::from(self.block_size());
@@ -154,6 +155,10 @@ impl Volume {
             let end = offset + data.len() as u64;
             let first = offset / bs;
             let last = (end - 1) / bs;
+            debug_assert!(
+                self.delayed.held(ino).is_none_or(|(l, _)| !(first..=last).contains(&l)),
+                "a block held for write-back is written out before a write over it"
+            );
             let runs = self.ensure_mapped(ws, &mut inode, first, last - first + 1)?;
             // Bytes at or past the old end of file read as zeros whatever the
             // block holds there: they are never read back, only zeroed.
@@ -380,6 +385,10 @@ impl Volume {
         if !size.is_multiple_of(bs) {
             let lblk = size / bs;
             if let crate::bmap::Mapping::Mapped { pblk, unwritten: false, .. } = self.map_block(inode, lblk, 1)? {
+                // Held for write-back: zeroed there, it replaces the disk's copy.
+                if self.delayed.zero_tail(inode.ino, lblk, (size % bs) as usize) {
+                    return Ok(());
+                }
                 let mut buf = vec![0u8; bs as usize];
                 self.read_old_block(inode.ino, lblk, pblk, &mut buf, "reading the last block")?;
                 buf[(size % bs) as usize..].fill(0);

@@ -10,6 +10,12 @@
 //! writer finds all of it waiting (back-pressure), and before anything that
 //! needs it on disk (sync and fsync, unmount, fallocate, SEEK_DATA/HOLE).
 //!
+//! An append rewrites the file's last block, partly filled and already
+//! mapped: that block's new contents wait too (`DirtyFile::held`), and go
+//! out in one request with the appended blocks when these land right after
+//! it, as the kernel's write-back sends the dirty page and the delayed ones
+//! behind it together.
+//!
 //! Space: each waiting block is counted against the free blocks at write
 //! time, so a full disk is reported to the writer, never found at
 //! write-back. Beside the data, the extent-tree blocks its write-back may
@@ -143,13 +149,13 @@ impl Volume {
             let lblk = at / bs;
             let last = (offset + data.len() as u64 - 1) / bs;
             // The run of blocks from `lblk` that are all holes or all mapped.
-            let (hole, blocks) = match self.map_block(inode, lblk, last - lblk + 1)? {
-                Mapping::Hole { len } => (true, len),
-                Mapping::Mapped { len, .. } => (false, len),
-            };
-            let run_end = ((lblk + blocks.max(1)) * bs).min(offset + data.len() as u64);
+            let mapping = self.map_block(inode, lblk, last - lblk + 1)?;
+            let run_end = ((lblk + mapping.len().max(1)) * bs).min(offset + data.len() as u64);
             let piece = &data[done..done + (run_end - at) as usize];
-            let r = if hole { self.put_delayed(ino, at, piece) } else { self.write_in_pieces(ino, at, piece) };
+            let r = match mapping {
+                Mapping::Hole { .. } => self.put_delayed(ino, at, piece),
+                Mapping::Mapped { pblk, unwritten, .. } => self.write_mapped(ino, at, piece, pblk, unwritten),
+            };
             match r {
                 Ok(n) => {
                     done += n;
@@ -204,6 +210,107 @@ impl Volume {
         })
     }
 
+    /// `data` at `offset` of `ino`, all of it over blocks mapped from
+    /// `pblk` (`unwritten`: preallocated). An append that rewrites part of
+    /// the file's last block holds the new block in memory, to go out with
+    /// the blocks appended after it (`DirtyFile::held`); any other write
+    /// goes to the device now, after the block held, if it covers it.
+    fn write_mapped(&self, ino: u32, offset: u64, data: &[u8], pblk: u64, unwritten: bool) -> Result<usize> {
+        let bs = u64::from(self.block_size());
+        let (lblk, end) = (offset / bs, offset + data.len() as u64);
+        let held = self.delayed.held(ino).map(|(l, _)| l);
+        let one_block = (end - 1) / bs == lblk;
+        if one_block && !unwritten && (held == Some(lblk) || end > self.inode(ino)?.size()) {
+            if held.is_some_and(|l| l != lblk) {
+                self.write_back_held(ino)?;
+            }
+            return self.put_held(ino, lblk, pblk, offset, data);
+        }
+        if held.is_some_and(|l| (lblk..end.div_ceil(bs)).contains(&l)) {
+            self.write_back_held(ino)?;
+        }
+        self.write_in_pieces(ino, offset, data)
+    }
+
+    /// One operation: `data` at `offset`, inside block `lblk` of `ino`
+    /// (mapped at `pblk`, written), into the block held for it; the inode
+    /// takes the new size and times. The disk keeps its size until the
+    /// block goes out.
+    fn put_held(&self, ino: u32, lblk: u64, pblk: u64, offset: u64, data: &[u8]) -> Result<usize> {
+        self.atomic(|ws| {
+            let mut inode = self.inode(ino)?;
+            regular_file(&inode)?;
+            refuse_if(&inode, flags::IMMUTABLE)?;
+            if inode.has_flag(flags::APPEND) && offset != inode.size() {
+                return Err(FsError::NotPermitted);
+            }
+            let bs = u64::from(self.block_size());
+            let mut block = vec![0u8; bs as usize];
+            self.read_old_block(ino, lblk, pblk, &mut block, "reading the last block for an append")?;
+            // Bytes at or past the end of file read as zeros, whatever the block holds there.
+            let keep = inode.size().saturating_sub(lblk * bs).min(bs) as usize;
+            block[keep..].fill(0);
+            let at = (offset - lblk * bs) as usize;
+            block[at..at + data.len()].copy_from_slice(data);
+            self.tails.forget_range(ino, lblk, 1);
+            // For a file not tracked yet, its inode's size is the disk's.
+            let before = self.delayed.hold(ino, inode.size(), lblk, block);
+            let end = offset + data.len() as u64;
+            if end > inode.size() {
+                inode.set_size(end);
+            }
+            touch(&mut inode, true);
+            if let Err(e) = self.write_inode(ws, &inode) {
+                self.delayed.unhold(ino, before);
+                return Err(e);
+            }
+            Ok(data.len())
+        })
+    }
+
+    /// Send `ino`'s held block out on its own (one operation): the inode
+    /// records the size its written data reaches.
+    fn write_back_held(&self, ino: u32) -> Result<()> {
+        self.atomic(|ws| {
+            let inode = self.inode(ino)?;
+            let Some((lblk, block)) = self.delayed.held(ino) else { return Ok(()) };
+            let pblk = self.held_block_home(&inode, lblk)?;
+            self.write_held(&inode, lblk, pblk, &[block])?;
+            self.write_inode(ws, &inode)
+        })
+    }
+
+    /// Where block `lblk` of `inode`, held, lives: mapped and written, as
+    /// when it was held (every path that would unmap or move it writes it
+    /// out or drops it first).
+    fn held_block_home(&self, inode: &Inode, lblk: u64) -> Result<u64> {
+        match self.map_block(inode, lblk, 1)? {
+            Mapping::Mapped { pblk, unwritten: false, .. } => Ok(pblk),
+            m => {
+                let what = format!("inode {}: block {lblk} held for write-back is no longer mapped", inode.ino);
+                debug_assert!(false, "{what}: {m:?}");
+                Err(FsError::io(what, std::io::Error::other(format!("{m:?}"))))
+            }
+        }
+    }
+
+    /// Write `blocks` at `pblk`: the block held for `lblk` of `inode`, then
+    /// any delayed blocks that follow it on disk; the held block is then
+    /// written (`Delayed::held_written`), and kept as the file's last
+    /// block when it is (`tails.rs`).
+    fn write_held(&self, inode: &Inode, lblk: u64, pblk: u64, blocks: &[Arc<[u8]>]) -> Result<()> {
+        let (ino, bs) = (inode.ino, u64::from(self.block_size()));
+        self.tails.forget_range(ino, lblk, 1);
+        self.dev
+            .write_blocks_at(pblk * bs, blocks, IoClass::Data)
+            .map_err(|e| FsError::io(format!("writing data at block {pblk}"), e))?;
+        if inode.size().div_ceil(bs) == lblk + 1 && !inode.size().is_multiple_of(bs) {
+            self.tails.remember(ino, lblk, pblk, &blocks[0]);
+        }
+        self.delayed.held_written(ino, lblk);
+        Ok(())
+    }
+
     /// Send all of `ino`'s waiting data out. Called under its data lock.
     pub(crate) fn writeback_locked(&self, ino: u32) -> Result<()> {
         let most = self.writer.piece_blocks.clamp(1, 1 << 15);
@@ -219,6 +326,10 @@ impl Volume {
                 self.delayed.written(ino, start, len);
             }
             from = start + len;
+        }
+        // A held block with no run after it goes out alone.
+        if self.delayed.held(ino).is_some() {
+            self.write_back_held(ino)?;
         }
         Ok(())
     }
@@ -242,12 +353,37 @@ impl Volume {
         // The file's last block, when partly filled, is kept in memory (`tails.rs`).
         let size = inode.size();
         let end_blk = (!size.is_multiple_of(bs)).then_some(size / bs);
-        for (lblk, pblk, n, fresh) in self.ensure_mapped(ws, &mut inode, start, len)? {
+        let held = match self.delayed.held(ino) {
+            Some((l, b)) => Some((l, self.held_block_home(&inode, l)?, b)),
+            None => None,
+        };
+        let segments = self.ensure_mapped(ws, &mut inode, start, len)?;
+        // The held block goes out with the run when the run lands right after it.
+        let joins = |&(l, p, _): &(u64, u64, Arc<[u8]>)| {
+            segments.first().is_some_and(|&(lblk, pblk, ..)| lblk == l + 1 && pblk == p + 1)
+        };
+        let joined = match held {
+            Some(h) if joins(&h) => Some(h),
+            Some((l, p, b)) => {
+                self.write_held(&inode, l, p, &[b])?;
+                None
+            }
+            None => None,
+        };
+        for (lblk, pblk, n, fresh) in segments {
             let k = (lblk - start) as usize;
+            let blocks = &run[k..k + n as usize];
             self.tails.forget_range(ino, lblk, n);
-            self.dev
-                .write_blocks_at(pblk * bs, &run[k..k + n as usize], IoClass::Data)
-                .map_err(|e| FsError::io(format!("writing delayed data at block {pblk}"), e))?;
+            match &joined {
+                Some((l, p, b)) if lblk == start => {
+                    let both: Vec<Arc<[u8]>> = std::iter::once(b.clone()).chain(blocks.iter().cloned()).collect();
+                    self.write_held(&inode, *l, *p, &both)?;
+                }
+                _ => self
+                    .dev
+                    .write_blocks_at(pblk * bs, blocks, IoClass::Data)
+                    .map_err(|e| FsError::io(format!("writing delayed data at block {pblk}"), e))?,
+            }
             if let Some(e) = end_blk.filter(|e| (lblk..lblk + n).contains(e)) {
                 self.tails.remember(ino, e, pblk + (e - lblk), &run[k + (e - lblk) as usize]);
             }
