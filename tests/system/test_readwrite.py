@@ -245,6 +245,77 @@ def test_kill9_is_replayed_by_the_kernel(ext4lazy_bin, workdir, journal):
     e2fsck_clean(copy)
 
 
+def test_appends_to_a_written_file_race_stat_and_survive_a_crash(ext4lazy_bin, workdir):
+    """An append rewrites a file's partly filled last block, already on disk:
+    that block waits in memory with the appended ones. Sizes stay right for
+    getattr racing the appends (the kernel puts an O_APPEND write at the size
+    it last saw), and what waits goes out on time: after data_expire a crash
+    keeps it, and the kernel and e2fsck accept the volume."""
+    import ctypes
+    import threading
+
+    img = fresh_image(workdir, "appends.img")
+    mnt = mount_point(workdir, "appends-mnt")
+    util.run([ext4lazy_bin, "mount", "-o", "rw,commit=1,data_expire=1", img, mnt])
+    pids = util.pids_holding(img)
+    try:
+        raced = os.path.join(mnt, "raced")
+        with open(raced, "wb") as f:
+            f.write(b"A" * 5000)
+            os.fsync(f.fileno())
+        stop = threading.Event()
+
+        def stat_loop():
+            while not stop.is_set():
+                os.stat(raced)
+
+        threads = [threading.Thread(target=stat_loop) for _ in range(3)]
+        for t in threads:
+            t.start()
+        want = bytearray(b"A" * 5000)
+        fd = os.open(raced, os.O_WRONLY | os.O_APPEND)
+        try:
+            for i in range(1500):
+                piece = bytes([97 + i % 26]) * 7
+                os.write(fd, piece)
+                want += piece
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+            stop.set()
+            for t in threads:
+                t.join()
+        assert open(raced, "rb").read() == want
+        # Appends with no fsync: one inside the last block only, one over
+        # the last block into preallocated blocks past the end.
+        short, prealloc = os.path.join(mnt, "short"), os.path.join(mnt, "prealloc")
+        for path in (short, prealloc):
+            with open(path, "wb") as f:
+                f.write(b"A" * 5000)
+                os.fsync(f.fileno())
+        with open(short, "ab") as f:
+            f.write(b"B" * 100)
+        fd = os.open(prealloc, os.O_RDWR)
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        assert libc.fallocate(fd, 1, ctypes.c_long(0), ctypes.c_long(65536)) == 0  # KEEP_SIZE
+        os.pwrite(fd, b"C" * 8000, 5000)
+        os.close(fd)
+        time.sleep(4)  # data_expire=1 and commit=1, with room to spare
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        for pid in pids:
+            util.wait_pid_gone(pid)
+        subprocess.run([ext4lazy_bin, "umount", mnt], capture_output=True, timeout=60)
+    got = kernel_read(
+        img, workdir, lambda m: {n: open(os.path.join(m, n), "rb").read() for n in ("raced", "short", "prealloc")}
+    )
+    assert got["raced"] == want
+    assert got["short"] == b"A" * 5000 + b"B" * 100
+    assert got["prealloc"] == b"A" * 5000 + b"C" * 8000
+    e2fsck_clean(img)
+
+
 @pytest.mark.parametrize("journal", ["ordered", "lazy"])
 def test_the_bench_sync_makes_the_volume_durable(ext4lazy_bin, workdir, journal):
     """The bench's sync (shapes.syncfs): syncfs(2) never reaches a FUSE daemon, its fsync of the directory does;

@@ -490,6 +490,15 @@ impl ReadCore {
                 Corruption::BadField { field: "inode number", value: u64::from(ino) },
             )));
         }
+        // Delayed data: readers see the size it reaches, the disk keeps
+        // less. Asked before the record is read: write-back writes the
+        // record with the whole size before the store forgets the file, so
+        // a reader that finds the file forgotten reads that record. Asked
+        // after, a reader (a getattr takes no data lock) could read the old
+        // record, then find the file forgotten, and report the old size: the
+        // kernel then put the next O_APPEND write there (a review's appends
+        // racing stat lost data).
+        let waiting = if self.writable() { self.delayed.size(ino) } else { None };
         let (table, blk, off) = self.inode_slot(ino);
         let (ra_start, ra_count) = self.inode_readahead_range(table, blk);
         let data = self.meta_readahead(blk, ra_start, ra_count)?;
@@ -501,8 +510,7 @@ impl ReadCore {
             Some(inode) => inode,
             None => Inode::parse(&self.sb, ino, record)?,
         };
-        // Delayed data: readers see the size it reaches, the disk keeps less.
-        if let Some(size) = self.delayed.size(ino) {
+        if let Some(size) = waiting {
             inode.set_size(size);
         }
         Ok(inode)

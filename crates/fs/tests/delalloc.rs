@@ -655,3 +655,48 @@ fn a_write_after_chattr_sync_is_not_undone_by_older_waiting_data() {
         unmount_clean(vol, &img, lazy);
     }
 }
+
+/// An append rewrites the partly filled last block of a file already on
+/// disk: that block waits with the appended ones and goes out with them, in
+/// one request (they land right after it); until then a crash keeps the old
+/// size and bytes, and readers see the new ones.
+#[test]
+fn an_appends_rewritten_last_block_goes_out_with_the_appended_blocks() {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    let img = common::make_image(work.path(), "held.img", 64, &["-b", "4096"], &empty);
+    for crash in [false, true] {
+        let (dev, vol) = open(&img, false);
+        let name = if crash { "crashed" } else { "clean" };
+        let a = vol.create(ROOT_INO, name.as_bytes(), CreateKind::File, 0o644, 0, 0).unwrap().ino;
+        vol.write(a, 0, &pattern(1, 5_000)).unwrap();
+        vol.sync().unwrap(); // 5,000 bytes on disk: block 1 partly filled
+        let before = dev.counts().get(IoClass::Data, true);
+        vol.write(a, 5_000, &pattern(2, 10_000)).unwrap();
+        // The metadata commits (the gatherer is flushed), the data waits.
+        commit_metadata_only(&vol);
+        assert_eq!(dev.counts().get(IoClass::Data, true), before, "nothing of the append went out");
+        let mut want = pattern(1, 5_000);
+        want.extend(pattern(2, 10_000));
+        assert_eq!(vol.read(&vol.inode(a).unwrap(), 0, 20_000).unwrap(), want, "readers see the held block");
+        if crash {
+            drop(vol);
+            let (_dev, vol) = open(&img, false);
+            let a = vol.inode(lookup(&vol, name)).unwrap();
+            assert_eq!(a.size(), 5_000, "the disk's size never covered the held block");
+            assert_eq!(vol.read(&a, 0, 20_000).unwrap(), pattern(1, 5_000));
+            unmount_clean(vol, &img, false);
+            continue;
+        }
+        vol.sync().unwrap();
+        let after = dev.counts().get(IoClass::Data, true);
+        assert_eq!(
+            (after.requests - before.requests, after.bytes - before.bytes),
+            (1, 3 * BS),
+            "block 1 and the appended blocks 2-3 in one request"
+        );
+        assert_eq!(vol.read(&vol.inode(a).unwrap(), 0, 20_000).unwrap(), want);
+        unmount_clean(vol, &img, false);
+    }
+}

@@ -144,11 +144,15 @@ impl Volume {
             return Ok(Some(self.write_in_pieces(ino, offset, data)?));
         }
         let mut done = 0usize;
+        let mut current = None;
         while done < data.len() {
             let at = offset + done as u64;
             let lblk = at / bs;
             let last = (offset + data.len() as u64 - 1) / bs;
-            // The run of blocks from `lblk` that are all holes or all mapped.
+            // The run of blocks from `lblk` that are all holes or all mapped,
+            // in the map as the pieces before left it (a piece may write
+            // the file's waiting data back, or mark preallocated blocks written).
+            let inode = current.as_ref().unwrap_or(inode);
             let mapping = self.map_block(inode, lblk, last - lblk + 1)?;
             let run_end = ((lblk + mapping.len().max(1)) * bs).min(offset + data.len() as u64);
             let piece = &data[done..done + (run_end - at) as usize];
@@ -165,6 +169,12 @@ impl Volume {
                 }
                 Err(_) if done > 0 => break,
                 Err(e) => return Err(e),
+            }
+            if done < data.len() {
+                match self.inode(ino) {
+                    Ok(i) => current = Some(i),
+                    Err(_) => break, // a short write: what is done stays done
+                }
             }
         }
         Ok(Some(done))
@@ -226,7 +236,12 @@ impl Volume {
             }
             return self.put_held(ino, lblk, pblk, offset, data);
         }
-        if held.is_some_and(|l| (lblk..end.div_ceil(bs)).contains(&l)) {
+        if unwritten && self.delayed.has(ino) {
+            // Preallocated blocks it writes may lie past what the disk's
+            // size may cover while data before them waits: that data goes
+            // first, or the disk would hold written extents past its size.
+            self.writeback_locked(ino)?;
+        } else if held.is_some_and(|l| (lblk..end.div_ceil(bs)).contains(&l)) {
             self.write_back_held(ino)?;
         }
         self.write_in_pieces(ino, offset, data)
@@ -269,14 +284,20 @@ impl Volume {
     }
 
     /// Send `ino`'s held block out on its own (one operation): the inode
-    /// records the size its written data reaches.
+    /// records the size its written data reaches before the store lets go
+    /// of the file: in between, a getattr (no data lock) would read the old
+    /// size, and the kernel's next O_APPEND write would land there (a
+    /// review's appends racing stat lost data).
     fn write_back_held(&self, ino: u32) -> Result<()> {
         self.atomic(|ws| {
             let inode = self.inode(ino)?;
             let Some((lblk, block)) = self.delayed.held(ino) else { return Ok(()) };
             let pblk = self.held_block_home(&inode, lblk)?;
             self.write_held(&inode, lblk, pblk, &[block])?;
-            self.write_inode(ws, &inode)
+            let disk_size = self.delayed.disk_size_after(ino, lblk, 1).unwrap_or(inode.size());
+            self.write_inode_as(ws, &inode, disk_size)?;
+            self.delayed.held_written(ino, lblk);
+            Ok(())
         })
     }
 
@@ -295,9 +316,9 @@ impl Volume {
     }
 
     /// Write `blocks` at `pblk`: the block held for `lblk` of `inode`, then
-    /// any delayed blocks that follow it on disk; the held block is then
-    /// written (`Delayed::held_written`), and kept as the file's last
-    /// block when it is (`tails.rs`).
+    /// any delayed blocks that follow it on disk; the held block is kept as
+    /// the file's last block when it is (`tails.rs`). The caller tells the
+    /// store (`Delayed::held_written`).
     fn write_held(&self, inode: &Inode, lblk: u64, pblk: u64, blocks: &[Arc<[u8]>]) -> Result<()> {
         let (ino, bs) = (inode.ino, u64::from(self.block_size()));
         self.tails.forget_range(ino, lblk, 1);
@@ -307,7 +328,6 @@ impl Volume {
         if inode.size().div_ceil(bs) == lblk + 1 && !inode.size().is_multiple_of(bs) {
             self.tails.remember(ino, lblk, pblk, &blocks[0]);
         }
-        self.delayed.held_written(ino, lblk);
         Ok(())
     }
 
@@ -315,23 +335,26 @@ impl Volume {
     pub(crate) fn writeback_locked(&self, ino: u32) -> Result<()> {
         let most = self.writer.piece_blocks.clamp(1, 1 << 15);
         let mut from = 0;
-        while let Some((start, run)) = self.delayed.run_from(ino, from, most) {
-            let len = run.len() as u64;
-            let mapped = self.atomic(|ws| self.map_delayed_run(ws, ino, start, &run))?;
-            // Our references go first: `written` keeps for reuse only the
-            // blocks nobody else holds (a streaming write otherwise freed and
-            // allocated every block, and the heap grew and faulted page by page).
-            drop(run);
-            if mapped {
-                self.delayed.written(ino, start, len);
+        let mut runs = || -> Result<()> {
+            while let Some((start, run)) = self.delayed.run_from(ino, from, most) {
+                let len = run.len() as u64;
+                let mapped = self.atomic(|ws| self.map_delayed_run(ws, ino, start, &run))?;
+                // Our references go first: `written` keeps for reuse only the
+                // blocks nobody else holds (a streaming write otherwise freed and
+                // allocated every block, and the heap grew and faulted page by page).
+                drop(run);
+                if mapped {
+                    self.delayed.written(ino, start, len);
+                }
+                from = start + len;
             }
-            from = start + len;
-        }
-        // A held block with no run after it goes out alone.
-        if self.delayed.held(ino).is_some() {
-            self.write_back_held(ino)?;
-        }
-        Ok(())
+            Ok(())
+        };
+        let runs = runs();
+        // A held block with no run after it goes out alone; so does one
+        // whose run failed (it needs no room: it must not go down with it).
+        let held = if self.delayed.held(ino).is_some() { self.write_back_held(ino) } else { Ok(()) };
+        runs.and(held)
     }
 
     /// Inside an operation: give `run`, the waiting blocks of `ino` from
@@ -366,6 +389,8 @@ impl Volume {
             Some(h) if joins(&h) => Some(h),
             Some((l, p, b)) => {
                 self.write_held(&inode, l, p, &[b])?;
+                // The run still waits: the store keeps the file.
+                self.delayed.held_written(ino, l);
                 None
             }
             None => None,
@@ -378,6 +403,7 @@ impl Volume {
                 Some((l, p, b)) if lblk == start => {
                     let both: Vec<Arc<[u8]>> = std::iter::once(b.clone()).chain(blocks.iter().cloned()).collect();
                     self.write_held(&inode, *l, *p, &both)?;
+                    self.delayed.held_written(ino, *l);
                 }
                 _ => self
                     .dev
@@ -513,7 +539,7 @@ impl Volume {
         newparent: u32,
         newname: &[u8],
     ) -> Result<()> {
-        if self.delayed.blocks() == 0 {
+        if self.delayed.bytes() == 0 {
             return Ok(());
         }
         // A lookup that fails is the rename's to report.
@@ -611,7 +637,7 @@ impl Volume {
     /// The background tick's share: data older than `data_expire=`, then
     /// the oldest files while more than half of `delalloc_mb=` waits.
     pub(crate) fn delalloc_tick(&self) -> Result<()> {
-        if self.delayed.blocks() == 0 {
+        if self.delayed.bytes() == 0 {
             self.delayed.release_spare();
             return Ok(());
         }
