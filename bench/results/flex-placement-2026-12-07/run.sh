@@ -1,5 +1,6 @@
 #!/bin/bash
 # run.sh kernel|lazy BIN [SPEED] [PARAMS...]: Postmark scale 0.1 under 512 MiB on a served smr-seagate model (400 GB partition)
+# OPTS=,name=value...: more mount options for ext4lazy (added 2026-12-07 for the held-block runs).
 SYS=$1; BIN=$2; SPEED=${3:-5}; shift 3; P=""; for x in "$@"; do P="$P --param $x"; done
 D=/var/tmp/smr; IMG=$D/back.img; SRV=$D/srv; MNT=$D/mnt; mkdir -p $SRV $MNT
 CG=/sys/fs/cgroup/memory$(grep memory: /proc/self/cgroup | cut -d: -f3)/smr-$$
@@ -10,7 +11,7 @@ $B emu serve --model smr-seagate --size 399999238144 --backing $IMG --speed $SPE
 LOOP=$(losetup -f --show --direct-io=on $SRV/disk.img)
 sync; echo 3 > /proc/sys/vm/drop_caches
 $B emu report --json $SRV > $D/before.json
-if [ $SYS = kernel ]; then mount $LOOP $MNT; else sh -c "echo \$\$ > $CG/cgroup.procs; exec $BIN mount -o rw,image_io=direct,journal=lazy $LOOP $MNT"; fi
+if [ $SYS = kernel ]; then mount $LOOP $MNT; else sh -c "echo \$\$ > $CG/cgroup.procs; exec $BIN mount -o rw,image_io=direct,journal=lazy${OPTS:-} $LOOP $MNT"; fi
 python3 - $MNT $CG <<'Q'
 import sys,os,time
 sys.path.insert(0,'/work/main')

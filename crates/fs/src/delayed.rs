@@ -183,6 +183,24 @@ impl Delayed {
         debug_assert!(before >= n, "delayed block count below zero: {before} - {n}");
     }
 
+    /// `ino`'s file in `files` (its shard, locked), tracked from now if it
+    /// was not: `disk_size` is then its inode's size, and `shape` its tree's.
+    fn track<'a>(&self, files: &'a mut Files, ino: u32, disk_size: u64, shape: TreeShape) -> &'a mut DirtyFile {
+        files.entry(ino).or_insert_with(|| {
+            self.tracked.fetch_add(1, Ordering::AcqRel);
+            DirtyFile {
+                blocks: BTreeMap::new(),
+                size: disk_size,
+                disk_size,
+                since: Instant::now(),
+                runs: 0,
+                shape,
+                tree: 0,
+                held: None,
+            }
+        })
+    }
+
     /// Remove `ino`'s file from `files` (its shard, locked), if tracked.
     fn remove(&self, files: &mut Files, ino: u32) -> Option<DirtyFile> {
         let f = files.remove(&ino)?;
@@ -339,19 +357,7 @@ impl Delayed {
             let keep = spare.len().saturating_sub(new as usize);
             spare.split_off(keep)
         };
-        let file = files.entry(ino).or_insert_with(|| {
-            self.tracked.fetch_add(1, Ordering::AcqRel);
-            DirtyFile {
-                blocks: BTreeMap::new(),
-                size: disk_size,
-                disk_size,
-                since: Instant::now(),
-                runs: 0,
-                shape,
-                tree: 0,
-                held: None,
-            }
-        });
+        let file = self.track(&mut files, ino, disk_size, shape);
         if file.is_clean() {
             file.since = Instant::now();
         }
@@ -554,19 +560,7 @@ impl Delayed {
     pub(crate) fn hold(&self, ino: u32, disk_size: u64, lblk: u64, block: Vec<u8>) -> Option<(u64, Arc<[u8]>)> {
         debug_assert_eq!(block.len(), self.block_size);
         let mut files = self.shard(ino);
-        let file = files.entry(ino).or_insert_with(|| {
-            self.tracked.fetch_add(1, Ordering::AcqRel);
-            DirtyFile {
-                blocks: BTreeMap::new(),
-                size: disk_size,
-                disk_size,
-                since: Instant::now(),
-                runs: 0,
-                shape: TreeShape::default(),
-                tree: 0,
-                held: None,
-            }
-        });
+        let file = self.track(&mut files, ino, disk_size, TreeShape::default());
         debug_assert!(!file.blocks.contains_key(&lblk), "a held block is mapped, a waiting one is not");
         debug_assert!(file.held.as_ref().is_none_or(|&(l, _)| l == lblk), "one held block per file");
         if file.is_clean() {

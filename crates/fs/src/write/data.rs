@@ -1,7 +1,7 @@
 //! File data: write (in pieces that fit a transaction), fallocate, and the
 //! size changes of truncate.
 
-use super::iflags::{refuse_if, regular_file};
+use super::iflags::{may_write_at, refuse_if, regular_file};
 use super::ops::touch;
 use super::{Split, WriteState};
 use crate::bmap::Mapping;
@@ -132,11 +132,7 @@ impl Volume {
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
             // The kernel writes only regular files (a symlink's target is no data to write into).
-            regular_file(&inode)?;
-            refuse_if(&inode, flags::IMMUTABLE)?;
-            if inode.has_flag(flags::APPEND) && offset != inode.size() {
-                return Err(FsError::NotPermitted); // append-only: writes at the end only
-            }
+            may_write_at(&inode, offset)?;
             // As generic_write_checks: nothing at or past the largest size, a
             // short write up to it.
             let max = self.max_file_size();

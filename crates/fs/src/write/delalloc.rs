@@ -34,7 +34,7 @@
 //! maps it (ordered mode, `blockdev::DataWriteback`). The inode on disk
 //! keeps a size its written data reaches (`delayed.rs`).
 
-use super::iflags::{refuse_if, regular_file, wants_sync};
+use super::iflags::{may_write_at, wants_sync};
 use super::ops::touch;
 use super::WriteState;
 use crate::bmap::Mapping;
@@ -186,11 +186,7 @@ impl Volume {
     fn put_delayed(&self, ino: u32, offset: u64, data: &[u8]) -> Result<usize> {
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
-            regular_file(&inode)?;
-            refuse_if(&inode, flags::IMMUTABLE)?;
-            if inode.has_flag(flags::APPEND) && offset != inode.size() {
-                return Err(FsError::NotPermitted);
-            }
+            may_write_at(&inode, offset)?;
             let max = self.max_file_size();
             if offset >= max {
                 return Err(FsError::FileTooBig);
@@ -254,11 +250,7 @@ impl Volume {
     fn put_held(&self, ino: u32, lblk: u64, pblk: u64, offset: u64, data: &[u8]) -> Result<usize> {
         self.atomic(|ws| {
             let mut inode = self.inode(ino)?;
-            regular_file(&inode)?;
-            refuse_if(&inode, flags::IMMUTABLE)?;
-            if inode.has_flag(flags::APPEND) && offset != inode.size() {
-                return Err(FsError::NotPermitted);
-            }
+            may_write_at(&inode, offset)?;
             let bs = u64::from(self.block_size());
             let mut block = vec![0u8; bs as usize];
             self.read_old_block(ino, lblk, pblk, &mut block, "reading the last block for an append")?;

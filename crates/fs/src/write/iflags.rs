@@ -60,6 +60,17 @@ pub fn regular_file(inode: &Inode) -> Result<()> {
     }
 }
 
+/// Whether data may be written at `offset` of `inode`: a regular file, not
+/// immutable, and an append-only one only at its end (EPERM otherwise).
+pub fn may_write_at(inode: &Inode, offset: u64) -> Result<()> {
+    regular_file(inode)?;
+    refuse_if(inode, fl::IMMUTABLE)?;
+    if inode.has_flag(fl::APPEND) && offset != inode.size() {
+        return Err(FsError::NotPermitted);
+    }
+    Ok(())
+}
+
 /// EPERM if the inode has any of `flags` (IMMUTABLE, APPEND).
 pub fn refuse_if(inode: &Inode, flags: u32) -> Result<()> {
     if inode.base.flags & flags != 0 {
