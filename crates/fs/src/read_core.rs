@@ -498,7 +498,7 @@ impl ReadCore {
         // record, then find the file forgotten, and report the old size: the
         // kernel then put the next O_APPEND write there (a review's appends
         // racing stat lost data).
-        let waiting = if self.writable() { self.delayed.size(ino) } else { None };
+        let waiting = self.delayed.size(ino); // none on a read-only volume
         let (table, blk, off) = self.inode_slot(ino);
         let (ra_start, ra_count) = self.inode_readahead_range(table, blk);
         let data = self.meta_readahead(blk, ra_start, ra_count)?;

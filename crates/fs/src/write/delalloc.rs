@@ -158,7 +158,9 @@ impl Volume {
             let piece = &data[done..done + (run_end - at) as usize];
             let r = match mapping {
                 Mapping::Hole { .. } => self.put_delayed(ino, at, piece),
-                Mapping::Mapped { pblk, unwritten, .. } => self.write_mapped(ino, at, piece, pblk, unwritten),
+                Mapping::Mapped { pblk, unwritten, .. } => {
+                    self.write_mapped(ino, inode.size(), at, piece, pblk, unwritten)
+                }
             };
             match r {
                 Ok(n) => {
@@ -216,17 +218,17 @@ impl Volume {
         })
     }
 
-    /// `data` at `offset` of `ino`, all of it over blocks mapped from
-    /// `pblk` (`unwritten`: preallocated). An append that rewrites part of
+    /// `data` at `offset` of `ino` (`size` long now), all of it over blocks
+    /// mapped from `pblk` (`unwritten`: preallocated). An append that rewrites part of
     /// the file's last block holds the new block in memory, to go out with
     /// the blocks appended after it (`DirtyFile::held`); any other write
     /// goes to the device now, after the block held, if it covers it.
-    fn write_mapped(&self, ino: u32, offset: u64, data: &[u8], pblk: u64, unwritten: bool) -> Result<usize> {
+    fn write_mapped(&self, ino: u32, size: u64, offset: u64, data: &[u8], pblk: u64, unwritten: bool) -> Result<usize> {
         let bs = u64::from(self.block_size());
         let (lblk, end) = (offset / bs, offset + data.len() as u64);
         let held = self.delayed.held(ino).map(|(l, _)| l);
         let one_block = (end - 1) / bs == lblk;
-        if one_block && !unwritten && (held == Some(lblk) || end > self.inode(ino)?.size()) {
+        if one_block && !unwritten && (held == Some(lblk) || end > size) {
             if held.is_some_and(|l| l != lblk) {
                 self.write_back_held(ino)?;
             }
@@ -325,28 +327,30 @@ impl Volume {
 
     /// Send all of `ino`'s waiting data out. Called under its data lock.
     pub(crate) fn writeback_locked(&self, ino: u32) -> Result<()> {
-        let most = self.writer.piece_blocks.clamp(1, 1 << 15);
-        let mut from = 0;
-        let mut runs = || -> Result<()> {
-            while let Some((start, run)) = self.delayed.run_from(ino, from, most) {
-                let len = run.len() as u64;
-                let mapped = self.atomic(|ws| self.map_delayed_run(ws, ino, start, &run))?;
-                // Our references go first: `written` keeps for reuse only the
-                // blocks nobody else holds (a streaming write otherwise freed and
-                // allocated every block, and the heap grew and faulted page by page).
-                drop(run);
-                if mapped {
-                    self.delayed.written(ino, start, len);
-                }
-                from = start + len;
-            }
-            Ok(())
-        };
-        let runs = runs();
+        let runs = self.write_back_runs(ino);
         // A held block with no run after it goes out alone; so does one
         // whose run failed (it needs no room: it must not go down with it).
         let held = if self.delayed.held(ino).is_some() { self.write_back_held(ino) } else { Ok(()) };
         runs.and(held)
+    }
+
+    /// Send `ino`'s waiting runs out, one operation each, in block order.
+    fn write_back_runs(&self, ino: u32) -> Result<()> {
+        let most = self.writer.piece_blocks.clamp(1, 1 << 15);
+        let mut from = 0;
+        while let Some((start, run)) = self.delayed.run_from(ino, from, most) {
+            let len = run.len() as u64;
+            let mapped = self.atomic(|ws| self.map_delayed_run(ws, ino, start, &run))?;
+            // Our references go first: `written` keeps for reuse only the
+            // blocks nobody else holds (a streaming write otherwise freed and
+            // allocated every block, and the heap grew and faulted page by page).
+            drop(run);
+            if mapped {
+                self.delayed.written(ino, start, len);
+            }
+            from = start + len;
+        }
+        Ok(())
     }
 
     /// Inside an operation: give `run`, the waiting blocks of `ino` from
@@ -374,11 +378,9 @@ impl Volume {
         };
         let segments = self.ensure_mapped(ws, &mut inode, start, len)?;
         // The held block goes out with the run when the run lands right after it.
-        let joins = |&(l, p, _): &(u64, u64, Arc<[u8]>)| {
-            segments.first().is_some_and(|&(lblk, pblk, ..)| lblk == l + 1 && pblk == p + 1)
-        };
+        let run_follows = |l: u64, p: u64| segments.first().is_some_and(|&(lb, pb, ..)| lb == l + 1 && pb == p + 1);
         let joined = match held {
-            Some(h) if joins(&h) => Some(h),
+            Some((l, p, b)) if run_follows(l, p) => Some((l, p, b)),
             Some((l, p, b)) => {
                 self.write_held(&inode, l, p, &[b])?;
                 // The run still waits: the store keeps the file.
