@@ -700,3 +700,38 @@ fn an_appends_rewritten_last_block_goes_out_with_the_appended_blocks() {
         unmount_clean(vol, &img, false);
     }
 }
+
+/// The held last block of a file whose extent tree is two levels deep (400
+/// one-block extents on 1 KiB blocks: the root holds 4, a leaf 84): appends
+/// that hold it, write it back, and hold it again read back right, here and
+/// in the kernel, and e2fsck finds nothing.
+#[test]
+fn a_held_last_block_of_a_deep_tree_reads_back_in_the_kernel() {
+    let Some((work, empty)) = common::setup_empty() else {
+        return;
+    };
+    let img = common::make_image(work.path(), "deep-held.img", 64, &["-b", "1024"], &empty);
+    let (_dev, vol) = open(&img, false);
+    let a = vol.create(ROOT_INO, b"deep", CreateKind::File, 0o644, 0, 0).unwrap().ino;
+    let mut want = vec![0u8; 800 * 1024];
+    for l in (0..800u64).step_by(2) {
+        let b = pattern(l as u8, 1024);
+        want[(l * 1024) as usize..((l + 1) * 1024) as usize].copy_from_slice(&b);
+        vol.write(a, l * 1024, &b).unwrap();
+    }
+    let tail = pattern(7, 300);
+    vol.write(a, 800 * 1024, &tail).unwrap();
+    want.extend_from_slice(&tail);
+    vol.sync().unwrap();
+    let depth = |vol: &Volume| ondisk::extent::peek_header(&vol.inode(a).unwrap().base.block).unwrap().depth;
+    assert!(depth(&vol) >= 2, "the tree is {} deep", depth(&vol));
+    for round in 0..3u8 {
+        let more = pattern(20 + round, 1500); // into the held block, then a new one
+        vol.write(a, want.len() as u64, &more).unwrap();
+        want.extend_from_slice(&more);
+        assert_eq!(vol.read(&vol.inode(a).unwrap(), 0, want.len() + 10).unwrap(), want);
+        vol.sync().unwrap();
+    }
+    unmount_clean(vol, &img, false);
+    common::with_kernel_mount(&img, |m| assert_eq!(std::fs::read(m.join("deep")).unwrap(), want));
+}
